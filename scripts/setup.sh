@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what mpkv needs on a fresh Debian machine (idempotent), fetches the default model and
+# builds. Usage: scripts/setup.sh [build-dir]   (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${1:-build}
+
+DEBS=(build-essential cmake pkg-config libopenblas-dev libglpk-dev libpcre2-dev nlohmann-json3-dev
+      libcli11-dev libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev unzip python3-pip)
+missing=()
+for p in "${DEBS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+scripts/get_model.sh
+
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)"

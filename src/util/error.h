@@ -1,0 +1,21 @@
+// mpkv::Error: the one exception type for bad input and failed preconditions.
+// Bad input (corrupt file, wrong plan, infeasible budget) throws Error with a message a user
+// can act on; the CLI catches it, prints "error: <message>" and exits non-zero.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace mpkv {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// MPKV_CHECK(cond, msg): throw Error(msg) when cond is false. msg may be any string expression.
+#define MPKV_CHECK(cond, msg)                     \
+  do {                                            \
+    if (!(cond)) throw ::mpkv::Error(msg);        \
+  } while (0)
+
+}  // namespace mpkv

@@ -1,0 +1,29 @@
+#include "test_support.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace mpkv::test {
+
+std::string source_path(const std::string& rel) { return std::string(MPKV_SOURCE_DIR) + "/" + rel; }
+
+std::string default_model_path() {
+  if (const char* env = std::getenv("MPKV_MODEL"); env && *env) {
+    return std::filesystem::exists(env) ? std::string(env) : std::string();
+  }
+  const std::string p = source_path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  return std::filesystem::exists(p) ? p : std::string();
+}
+
+std::string temp_dir() {
+  static const std::string dir = [] {
+    std::string d = (std::filesystem::temp_directory_path() / ("mpkv_test_" + std::to_string(::getpid()))).string();
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+}  // namespace mpkv::test

@@ -1,0 +1,16 @@
+// Shared helpers for the test executables.
+#pragma once
+#include <string>
+
+namespace mpkv::test {
+
+// Path of the default real model (SmolLM2-135M-Instruct Q4_1), from $MPKV_MODEL or
+// <source>/models/SmolLM2-135M-Instruct.Q4_1.gguf. Empty when the file is absent, so tests
+// that need it can GTEST_SKIP() with a reason (the suite still runs the synthetic-model tests).
+std::string default_model_path();
+// <source dir>/<rel>.
+std::string source_path(const std::string& rel);
+// A fresh temporary directory for this test process (created once, not removed on failure).
+std::string temp_dir();
+
+}  // namespace mpkv::test
