@@ -1,0 +1,126 @@
+// The matvec driver: validates the matrix, quantizes the activations once, splits rows over
+// OpenMP threads and calls the kernel table's per-row dot products.
+#include "matvec/matvec.h"
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "gguf/dequant.h"
+#include "util/error.h"
+
+namespace mpkv {
+
+namespace {
+
+// Below this many weight bytes a matrix is done on the calling thread: an OpenMP fork/join costs
+// a few microseconds, about what one core needs to stream 64 KiB from cache.
+constexpr size_t kMinParallelBytes = 64 * 1024;
+
+enum class MatvecPath { quant_dot, float_dot, dequant_fallback, unsupported };
+
+MatvecPath path_for(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
+      return MatvecPath::quant_dot;
+    case GgmlType::F32: case GgmlType::F16:
+      return MatvecPath::float_dot;
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::BF16:
+      return MatvecPath::dequant_fallback;
+    default:
+      return MatvecPath::unsupported;
+  }
+}
+
+// y[v*rows + r] = dot(row r, x_v) for every row and vector; `dot_rows(row_ptr, r)` does one row for
+// all n vectors (weight row stays in L1 across them).
+template <class RowFn>
+void for_each_row(const WeightMatrix& w, RowFn&& dot_rows) {
+  const bool parallel = w.rows > 1 && (size_t)w.rows * w.row_bytes >= kMinParallelBytes;
+  // Static schedule: each thread gets one contiguous chunk of rows.
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t r = 0; r < w.rows; ++r) dot_rows(w.data + (size_t)r * w.row_bytes, r);
+}
+
+}  // namespace
+
+bool matvec_uses_dequant_fallback(GgmlType type) { return path_for(type) == MatvecPath::dequant_fallback; }
+
+void check_weight_matrix(const WeightMatrix& w) {
+  const uint32_t id = static_cast<uint32_t>(w.type);
+  MPKV_CHECK(path_for(w.type) != MatvecPath::unsupported,
+             "matvec: weight type " + ggml_type_name(id) +
+                 " is not supported (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)");
+  const GgmlTypeInfo* info = ggml_type_info(id);
+  MPKV_CHECK(info != nullptr, "matvec: no type info for " + ggml_type_name(id));
+  MPKV_CHECK(w.rows >= 0 && w.cols > 0, "matvec: bad " + std::string(info->name) + " matrix shape [" +
+                                            std::to_string(w.rows) + ", " + std::to_string(w.cols) + "]");
+  MPKV_CHECK(w.cols % info->block_size == 0, "matvec: " + std::to_string(w.cols) + " columns of " + info->name +
+                                                 " is not a multiple of its block size " +
+                                                 std::to_string(info->block_size));
+  const size_t need = ggml_row_bytes(w.type, w.cols);
+  MPKV_CHECK(w.row_bytes >= need, "matvec: row_bytes " + std::to_string(w.row_bytes) + " is less than the " +
+                                      std::to_string(need) + " bytes of " + std::to_string(w.cols) + " " +
+                                      info->name + " elements");
+  MPKV_CHECK(w.rows == 0 || w.data != nullptr, "matvec: weight data is null");
+}
+
+void matmul_rows_with(const MatvecKernels& k, const WeightMatrix& w, const float* x, float* y, int n) {
+  check_weight_matrix(w);
+  MPKV_CHECK(n >= 0, "matmul_rows: negative vector count " + std::to_string(n));
+  if (n == 0 || w.rows == 0) return;
+  MPKV_CHECK(x != nullptr && y != nullptr, "matmul_rows: null x or y");
+  const int64_t rows = w.rows, cols = w.cols;
+
+  switch (path_for(w.type)) {
+    case MatvecPath::quant_dot: {
+      // xq: [n, cols/32] activation blocks, quantized once on the calling thread.
+      const QuantDotFn dot = k.quant_dot(w.type);
+      const int64_t nb = cols / kActBlock;
+      thread_local std::vector<BlockQ8Act> xq_buf;
+      xq_buf.resize((size_t)n * nb);
+      const BlockQ8Act* xq = xq_buf.data();
+      for (int v = 0; v < n; ++v) k.quantize_act(x + (size_t)v * cols, xq_buf.data() + (size_t)v * nb, cols);
+      for_each_row(w, [&](const uint8_t* row, int64_t r) {
+        for (int v = 0; v < n; ++v) y[(size_t)v * rows + r] = dot(row, xq + (size_t)v * nb, cols);
+      });
+      return;
+    }
+    case MatvecPath::float_dot: {
+      const FloatDotFn dot = k.float_dot(w.type);
+      for_each_row(w, [&](const uint8_t* row, int64_t r) {
+        for (int v = 0; v < n; ++v) y[(size_t)v * rows + r] = dot(row, x + (size_t)v * cols, cols);
+      });
+      return;
+    }
+    case MatvecPath::dequant_fallback: {
+      // SLOW PATH: dequantize the row to fp32 in a per-thread buffer, then a float dot per vector.
+      // Exceptions must not leave an OpenMP region, so the first one is carried out and rethrown.
+      std::exception_ptr error;
+      for_each_row(w, [&](const uint8_t* row, int64_t r) {
+        thread_local std::vector<float> buf;
+        try {
+          buf.resize(cols);
+          dequantize_row(w.type, row, buf.data(), cols);
+          for (int v = 0; v < n; ++v) y[(size_t)v * rows + r] = k.dot_f32(buf.data(), x + (size_t)v * cols, cols);
+        } catch (...) {
+#pragma omp critical(mpkv_matvec_error)
+          if (!error) error = std::current_exception();
+        }
+      });
+      if (error) std::rethrow_exception(error);
+      return;
+    }
+    case MatvecPath::unsupported:
+      break;
+  }
+  throw Error("matvec: unsupported weight type " + ggml_type_name(static_cast<uint32_t>(w.type)));
+}
+
+void matmul_rows(const WeightMatrix& w, const float* x, float* y, int n) {
+  matmul_rows_with(active_matvec_kernels(), w, x, y, n);
+}
+
+void matvec(const WeightMatrix& w, const float* x, float* y) { matmul_rows(w, x, y, 1); }
+
+}  // namespace mpkv

@@ -1,0 +1,49 @@
+// Weight matrix times activation vector(s): y = W x, the decode path's matrix products.
+//
+// Weights stay in their GGUF encoding. Per type:
+//   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0  fast path: x quantized once to 8-bit blocks, integer dot per block
+//                                 (see matvec_kernels.h); y carries the activation-quantization error,
+//                                 |y - W x| <= sum_blocks (max|x_b| / 254) * sum_{j in b} |w_j| (+ fp32 rounding).
+//   F32, F16                      float dot product (exact up to fp32 rounding).
+//   Q4_K, Q5_K, Q6_K, BF16        SLOW PATH: each row is dequantized into a thread-local fp32 buffer
+//                                 and then float-dotted; about 3-10x slower than the integer paths.
+//   anything else                 Error naming the type.
+// Rows are independent: they are split across OpenMP threads (static schedule, one contiguous chunk
+// each); the caller sets the thread count with omp_set_num_threads.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/ggml_types.h"
+#include "matvec/matvec_kernels.h"
+
+namespace mpkv {
+
+// A weight matrix [rows, cols] as stored in GGUF (ggml dims {cols, rows}), row-major: row r starts
+// at data + r * row_bytes and holds cols elements in `type`'s block layout. cols must be a multiple
+// of the type's block size and row_bytes >= ggml_row_bytes(type, cols). The data is not owned.
+struct WeightMatrix {
+  GgmlType type;
+  int64_t rows, cols;
+  const uint8_t* data;
+  size_t row_bytes;
+};
+
+// y[rows] = W x[cols].
+void matvec(const WeightMatrix& w, const float* x, float* y);
+
+// n vectors at once (a few sequences decoding together): x is [n, cols], y is [n, rows], both
+// row-major. Each x is quantized once; each weight row is used for all n vectors while in cache.
+// Results equal n separate matvec calls bit for bit. n == 0 does nothing.
+void matmul_rows(const WeightMatrix& w, const float* x, float* y, int n);
+
+// The same with an explicit kernel table (tests run each ISA variant through the full driver).
+void matmul_rows_with(const MatvecKernels& k, const WeightMatrix& w, const float* x, float* y, int n);
+
+// Throws Error unless w can be multiplied (supported type, shape consistent with row_bytes).
+void check_weight_matrix(const WeightMatrix& w);
+
+// True for the types served by the slow dequantize-then-dot path.
+bool matvec_uses_dequant_fallback(GgmlType type);
+
+}  // namespace mpkv

@@ -1,0 +1,206 @@
+// AVX2 + FMA + F16C kernels: the same integer math as matvec_ref.cpp, 32 weights per step.
+// Per block: codes expanded to 32 bytes, _mm256_maddubs_epi16 (unsigned codes x signed activation
+// codes) + _mm256_madd_epi16 -> 8 int32 partial sums, converted and fma'd with dw*dx into an fp32
+// accumulator. Two blocks per iteration on two accumulators to hide the fma latency.
+#include "matvec/matvec_kernels.h"
+#include "matvec/matvec_x86_helpers.h"
+
+namespace mpkv {
+
+namespace {
+
+void quantize_act_avx2(const float* x, BlockQ8Act* out, int64_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / kActBlock; ++b) {
+    const float* xb = x + b * kActBlock;
+    __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+    __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                             _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    // Scalar d and 1/d exactly as in quantize_act_ref, so the codes match it bit for bit.
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;  // half to even
+    __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, vid), kRound));
+    __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, vid), kRound));
+    __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, vid), kRound));
+    __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, vid), kRound));
+    // Block sum of the codes.
+    __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+    __m128i s4 = _mm_add_epi32(_mm256_extracti128_si256(s8, 1), _mm256_castsi256_si128(s8));
+    s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
+    const int sum = _mm_cvtsi128_si32(s4);
+    // int32 -> int8; the packs interleave 128-bit lanes, the permute restores element order.
+    i0 = _mm256_packs_epi32(i0, i1);
+    i2 = _mm256_packs_epi32(i2, i3);
+    i0 = _mm256_packs_epi16(i0, i2);
+    i0 = _mm256_permutevar8x32_epi32(i0, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), i0);
+    out[b].d = d;
+    out[b].s = d * (float)sum;
+  }
+}
+
+inline __m256i load_act(const BlockQ8Act& a) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)); }
+
+float dot_q4_0_avx2(const void* row, const BlockQ8Act* xq, int64_t n) {
+  const BlockQ4_0* w = static_cast<const BlockQ4_0*>(row);
+  const int64_t nb = n / QK4_0;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float offs = 0.0f;
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    const float dw0 = x86_fp16(w[b].d), dw1 = x86_fp16(w[b + 1].d);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * xq[b].d),
+                           x86_dot_us8_groups(x86_bytes_from_nibbles_32(w[b].qs), load_act(xq[b])), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * xq[b + 1].d),
+                           x86_dot_us8_groups(x86_bytes_from_nibbles_32(w[b + 1].qs), load_act(xq[b + 1])), acc1);
+    offs += dw0 * xq[b].s + dw1 * xq[b + 1].s;
+  }
+  for (; b < nb; ++b) {
+    const float dw = x86_fp16(w[b].d);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw * xq[b].d),
+                           x86_dot_us8_groups(x86_bytes_from_nibbles_32(w[b].qs), load_act(xq[b])), acc0);
+    offs += dw * xq[b].s;
+  }
+  return x86_hsum_ps(_mm256_add_ps(acc0, acc1)) - 8.0f * offs;
+}
+
+float dot_q4_1_avx2(const void* row, const BlockQ8Act* xq, int64_t n) {
+  const BlockQ4_1* w = static_cast<const BlockQ4_1*>(row);
+  const int64_t nb = n / QK4_1;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float offs = 0.0f;
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b].d) * xq[b].d),
+                           x86_dot_us8_groups(x86_bytes_from_nibbles_32(w[b].qs), load_act(xq[b])), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b + 1].d) * xq[b + 1].d),
+                           x86_dot_us8_groups(x86_bytes_from_nibbles_32(w[b + 1].qs), load_act(xq[b + 1])), acc1);
+    offs += x86_fp16(w[b].m) * xq[b].s + x86_fp16(w[b + 1].m) * xq[b + 1].s;
+  }
+  for (; b < nb; ++b) {
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b].d) * xq[b].d),
+                           x86_dot_us8_groups(x86_bytes_from_nibbles_32(w[b].qs), load_act(xq[b])), acc0);
+    offs += x86_fp16(w[b].m) * xq[b].s;
+  }
+  return x86_hsum_ps(_mm256_add_ps(acc0, acc1)) + offs;
+}
+
+float dot_q5_0_avx2(const void* row, const BlockQ8Act* xq, int64_t n) {
+  const BlockQ5_0* w = static_cast<const BlockQ5_0*>(row);
+  const int64_t nb = n / QK5_0;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float offs = 0.0f;
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    const float dw0 = x86_fp16(w[b].d), dw1 = x86_fp16(w[b + 1].d);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * xq[b].d),
+                           x86_dot_us8_groups(x86_q5_codes_32(w[b].qs, w[b].qh), load_act(xq[b])), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * xq[b + 1].d),
+                           x86_dot_us8_groups(x86_q5_codes_32(w[b + 1].qs, w[b + 1].qh), load_act(xq[b + 1])),
+                           acc1);
+    offs += dw0 * xq[b].s + dw1 * xq[b + 1].s;
+  }
+  for (; b < nb; ++b) {
+    const float dw = x86_fp16(w[b].d);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw * xq[b].d),
+                           x86_dot_us8_groups(x86_q5_codes_32(w[b].qs, w[b].qh), load_act(xq[b])), acc0);
+    offs += dw * xq[b].s;
+  }
+  return x86_hsum_ps(_mm256_add_ps(acc0, acc1)) - 16.0f * offs;
+}
+
+float dot_q5_1_avx2(const void* row, const BlockQ8Act* xq, int64_t n) {
+  const BlockQ5_1* w = static_cast<const BlockQ5_1*>(row);
+  const int64_t nb = n / QK5_1;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float offs = 0.0f;
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b].d) * xq[b].d),
+                           x86_dot_us8_groups(x86_q5_codes_32(w[b].qs, w[b].qh), load_act(xq[b])), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b + 1].d) * xq[b + 1].d),
+                           x86_dot_us8_groups(x86_q5_codes_32(w[b + 1].qs, w[b + 1].qh), load_act(xq[b + 1])),
+                           acc1);
+    offs += x86_fp16(w[b].m) * xq[b].s + x86_fp16(w[b + 1].m) * xq[b + 1].s;
+  }
+  for (; b < nb; ++b) {
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b].d) * xq[b].d),
+                           x86_dot_us8_groups(x86_q5_codes_32(w[b].qs, w[b].qh), load_act(xq[b])), acc0);
+    offs += x86_fp16(w[b].m) * xq[b].s;
+  }
+  return x86_hsum_ps(_mm256_add_ps(acc0, acc1)) + offs;
+}
+
+inline __m256i load_q8(const BlockQ8_0& blk) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs)); }
+
+float dot_q8_0_avx2(const void* row, const BlockQ8Act* xq, int64_t n) {
+  const BlockQ8_0* w = static_cast<const BlockQ8_0*>(row);
+  const int64_t nb = n / QK8_0;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b].d) * xq[b].d),
+                           x86_dot_ss8_groups(load_q8(w[b]), load_act(xq[b])), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b + 1].d) * xq[b + 1].d),
+                           x86_dot_ss8_groups(load_q8(w[b + 1]), load_act(xq[b + 1])), acc1);
+  }
+  for (; b < nb; ++b) {
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b].d) * xq[b].d),
+                           x86_dot_ss8_groups(load_q8(w[b]), load_act(xq[b])), acc0);
+  }
+  return x86_hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+float dot_f32_avx2(const void* row, const float* x, int64_t n) {
+  const float* w = static_cast<const float*>(row);
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x + j), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j + 8), _mm256_loadu_ps(x + j + 8), a1);
+    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j + 16), _mm256_loadu_ps(x + j + 16), a2);
+    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j + 24), _mm256_loadu_ps(x + j + 24), a3);
+  }
+  for (; j + 8 <= n; j += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x + j), a0);
+  float acc = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; j < n; ++j) acc += w[j] * x[j];
+  return acc;
+}
+
+inline __m256 load_f16x8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+float dot_f16_avx2(const void* row, const float* x, int64_t n) {
+  const uint16_t* w = static_cast<const uint16_t*>(row);
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    a0 = _mm256_fmadd_ps(load_f16x8(w + j), _mm256_loadu_ps(x + j), a0);
+    a1 = _mm256_fmadd_ps(load_f16x8(w + j + 8), _mm256_loadu_ps(x + j + 8), a1);
+    a2 = _mm256_fmadd_ps(load_f16x8(w + j + 16), _mm256_loadu_ps(x + j + 16), a2);
+    a3 = _mm256_fmadd_ps(load_f16x8(w + j + 24), _mm256_loadu_ps(x + j + 24), a3);
+  }
+  for (; j + 8 <= n; j += 8) a0 = _mm256_fmadd_ps(load_f16x8(w + j), _mm256_loadu_ps(x + j), a0);
+  float acc = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; j < n; ++j) acc += x86_fp16(w[j]) * x[j];
+  return acc;
+}
+
+}  // namespace
+
+// Constant-initialized (no code runs to build it; see matvec_dispatch.cpp).
+extern const MatvecKernels kMatvecKernelsAvx2;
+constinit const MatvecKernels kMatvecKernelsAvx2{
+    Isa::avx2, "avx2", quantize_act_avx2, dot_q4_0_avx2, dot_q4_1_avx2, dot_q5_0_avx2,
+    dot_q5_1_avx2, dot_q8_0_avx2, dot_f32_avx2, dot_f16_avx2};
+
+}  // namespace mpkv

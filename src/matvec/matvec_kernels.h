@@ -1,0 +1,67 @@
+// Per-ISA kernel tables for weight matrix-vector products (the decode path's hot loop).
+//
+// Quantized weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) are multiplied the way llama.cpp does it: the
+// activation vector is quantized ONCE into 8-bit blocks of 32 (BlockQ8Act), then each weight
+// block meets its activation block in an integer dot product; only the per-block results are
+// scaled and summed in fp32. F32 / F16 weights use a plain float dot product.
+//
+// Every kernel has a scalar _ref (matvec_ref.cpp, the specification) and AVX2 / AVX-512 variants
+// (matvec_avx2.cpp / matvec_avx512.cpp) that do the same integer math; the variants differ from
+// _ref only in the order of the fp32 summation. The table in use is chosen once from
+// active_isa() (active_matvec_kernels()); tests fetch each variant's table directly.
+#pragma once
+#include <cstdint>
+
+#include "gguf/ggml_types.h"
+#include "util/cpu_features.h"
+
+namespace mpkv {
+
+constexpr int kActBlock = 32;  // activation block size == block size of all integer-dot weight types
+
+// One activation block: x[j] ~= d * qs[j] for j in [0, 32), with s = d * sum_j qs[j].
+// Quantization: amax = max|x|, d = amax / 127, q = round_to_nearest_even(x * (1/d)), so
+// |x[j] - d*qs[j]| <= d/2 (plus a few ulps) and qs in [-127, 127].
+// s carries the block sum so that weight formats with an offset term cost one multiply per block:
+//   Q4_1/Q5_1 (w = dw*q + m):   sum_j w_j x_j = dw*d*sum(q_j*a_j) + m*s
+//   Q4_0 (w = dw*(q - 8)):      sum_j w_j x_j = dw*d*sum(q_j*a_j) - 8*dw*s   (Q5_0: 16 instead of 8)
+// d and s are fp32 (llama.cpp's block_q8_1 stores fp16; fp32 costs 4 bytes a block and no accuracy).
+struct BlockQ8Act {
+  float d;
+  float s;
+  int8_t qs[kActBlock];
+};
+static_assert(sizeof(BlockQ8Act) == 40, "BlockQ8Act layout");
+
+// Quantizes x[n] (n a multiple of 32) into n/32 activation blocks.
+using QuantizeActFn = void (*)(const float* x, BlockQ8Act* out, int64_t n);
+// Dot product of one weight row (n elements, n a multiple of 32, in the type's block layout)
+// with the quantized activation xq[n/32].
+using QuantDotFn = float (*)(const void* row, const BlockQ8Act* xq, int64_t n);
+// Dot product of one float-typed weight row (F32 or F16 bits) with x[n]; any n >= 0.
+using FloatDotFn = float (*)(const void* row, const float* x, int64_t n);
+
+struct MatvecKernels {
+  Isa isa;
+  const char* name;  // "ref", "avx2", "avx512"
+  QuantizeActFn quantize_act;
+  QuantDotFn dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0;
+  FloatDotFn dot_f32, dot_f16;
+
+  // The integer-dot kernel for `type`, or nullptr when `type` is not an integer-dot type.
+  QuantDotFn quant_dot(GgmlType type) const;
+  // The float-dot kernel for F32 / F16, or nullptr.
+  FloatDotFn float_dot(GgmlType type) const;
+};
+
+// Each variant's table. The AVX2 / AVX-512 tables may be fetched on any CPU (tests print them),
+// but their functions may only be *called* when best_isa() reaches that level.
+const MatvecKernels& matvec_kernels_ref();
+const MatvecKernels& matvec_kernels_avx2();
+const MatvecKernels& matvec_kernels_avx512();
+// The table for one ISA level.
+const MatvecKernels& matvec_kernels_for(Isa isa);
+// The table for active_isa(), chosen once.
+const MatvecKernels& active_matvec_kernels();
+
+}  // namespace mpkv
