@@ -10,6 +10,15 @@
 
 namespace mpkv {
 
+// Builders for metadata values (each checks that `type` is of the matching kind).
+GgufValue gguf_uint(GgufValueType type, uint64_t v);   // UINT8/16/32/64
+GgufValue gguf_int(GgufValueType type, int64_t v);     // INT8/16/32/64
+GgufValue gguf_float(GgufValueType type, double v);    // FLOAT32/64
+GgufValue gguf_bool(bool v);
+GgufValue gguf_string(std::string v);
+GgufValue gguf_array(GgufValueType elem_type, std::vector<GgufValue> items);  // items must be of elem_type
+
+// The writer takes its alignment from a "general.alignment" value when one is set (else 32).
 class GgufWriter {
  public:
   void set(const std::string& key, GgufValue value);
@@ -29,6 +38,7 @@ class GgufWriter {
   void add_f32_tensor(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& values);
 
   std::vector<uint8_t> to_bytes() const;
+  // Writes to <path>.tmp and renames, so a failed write leaves no partial file at path.
   void write(const std::string& path) const;
 
  private:
