@@ -1,0 +1,289 @@
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <deque>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "gguf/gguf_reader.h"
+#include "tokenizer/byte_unicode.h"
+#include "tokenizer/utf8.h"
+#include "util/error.h"
+
+namespace mpkv {
+namespace {
+
+// Token texts llama.cpp (llama_vocab::impl::load) treats as end of generation, besides eos:
+// the end-of-turn/text markers and the FIM pad / repo / file-separator tokens.
+const std::unordered_set<std::string>& eog_texts() {
+  static const std::unordered_set<std::string> texts = {
+      "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
+      "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>", "</s>",
+      "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",  // DeepSeek "<｜end▁of▁sentence｜>"
+      // FIM pad / repo / file separator
+      "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+      "<REPO>", "<reponame>", "<|file_sep|>"};
+  return texts;
+}
+
+std::vector<std::string> checked_tokens(std::vector<std::string> tokens) {
+  MPKV_CHECK(!tokens.empty(), "tokenizer: the vocabulary is empty");
+  std::unordered_map<std::string_view, size_t> seen;
+  seen.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i].empty()) tokens[i] = "[EMPTY_" + std::to_string(i) + "]";
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    auto [it, inserted] = seen.emplace(tokens[i], i);
+    MPKV_CHECK(inserted, "tokenizer: duplicate token '" + tokens[i] + "' has ids " + std::to_string(it->second) +
+                             " and " + std::to_string(i));
+  }
+  return tokens;
+}
+
+std::vector<TokenType> checked_types(std::vector<TokenType> types, size_t n_tokens) {
+  if (types.empty()) return std::vector<TokenType>(n_tokens, TokenType::normal);
+  MPKV_CHECK(types.size() == n_tokens, "tokenizer: " + std::to_string(types.size()) + " token types for " +
+                                           std::to_string(n_tokens) + " tokens");
+  return types;
+}
+
+// The bytes a NORMAL token's text stands for: each code point mapped back through the GPT-2 byte
+// table; a code point outside the table (not produced by byte encoding) is kept as its UTF-8.
+std::string decode_normal_text(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t len;
+    const uint32_t cp = utf8_decode(text, i, len);
+    const int b = unicode_to_byte(cp);
+    if (b >= 0) out.push_back(static_cast<char>(b));
+    else out.append(text, i, len);
+    i += len;
+  }
+  return out;
+}
+
+// "<0xAB>" -> byte 0xAB, or -1 when the text is not of that form.
+int parse_byte_token(const std::string& text) {
+  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>') return -1;
+  const auto hex = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  const int hi = hex(text[3]), lo = hex(text[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<TokenType> types,
+                     const std::vector<std::string>& merges, const std::string& pre, SpecialTokenIds special,
+                     bool add_bos, const std::string& chat_template)
+    : tokens_(checked_tokens(std::move(tokens))),
+      types_(checked_types(std::move(types), tokens_.size())),
+      special_(special),
+      add_bos_(add_bos),
+      pre_(pre),
+      bpe_(tokens_, merges) {
+  const int32_t n = n_vocab();
+  const auto in_range = [&](int32_t id) { return id >= 0 && id < n; };
+  for (auto [name, id] : {std::pair<const char*, int32_t>{"bos", special_.bos}, {"eos", special_.eos}}) {
+    MPKV_CHECK(id == -1 || in_range(id), std::string("tokenizer: ") + name + " token id " + std::to_string(id) +
+                                             " is outside the vocabulary of " + std::to_string(n));
+  }
+  // unk / pad outside the vocabulary are dropped, as llama.cpp does (they only matter when present).
+  if (!in_range(special_.unk)) special_.unk = -1;
+  if (!in_range(special_.pad)) special_.pad = -1;
+  MPKV_CHECK(!add_bos_ || special_.bos >= 0, "tokenizer: add_bos_token is true but the model has no bos token id");
+
+  // End of generation: eos plus the texts llama.cpp recognises; those tokens count as CONTROL
+  // (llama.cpp overrides their type the same way) so encode() cuts them out as special tokens.
+  is_eog_.assign(n, false);
+  if (special_.eos >= 0) is_eog_[special_.eos] = true;
+  const auto& texts = eog_texts();
+  for (int32_t id = 0; id < n; ++id) {
+    if (texts.count(tokens_[id])) {
+      is_eog_[id] = true;
+      if (types_[id] != TokenType::control && types_[id] != TokenType::user_defined) types_[id] = TokenType::control;
+    }
+  }
+  for (int32_t id = 0; id < n; ++id)
+    if (is_eog_[id]) eog_ids_.push_back(id);
+
+  pieces_.resize(n);
+  for (int32_t id = 0; id < n; ++id) {
+    switch (types_[id]) {
+      case TokenType::normal: pieces_[id] = decode_normal_text(tokens_[id]); break;
+      case TokenType::control:
+      case TokenType::user_defined:
+      case TokenType::unknown: pieces_[id] = tokens_[id]; break;
+      case TokenType::byte: {
+        const int b = parse_byte_token(tokens_[id]);
+        pieces_[id] = b >= 0 ? std::string(1, static_cast<char>(b)) : tokens_[id];
+        break;
+      }
+      default: break;  // UNUSED / UNDEFINED render as nothing (llama.cpp)
+    }
+    if (types_[id] == TokenType::control || types_[id] == TokenType::user_defined ||
+        types_[id] == TokenType::unknown) {
+      special_by_length_.push_back(id);
+    }
+  }
+  std::stable_sort(special_by_length_.begin(), special_by_length_.end(),
+                   [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
+
+  default_system_prompt_ = chatml_default_system_prompt(chat_template);
+}
+
+Tokenizer Tokenizer::from_gguf(const GgufReader& g) {
+  const std::string model = g.get_string("tokenizer.ggml.model", "");
+  MPKV_CHECK(model == "gpt2", g.path() + ": unsupported tokenizer model '" + model +
+                                  "' (tokenizer.ggml.model); only 'gpt2' byte-level BPE is supported");
+  MPKV_CHECK(g.has("tokenizer.ggml.pre"), g.path() + ": tokenizer.ggml.pre is missing; cannot choose a pre-tokenizer");
+  const std::string pre = g.get_string("tokenizer.ggml.pre", "");
+
+  const auto string_array = [&](const char* key) {
+    const GgufValue& v = g.get(key);
+    MPKV_CHECK(v.is_array(), g.path() + ": " + key + " is not an array");
+    std::vector<std::string> out;
+    out.reserve(v.as_array().size());
+    for (const auto& e : v.as_array()) out.push_back(e.as_string());
+    return out;
+  };
+  std::vector<std::string> tokens = string_array("tokenizer.ggml.tokens");
+  std::vector<std::string> merges = string_array("tokenizer.ggml.merges");
+
+  std::vector<TokenType> types;
+  if (g.has("tokenizer.ggml.token_type")) {
+    const GgufValue& v = g.get("tokenizer.ggml.token_type");
+    MPKV_CHECK(v.is_array(), g.path() + ": tokenizer.ggml.token_type is not an array");
+    const auto& arr = v.as_array();
+    MPKV_CHECK(arr.size() >= tokens.size(), g.path() + ": tokenizer.ggml.token_type has " +
+                                                std::to_string(arr.size()) + " entries for " +
+                                                std::to_string(tokens.size()) + " tokens");
+    types.reserve(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const int64_t t = arr[i].as_int();
+      types.push_back(t >= 0 && t <= 6 ? static_cast<TokenType>(t) : TokenType::undefined);
+    }
+  }
+
+  SpecialTokenIds ids;
+  ids.bos = static_cast<int32_t>(g.get_int("tokenizer.ggml.bos_token_id", -1));
+  ids.eos = static_cast<int32_t>(g.get_int("tokenizer.ggml.eos_token_id", -1));
+  ids.unk = static_cast<int32_t>(g.get_int("tokenizer.ggml.unknown_token_id", -1));
+  ids.pad = static_cast<int32_t>(g.get_int("tokenizer.ggml.padding_token_id", -1));
+  const bool add_bos = g.get_bool("tokenizer.ggml.add_bos_token", pre_tokenizer_spec(pre).add_bos_default);
+  const std::string chat_template = g.get_string("tokenizer.chat_template", "");
+  try {
+    return Tokenizer(std::move(tokens), std::move(types), merges, pre, ids, add_bos, chat_template);
+  } catch (const Error& e) {
+    throw Error(g.path() + ": " + e.what());
+  }
+}
+
+void Tokenizer::check_id(int32_t id) const {
+  MPKV_CHECK(id >= 0 && id < n_vocab(),
+             "token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(n_vocab()));
+}
+
+const std::string& Tokenizer::token_piece(int32_t id) const {
+  check_id(id);
+  return pieces_[id];
+}
+
+const std::string& Tokenizer::token_text(int32_t id) const {
+  check_id(id);
+  return tokens_[id];
+}
+
+TokenType Tokenizer::token_type(int32_t id) const {
+  check_id(id);
+  return types_[id];
+}
+
+int32_t Tokenizer::find_token(const std::string& text) const { return bpe_.find_token(text); }
+
+bool Tokenizer::is_end_of_generation(int32_t id) const { return id >= 0 && id < n_vocab() && is_eog_[id]; }
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t id : ids) out += token_piece(id);
+  return out;
+}
+
+std::string Tokenizer::format_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  return format_chatml(messages, add_generation_prompt, default_system_prompt_);
+}
+
+std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_bos, bool parse_special) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 2);
+  if (add_bos) {
+    MPKV_CHECK(special_.bos >= 0, "encode: a BOS token was asked for but the model has no bos token id");
+    out.push_back(special_.bos);
+  }
+  if (text.empty()) return out;
+
+  // Cut special tokens out of the text, longest first: fragments are either a token id or a raw
+  // stretch [offset, offset + length) of text.
+  struct Fragment {
+    int32_t token;  // -1 for raw text
+    size_t offset, length;
+  };
+  std::vector<Fragment> frags{{-1, 0, text.size()}}, next;
+  for (int32_t sid : special_by_length_) {
+    if (!parse_special && types_[sid] != TokenType::user_defined) continue;
+    const std::string& st = tokens_[sid];
+    next.clear();
+    bool found = false;
+    for (const Fragment& f : frags) {
+      if (f.token >= 0) {
+        next.push_back(f);
+        continue;
+      }
+      const std::string_view raw(text.data() + f.offset, f.length);
+      size_t pos = 0;
+      for (size_t m = raw.find(st); m != std::string_view::npos; m = raw.find(st, pos)) {
+        found = true;
+        if (m > pos) next.push_back({-1, f.offset + pos, m - pos});
+        next.push_back({sid, 0, 0});
+        pos = m + st.size();
+      }
+      if (pos < raw.size()) next.push_back({-1, f.offset + pos, raw.size() - pos});
+    }
+    if (found) frags.swap(next);
+  }
+
+  for (const Fragment& f : frags) {
+    if (f.token >= 0) out.push_back(f.token);
+    else encode_text(std::string_view(text.data() + f.offset, f.length), out);
+  }
+  return out;
+}
+
+// Pre-tokenizes and BPE-encodes one stretch of text without special tokens.
+void Tokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
+  std::string sanitized;
+  if (!utf8_is_valid(text)) {
+    sanitized = utf8_sanitize(text);
+    text = sanitized;
+  }
+  // word -> [begin, end) in cached_ids; the views point into text, which outlives the map.
+  std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> cache;
+  std::vector<int32_t> cached_ids;
+  const bool ignore_merges = pre_.spec().ignore_merges;
+  for (const std::string_view word : pre_.split(text)) {
+    auto it = cache.find(word);
+    if (it == cache.end()) {
+      const auto begin = static_cast<uint32_t>(cached_ids.size());
+      bpe_.encode_word(word, ignore_merges, special_.unk, cached_ids);
+      it = cache.emplace(word, std::make_pair(begin, static_cast<uint32_t>(cached_ids.size()))).first;
+    }
+    out.insert(out.end(), cached_ids.begin() + it->second.first, cached_ids.begin() + it->second.second);
+  }
+}
+
+}  // namespace mpkv
