@@ -1,0 +1,226 @@
+// Driver-level tests: matvec / matmul_rows for every supported type against a double-precision
+// reference, batching, threading, each ISA variant through the whole driver, bad input, and the
+// real model's blk.0.ffn_down.weight. Bounds and their derivation: see test_matvec_blocks.h.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_reader.h"
+#include "matvec/matvec.h"
+#include "test_matvec_blocks.h"
+#include "test_support.h"
+#include "util/error.h"
+
+namespace mpkv {
+namespace {
+
+using test::fp32_rel_bound;
+using test::make_activations;
+using test::make_test_matrix;
+using test::row_bounds;
+using test::TestMatrix;
+
+// Variant vs _ref through the driver: same codes, different fp32 summation order (see
+// test_matvec_kernels.cpp), so each side is within fp32_rel_bound and they differ by at most twice it.
+constexpr double kSimdVsRefFactor = 2.0;
+
+const GgmlType kAllTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                              GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_K, GgmlType::Q5_K,
+                              GgmlType::Q6_K};
+
+// y[r] of one vector against the bound for its row.
+void expect_within_bound(const TestMatrix& m, const float* x, const float* y, const std::string& what) {
+  for (int64_t r = 0; r < m.rows; ++r) {
+    const test::RowBounds rb = row_bounds(m, r, x);
+    const double bound = rb.act_bound + fp32_rel_bound(m.type, m.cols) * rb.fp_scale;
+    ASSERT_LE(std::fabs(y[r] - rb.exact), bound) << what << " row " << r << " exact " << rb.exact;
+  }
+}
+
+class MatvecDriver : public ::testing::TestWithParam<GgmlType> {};
+
+// Odd row count, padded rows (row_bytes > packed size), two column counts per type.
+TEST_P(MatvecDriver, MatvecWithinBound) {
+  const GgmlType t = GetParam();
+  const int block = ggml_type_info((uint32_t)t)->block_size;
+  for (int64_t cols : {int64_t(512), int64_t(block == 256 ? 1536 : 96)}) {
+    const TestMatrix m = make_test_matrix(t, 37, cols, 11 + (uint32_t)cols, /*pad=*/6);
+    const std::vector<float> x = make_activations(cols, 12 + (uint32_t)cols);
+    std::vector<float> y(m.rows, -1.0f);
+    matvec(m.view(), x.data(), y.data());
+    expect_within_bound(m, x.data(), y.data(), ggml_type_name((uint32_t)t) + " cols " + std::to_string(cols));
+  }
+}
+
+// n = 1..5 vectors: each within its bound and bit-identical to a separate matvec call.
+TEST_P(MatvecDriver, MatmulRowsEqualsSeparateMatvecs) {
+  const GgmlType t = GetParam();
+  const TestMatrix m = make_test_matrix(t, 23, 512, 21);
+  for (int n = 1; n <= 5; ++n) {
+    std::vector<float> x;
+    for (int v = 0; v < n; ++v) {
+      const std::vector<float> xv = make_activations(m.cols, 100 * n + v);
+      x.insert(x.end(), xv.begin(), xv.end());
+    }
+    std::vector<float> y((size_t)n * m.rows, -1.0f);
+    matmul_rows(m.view(), x.data(), y.data(), n);
+    for (int v = 0; v < n; ++v) {
+      std::vector<float> y1(m.rows);
+      matvec(m.view(), x.data() + (size_t)v * m.cols, y1.data());
+      for (int64_t r = 0; r < m.rows; ++r) {
+        ASSERT_EQ(y[(size_t)v * m.rows + r], y1[r]) << "n " << n << " vector " << v << " row " << r;
+      }
+      expect_within_bound(m, x.data() + (size_t)v * m.cols, y.data() + (size_t)v * m.rows,
+                          "n " + std::to_string(n) + " vector " + std::to_string(v));
+    }
+  }
+}
+
+// Rows are independent and each is done by one thread: 1 and 2 threads agree bit for bit. The
+// matrix is large enough (> 64 KiB) to take the parallel path.
+TEST_P(MatvecDriver, ThreadCountDoesNotChangeResults) {
+  const GgmlType t = GetParam();
+  const TestMatrix m = make_test_matrix(t, 301, 1536, 31);
+  ASSERT_GE(m.rows * m.row_bytes, size_t(64 * 1024));
+  const std::vector<float> x = make_activations(m.cols, 32);
+  const int saved = omp_get_max_threads();
+  std::vector<float> y1(m.rows), y2(m.rows);
+  omp_set_num_threads(1);
+  matvec(m.view(), x.data(), y1.data());
+  omp_set_num_threads(2);
+  matvec(m.view(), x.data(), y2.data());
+  omp_set_num_threads(saved);
+  for (int64_t r = 0; r < m.rows; ++r) ASSERT_EQ(y1[r], y2[r]) << "row " << r;
+  expect_within_bound(m, x.data(), y2.data(), "2 threads");
+}
+
+void expect_variant_matches_ref(const MatvecKernels& k, GgmlType t) {
+  const TestMatrix m = make_test_matrix(t, 45, 768, 41);
+  const int n = 3;
+  std::vector<float> x;
+  for (int v = 0; v < n; ++v) {
+    const std::vector<float> xv = make_activations(m.cols, 42 + v);
+    x.insert(x.end(), xv.begin(), xv.end());
+  }
+  std::vector<float> want((size_t)n * m.rows), got((size_t)n * m.rows);
+  matmul_rows_with(matvec_kernels_ref(), m.view(), x.data(), want.data(), n);
+  matmul_rows_with(k, m.view(), x.data(), got.data(), n);
+  for (int v = 0; v < n; ++v) {
+    for (int64_t r = 0; r < m.rows; ++r) {
+      const double tol =
+          kSimdVsRefFactor * fp32_rel_bound(t, m.cols) * row_bounds(m, r, x.data() + (size_t)v * m.cols).fp_scale;
+      ASSERT_NEAR(got[(size_t)v * m.rows + r], want[(size_t)v * m.rows + r], tol)
+          << k.name << " vector " << v << " row " << r;
+    }
+  }
+}
+
+TEST_P(MatvecDriver, Avx2DriverMatchesRefDriver) {
+  if ((int)best_isa() < (int)Isa::avx2) GTEST_SKIP() << "this CPU lacks AVX2";
+  expect_variant_matches_ref(matvec_kernels_avx2(), GetParam());
+}
+
+TEST_P(MatvecDriver, Avx512DriverMatchesRefDriver) {
+  if ((int)best_isa() < (int)Isa::avx512) {
+    GTEST_SKIP() << "this CPU lacks AVX-512 (best: " << isa_name(best_isa()) << "); the variant compiles but cannot run here";
+  }
+  expect_variant_matches_ref(matvec_kernels_avx512(), GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatvecDriver, ::testing::ValuesIn(kAllTypes),
+                         [](const auto& info) { return ggml_type_name((uint32_t)info.param); });
+
+TEST(MatvecDriverFallback, SlowPathIsExactlyTheKTypesAndBf16) {
+  for (GgmlType t : kAllTypes) {
+    const bool slow = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K || t == GgmlType::BF16;
+    EXPECT_EQ(matvec_uses_dequant_fallback(t), slow) << ggml_type_name((uint32_t)t);
+  }
+}
+
+// ---- bad input ------------------------------------------------------------------------------
+
+std::string error_of(const WeightMatrix& w, int n = 1) {
+  std::vector<float> x(4096, 1.0f), y(4096 * 8);
+  try {
+    matmul_rows(w, x.data(), y.data(), n);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MatvecDriverErrors, UnsupportedTypeIsNamed) {
+  std::vector<uint8_t> buf(4096);
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::Q8_1, GgmlType::I32}) {
+    const std::string name = ggml_type_name((uint32_t)t);
+    const std::string msg = error_of(WeightMatrix{t, 2, 256, buf.data(), 1024});
+    EXPECT_NE(msg.find(name), std::string::npos) << "message: '" << msg << "' should name " << name;
+    EXPECT_NE(msg.find("not supported"), std::string::npos) << msg;
+  }
+  const std::string msg = error_of(WeightMatrix{static_cast<GgmlType>(99), 2, 32, buf.data(), 64});
+  EXPECT_NE(msg.find("99"), std::string::npos) << msg;
+}
+
+TEST(MatvecDriverErrors, BadShapesAreRejected) {
+  std::vector<uint8_t> buf(4096);
+  EXPECT_NE(error_of(WeightMatrix{GgmlType::Q4_1, 2, 48, buf.data(), 40}).find("multiple of its block size 32"),
+            std::string::npos);
+  EXPECT_NE(error_of(WeightMatrix{GgmlType::Q6_K, 1, 128, buf.data(), 210}).find("block size 256"), std::string::npos);
+  EXPECT_NE(error_of(WeightMatrix{GgmlType::Q4_1, 2, 64, buf.data(), 39}).find("row_bytes 39"), std::string::npos);
+  EXPECT_NE(error_of(WeightMatrix{GgmlType::F32, 2, 0, buf.data(), 0}).find("shape"), std::string::npos);
+  EXPECT_NE(error_of(WeightMatrix{GgmlType::F32, -1, 4, buf.data(), 16}).find("shape"), std::string::npos);
+  EXPECT_NE(error_of(WeightMatrix{GgmlType::Q8_0, 2, 32, nullptr, 34}).find("null"), std::string::npos);
+  EXPECT_NE(error_of(WeightMatrix{GgmlType::Q8_0, 2, 32, buf.data(), 34}, -1).find("negative"), std::string::npos);
+}
+
+TEST(MatvecDriverErrors, EmptyWorkTouchesNothing) {
+  std::vector<uint8_t> buf(64);
+  std::vector<float> x(32, 1.0f), y(4, 7.0f);
+  matmul_rows(WeightMatrix{GgmlType::Q8_0, 2, 32, buf.data(), 34}, x.data(), y.data(), 0);
+  matvec(WeightMatrix{GgmlType::Q8_0, 0, 32, buf.data(), 34}, x.data(), y.data());
+  for (float v : y) EXPECT_EQ(v, 7.0f);
+}
+
+// ---- the real model -------------------------------------------------------------------------
+
+// y = W x for blk.0.ffn_down.weight ([576, 1536], Q4_1 in the default model) against the double
+// reference from hand-decoded blocks, with the same bound as the synthetic tests.
+TEST(MatvecRealModel, FfnDownLayer0WithinBound) {
+  const std::string path = test::default_model_path();
+  if (path.empty()) GTEST_SKIP() << "default model not found (set MPKV_MODEL or run scripts/ to fetch it)";
+  GgufReader reader(path);
+  const GgufTensorInfo& ti = reader.tensor("blk.0.ffn_down.weight");
+  ASSERT_EQ(ti.dims.size(), 2u);
+  TestMatrix m;
+  m.type = ti.type;
+  m.cols = ti.dims[0];
+  m.rows = ti.dims[1];
+  m.row_bytes = ggml_row_bytes(m.type, m.cols);
+  ASSERT_EQ(m.row_bytes * m.rows, ti.n_bytes);
+  m.w.resize((size_t)m.rows * m.cols);
+  m.mag.resize(m.w.size());
+  for (int64_t r = 0; r < m.rows; ++r) {
+    test::decode_row(m.type, ti.data + r * m.row_bytes, m.cols, m.w.data() + r * m.cols, m.mag.data() + r * m.cols);
+  }
+  const WeightMatrix w{m.type, m.rows, m.cols, ti.data, m.row_bytes};
+  const std::vector<float> x = make_activations(m.cols, 2024);
+  std::vector<float> y(m.rows);
+  matvec(w, x.data(), y.data());
+  double err2 = 0, ref2 = 0;
+  for (int64_t r = 0; r < m.rows; ++r) {
+    const test::RowBounds rb = row_bounds(m, r, x.data());
+    const double bound = rb.act_bound + fp32_rel_bound(m.type, m.cols) * rb.fp_scale;
+    ASSERT_LE(std::fabs(y[r] - rb.exact), bound) << "row " << r;
+    err2 += (y[r] - rb.exact) * (y[r] - rb.exact);
+    ref2 += rb.exact * rb.exact;
+  }
+  std::printf("  %s [%lld, %lld] %s: relative L2 error of y %.2e (activation quantization)\n", ti.name.c_str(),
+              (long long)m.rows, (long long)m.cols, ggml_type_name((uint32_t)m.type).c_str(), std::sqrt(err2 / ref2));
+}
+
+}  // namespace
+}  // namespace mpkv
