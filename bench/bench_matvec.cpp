@@ -1,0 +1,171 @@
+// Matvec throughput on the SmolLM2-135M decode shapes, next to the memory bandwidth measured here.
+//
+// For each shape, each kernel variant this CPU can run, and 1 and 2 threads, prints the weight
+// bytes streamed per matvec divided by its median time:
+//   hot  - the same matrix again and again (it stays in cache: the kernels' compute bound);
+//   cold - cycling through copies of the matrix totalling >= 256 MiB, so weights come from DRAM as
+//          they do in a real decode step (the whole model is read once per token).
+// The bandwidth probe is a read-sum over a 256 MiB buffer with 1 and 2 threads, also median.
+// Last, the per-token matvec time of the whole model (30 layers + the Q8_0 output head, cold,
+// active kernels) and the tokens/s it alone would allow.
+//
+// Usage: bench_matvec [--quick]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gguf/ggml_types.h"
+#include "matvec/matvec.h"
+#include "util/cpu_features.h"
+#include "util/fp16.h"
+
+using namespace mpkv;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Read-sum over `buf` split across `threads` threads; returns GB/s (median of `reps`).
+double bandwidth_probe(const std::vector<uint64_t>& buf, int threads, int reps) {
+  std::vector<double> times;
+  volatile uint64_t sink = 0;
+  for (int rep = 0; rep < reps; ++rep) {
+    const auto t0 = Clock::now();
+    uint64_t total = 0;
+    const int64_t n = (int64_t)buf.size();
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
+    for (int64_t i = 0; i < n; i += 4) total += buf[i] + buf[i + 1] + buf[i + 2] + buf[i + 3];
+    times.push_back(seconds_since(t0));
+    sink = sink + total;
+  }
+  return (double)buf.size() * 8 / median(times) / 1e9;
+}
+
+// Random codes with sane fp16 scales (d ~ 0.01, m ~ -0.1) for the 32-blocks of `type`.
+std::vector<uint8_t> random_matrix_bytes(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const size_t row_bytes = ggml_row_bytes(type, cols);
+  std::vector<uint8_t> bytes((size_t)rows * row_bytes);
+  std::mt19937 rng(seed);
+  for (auto& b : bytes) b = (uint8_t)rng();
+  const size_t bsize = ggml_type_info((uint32_t)type)->type_size;
+  const uint16_t d = fp32_to_fp16(0.01f), m = fp32_to_fp16(-0.1f);
+  for (size_t off = 0; off < bytes.size(); off += bsize) {
+    std::memcpy(&bytes[off], &d, 2);
+    if (type == GgmlType::Q4_1 || type == GgmlType::Q5_1) std::memcpy(&bytes[off + 2], &m, 2);
+  }
+  return bytes;
+}
+
+struct Shape {
+  const char* what;
+  int64_t rows, cols;
+  GgmlType type;
+  int per_token;  // how many such matvecs one decode token runs
+};
+
+// SmolLM2-135M: d_model 576, 9 heads x 64, 3 KV heads x 64, ffn 1536, 30 layers, vocab 49152.
+const Shape kShapes[] = {
+    {"attn_q/attn_output", 576, 576, GgmlType::Q4_1, 2 * 30},
+    {"attn_k/attn_v", 192, 576, GgmlType::Q4_1, 2 * 30},
+    {"ffn_gate/ffn_up", 1536, 576, GgmlType::Q4_1, 2 * 30},
+    {"ffn_down", 576, 1536, GgmlType::Q4_1, 30},
+    {"output (tied token_embd)", 49152, 576, GgmlType::Q8_0, 1},
+};
+
+constexpr size_t kColdBytes = size_t(256) << 20;
+
+// Median seconds per matvec; cold cycles through enough copies to exceed kColdBytes.
+double time_matvec(const MatvecKernels& k, const Shape& s, int threads, bool cold, double min_seconds) {
+  const size_t row_bytes = ggml_row_bytes(s.type, s.cols);
+  const size_t mat_bytes = row_bytes * (size_t)s.rows;
+  const size_t copies = cold ? std::max<size_t>(2, (kColdBytes + mat_bytes - 1) / mat_bytes) : 1;
+  // One buffer holding `copies` matrices back to back.
+  std::vector<uint8_t> all;
+  all.reserve(copies * mat_bytes);
+  const std::vector<uint8_t> one = random_matrix_bytes(s.type, s.rows, s.cols, 1);
+  for (size_t c = 0; c < copies; ++c) all.insert(all.end(), one.begin(), one.end());
+  std::vector<float> x(s.cols), y(s.rows);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (auto& v : x) v = g(rng);
+
+  omp_set_num_threads(threads);
+  std::vector<double> times;
+  size_t c = 0;
+  const auto start = Clock::now();
+  for (int warm = 0; warm < 3; ++warm) matmul_rows_with(k, {s.type, s.rows, s.cols, all.data(), row_bytes}, x.data(), y.data(), 1);
+  while (times.size() < 15 || (seconds_since(start) < min_seconds && times.size() < 100000)) {
+    const WeightMatrix w{s.type, s.rows, s.cols, all.data() + c * mat_bytes, row_bytes};
+    c = (c + 1) % copies;
+    const auto t0 = Clock::now();
+    matmul_rows_with(k, w, x.data(), y.data(), 1);
+    times.push_back(seconds_since(t0));
+  }
+  return median(times);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  const double min_seconds = quick ? 0.05 : 0.3;
+  const int saved_threads = omp_get_max_threads();
+
+  std::printf("mpkv bench_matvec  (best ISA %s, active %s, %d hardware threads)\n\n", isa_name(best_isa()),
+              isa_name(active_isa()), omp_get_num_procs());
+
+  std::vector<uint64_t> probe((size_t)256 << 20 >> 3);
+  for (size_t i = 0; i < probe.size(); ++i) probe[i] = i;
+  const double bw1 = bandwidth_probe(probe, 1, quick ? 5 : 11), bw2 = bandwidth_probe(probe, 2, quick ? 5 : 11);
+  probe = {};
+  std::printf("memory bandwidth (read-sum over 256 MiB): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n\n", bw1, bw2);
+
+  std::vector<const MatvecKernels*> variants = {&matvec_kernels_ref()};
+  if ((int)best_isa() >= (int)Isa::avx2) variants.push_back(&matvec_kernels_avx2());
+  if ((int)best_isa() >= (int)Isa::avx512) variants.push_back(&matvec_kernels_avx512());
+
+  std::printf("%-26s %-12s %-5s %-7s %4s %10s %10s %10s %10s\n", "matrix", "shape", "type", "kernel", "thr",
+              "hot us", "hot GB/s", "cold us", "cold GB/s");
+  for (const Shape& s : kShapes) {
+    const double bytes = (double)ggml_row_bytes(s.type, s.cols) * (double)s.rows;
+    char shape[32];
+    std::snprintf(shape, sizeof shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
+    for (const MatvecKernels* k : variants) {
+      for (int threads : {1, 2}) {
+        const double hot = time_matvec(*k, s, threads, false, min_seconds);
+        const double cold = time_matvec(*k, s, threads, true, min_seconds);
+        std::printf("%-26s %-12s %-5s %-7s %4d %10.1f %10.2f %10.1f %10.2f\n", s.what, shape,
+                    ggml_type_name((uint32_t)s.type).c_str(), k->name, threads, hot * 1e6, bytes / hot / 1e9,
+                    cold * 1e6, bytes / cold / 1e9);
+      }
+    }
+  }
+
+  // Whole-model matvec cost of one decode token with the active kernels, cold.
+  std::printf("\nper-token matvec time, SmolLM2-135M shapes, %s kernels, cold:\n", active_matvec_kernels().name);
+  for (int threads : {1, 2}) {
+    double total = 0, bytes = 0;
+    for (const Shape& s : kShapes) {
+      total += s.per_token * time_matvec(active_matvec_kernels(), s, threads, true, min_seconds);
+      bytes += s.per_token * (double)ggml_row_bytes(s.type, s.cols) * (double)s.rows;
+    }
+    std::printf("  %d thread(s): %.2f ms/token (%.1f MB of weights, %.1f GB/s) -> at most %.0f tokens/s from matvecs\n",
+                threads, total * 1e3, bytes / 1e6, bytes / total / 1e9, 1.0 / total);
+  }
+  omp_set_num_threads(saved_threads);
+  return 0;
+}
