@@ -52,6 +52,58 @@ TEST_F(TokenizerModel, KnownPrompts) {
   EXPECT_EQ(tok_->encode("Hello, we can use"), (Ids{19556, 28, 392, 416, 722}));
 }
 
+// Expected ids from llama.cpp through llama-cpp-python 0.3.36:
+//   llm = llama_cpp.Llama(model_path=<model>, vocab_only=True)
+//   llm.tokenize(text_bytes, add_bos=False, special=<parse_special>)
+struct LlamaCppCase {
+  const char* text;
+  bool parse_special;
+  Ids ids;
+};
+
+TEST_F(TokenizerModel, MatchesLlamaCppOnTrickyStrings) {
+  const std::vector<LlamaCppCase> cases = {
+      {"12345", true, {33, 34, 35, 36, 37}},
+      {"don't I'll", true, {12420, 982, 339, 3060}},
+      {"h\xC3\xA9llo \xE4\xB8\x96\xE7\x95\x8C \xF0\x9F\x99\x82", true,  // "héllo 世界 🙂"
+       {88, 2756, 31394, 216, 7906, 240, 178, 239, 230, 47526}},
+      {"a  b   c\n\n\nd \t e  \n", true, {81, 216, 278, 256, 265, 1116, 198, 84, 216, 197, 297, 32057}},
+      {"<|im_start|>user\nhi<|im_end|>", true, {1, 4093, 198, 6004, 2}},
+      {"<|im_start|>user\nhi<|im_end|>", false,
+       {44, 108, 306, 79, 3738, 108, 46, 4093, 198, 6004, 44, 108, 306, 79, 486, 108, 46}},
+      {"DON'T WE'LL they're", true, {52, 2154, 23, 68, 26587, 23, 16421, 502, 2316}},
+      {"   leading and trailing   ", true, {256, 2899, 284, 35079, 333}},
+      {"x\r\ny\ttab $100.50 & 3.14% 2024-01-01", true,
+       {104, 201, 198, 105, 197, 15999, 1885, 33, 32, 32, 30, 37, 32, 1456, 216, 35, 30, 33, 36, 21, 216, 34, 32, 34,
+        36, 29, 32, 33, 29, 32, 33}},
+      // "naïve café — “quotes” ｆｕｌｌ<U+00A0>nbsp <U+0085>nel 👩‍👩‍👧 日本語"
+      {"na\xC3\xAFve caf\xC3\xA9 \xE2\x80\x94 \xE2\x80\x9Cquotes\xE2\x80\x9D \xEF\xBD\x86\xEF\xBD\x95\xEF\xBD\x8C"
+       "\xEF\xBD\x8C\xC2\xA0nbsp \xC2\x85nel \xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7 "
+       "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E",
+       true,
+       {3546, 46494, 37366, 1841, 619, 385, 2346, 573, 216, 186, 138, 224, 186, 138, 239, 186, 138, 230, 186, 138, 230,
+        15442, 94, 32093, 216, 141, 223, 5824, 15107, 235, 119, 321, 231, 10813, 235, 119, 321, 231, 10813, 235, 117,
+        17097, 241, 115, 40993, 179, 120, 248}},
+      // Invalid UTF-8: each bad byte becomes U+FFFD (24211), as in llama.cpp.
+      {"a\xFF" "b\xE4\xB8", true, {81, 24211, 82, 24211, 24211}},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(tok_->encode(c.text, false, c.parse_special), c.ids) << "text: " << c.text;
+  }
+}
+
+// FNV-1a 64 over the ids' little-endian int32 bytes.
+uint64_t fnv1a_ids(const Ids& ids) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int32_t id : ids) {
+    for (int k = 0; k < 4; ++k) {
+      h ^= static_cast<uint8_t>(static_cast<uint32_t>(id) >> (8 * k));
+      h *= 0x100000001b3ull;
+    }
+  }
+  return h;
+}
+
 TEST_F(TokenizerModel, SpecialTokensParsedOrNot) {
   const Ids with = tok_->encode("<|im_start|>user\nhi<|im_end|>", false, true);
   ASSERT_GE(with.size(), 3u);
@@ -68,7 +120,7 @@ TEST_F(TokenizerModel, ChatPromptHasDefaultSystem) {
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
-TEST_F(TokenizerModel, WikiTextRoundTrip) {
+TEST_F(TokenizerModel, WikiTextMatchesLlamaCppAndRoundTrips) {
   const std::string path = test::source_path("../shared/data/wikitext-2/test.txt");
   std::ifstream in(path, std::ios::binary);
   if (!in) GTEST_SKIP() << "WikiText-2 test file absent: " << path;
@@ -80,6 +132,10 @@ TEST_F(TokenizerModel, WikiTextRoundTrip) {
   const Ids ids = tok_->encode(text, false);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("encoded %zu bytes into %zu tokens in %.3f s\n", text.size(), ids.size(), secs);
+  // Same ids as llama.cpp over the whole file: count and FNV-1a of
+  // llm.tokenize(open(test.txt, 'rb').read(), add_bos=False, special=True) (see above).
+  EXPECT_EQ(ids.size(), 312144u);
+  EXPECT_EQ(fnv1a_ids(ids), 0x90781a3639f7d41eull);
   EXPECT_EQ(tok_->decode(ids), text);
 }
 
