@@ -1,0 +1,119 @@
+#include "model/forward.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <thread>
+
+#include "gguf/dequant.h"
+#include "model/linear.h"
+#include "model/ops.h"
+#include "util/error.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace mpkv {
+
+void set_num_threads(int n) {
+  if (n <= 0) n = default_num_threads();
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
+
+int default_num_threads() {
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc ? (int)hc : 1;
+}
+
+Forward::Forward(const Model& model) : model_(model) {}
+
+void Forward::run(KvCache& cache, const std::vector<BatchToken>& batch, std::vector<float>& logits_out) {
+  const ModelConfig& c = model_.config();
+  const ModelWeights& w = model_.weights();
+  const int n = (int)batch.size();
+  MPKV_CHECK(n > 0, "forward: empty batch");
+  for (int i = 0; i < n; ++i) {
+    MPKV_CHECK(batch[i].token >= 0 && batch[i].token < c.n_vocab,
+               "token id " + std::to_string(batch[i].token) + " is outside the vocabulary (" + std::to_string(c.n_vocab) + ")");
+    if (i > 0 && batch[i].seq == batch[i - 1].seq) {
+      MPKV_CHECK(batch[i].pos == batch[i - 1].pos + 1, "forward: positions of a sequence must be consecutive");
+    }
+  }
+  const size_t d = c.d_model;
+  x_.resize(n * d);
+  xn_.resize(n * d);
+  q_.resize((size_t)n * c.q_dim());
+  k_.resize((size_t)n * c.kv_dim());
+  v_.resize((size_t)n * c.kv_dim());
+  attn_.resize((size_t)n * c.q_dim());
+  tmp_.resize(n * d);
+  gate_.resize((size_t)n * c.d_ffn);
+  up_.resize((size_t)n * c.d_ffn);
+  pos_.resize(n);
+  for (int i = 0; i < n; ++i) {
+    pos_[i] = batch[i].pos;
+    dequantize_row(w.token_embd.type, w.token_embd.data + (size_t)batch[i].token * w.token_embd.row_bytes,
+                   x_.data() + i * d, c.d_model);
+  }
+  for (int l = 0; l < c.n_layer; ++l) layer_forward(cache, batch, l);
+
+  // Final norm and output projection for the rows that want logits.
+  std::vector<int> rows;
+  for (int i = 0; i < n; ++i)
+    if (batch[i].logits) rows.push_back(i);
+  logits_out.resize(rows.size() * (size_t)c.n_vocab);
+  if (rows.empty()) return;
+  for (size_t r = 0; r < rows.size(); ++r)
+    rmsnorm_forward(x_.data() + rows[r] * d, w.output_norm.data, xn_.data() + r * d, 1, c.d_model, c.rms_eps);
+  linear_forward(w.output, xn_.data(), logits_out.data(), (int)rows.size(), dequant_scratch_);
+}
+
+void Forward::layer_forward(KvCache& cache, const std::vector<BatchToken>& batch, int l) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = model_.weights().layers[l];
+  const int n = (int)batch.size();
+  const size_t d = c.d_model;
+
+  // Attention block.
+  rmsnorm_forward(x_.data(), L.attn_norm.data, xn_.data(), n, c.d_model, c.rms_eps);
+  linear_forward(L.wq, xn_.data(), q_.data(), n, dequant_scratch_);
+  linear_forward(L.wk, xn_.data(), k_.data(), n, dequant_scratch_);
+  linear_forward(L.wv, xn_.data(), v_.data(), n, dequant_scratch_);
+  if (c.qkv_bias) {
+    add_bias(q_.data(), L.bq.data, n, c.q_dim());
+    add_bias(k_.data(), L.bk.data, n, c.kv_dim());
+    add_bias(v_.data(), L.bv.data, n, c.kv_dim());
+  }
+  if (c.qk_norm) {
+    rmsnorm_forward(q_.data(), L.q_norm.data, q_.data(), n * c.n_head, c.head_dim, c.rms_eps);
+    rmsnorm_forward(k_.data(), L.k_norm.data, k_.data(), n * c.n_head_kv, c.head_dim, c.rms_eps);
+  }
+  rope_forward(q_.data(), pos_.data(), n, c.n_head, c.head_dim, c.rope_style, c.rope_base, c.rope_scale, pos_scale_);
+  rope_forward(k_.data(), pos_.data(), n, c.n_head_kv, c.head_dim, c.rope_style, c.rope_base, c.rope_scale, pos_scale_);
+  if (observer_) observer_(l, n, k_.data(), v_.data());
+
+  for (int i = 0; i < n;) {
+    int j = i + 1;
+    while (j < n && batch[j].seq == batch[i].seq) ++j;
+    const int cnt = j - i;
+    const int seq = batch[i].seq;
+    MPKV_CHECK(cache.length(seq, l) == batch[i].pos,
+               "forward: sequence " + std::to_string(seq) + " is at position " + std::to_string(cache.length(seq, l)) +
+                   " in the KV cache but the batch continues it at " + std::to_string(batch[i].pos));
+    cache.append(seq, l, cnt, k_.data() + (size_t)i * c.kv_dim(), v_.data() + (size_t)i * c.kv_dim());
+    cache.attend(seq, l, cnt, q_.data() + (size_t)i * c.q_dim(), attn_.data() + (size_t)i * c.q_dim());
+    i = j;
+  }
+  linear_forward(L.wo, attn_.data(), tmp_.data(), n, dequant_scratch_);
+  add_inplace(x_.data(), tmp_.data(), (int64_t)n * d);
+
+  // Feed-forward block (SwiGLU).
+  rmsnorm_forward(x_.data(), L.ffn_norm.data, xn_.data(), n, c.d_model, c.rms_eps);
+  linear_forward(L.w_gate, xn_.data(), gate_.data(), n, dequant_scratch_);
+  linear_forward(L.w_up, xn_.data(), up_.data(), n, dequant_scratch_);
+  swiglu_forward(gate_.data(), up_.data(), (int64_t)n * c.d_ffn);
+  linear_forward(L.w_down, gate_.data(), tmp_.data(), n, dequant_scratch_);
+  add_inplace(x_.data(), tmp_.data(), (int64_t)n * d);
+}
+
+}  // namespace mpkv

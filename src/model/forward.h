@@ -1,0 +1,56 @@
+// The transformer forward pass over a batch of tokens from one or more sequences.
+//
+// A batch lists tokens with their sequence id and position. Tokens of one sequence must be
+// contiguous in the batch and in increasing position order, continuing what the KV cache already
+// holds for that sequence (prefill = many tokens of one sequence; decode = one token each of
+// several sequences). K/V go to the KvCache, which also computes attention.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace mpkv {
+
+struct BatchToken {
+  int32_t token = 0;
+  int pos = 0;
+  int seq = 0;
+  bool logits = false;  // compute next-token logits for this entry
+};
+
+// Optional observer of each layer's post-RoPE keys and values (calibration, distortion fits):
+// k, v: [n, n_head_kv, head_dim] for the batch's tokens, in batch order.
+using KvObserver = std::function<void(int layer, int n, const float* k, const float* v)>;
+
+class Forward {
+ public:
+  explicit Forward(const Model& model);
+
+  // Runs the batch; logits_out becomes [n_with_logits, n_vocab] (rows in batch order).
+  void run(KvCache& cache, const std::vector<BatchToken>& batch, std::vector<float>& logits_out);
+
+  // Calibration hooks: RoPE positions multiplied by pos_scale (positional interpolation) and an
+  // observer of K/V. Defaults: 1 and none.
+  void set_pos_scale(float s) { pos_scale_ = s; }
+  void set_kv_observer(KvObserver obs) { observer_ = std::move(obs); }
+
+ private:
+  void layer_forward(KvCache& cache, const std::vector<BatchToken>& batch, int layer);
+
+  const Model& model_;
+  float pos_scale_ = 1.0f;
+  KvObserver observer_;
+  // Activations, row-major [n, width]:
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;
+  std::vector<int> pos_;
+  std::vector<float> dequant_scratch_;
+};
+
+// Sets the thread count for OpenMP regions and OpenBLAS.
+void set_num_threads(int n);
+int default_num_threads();
+
+}  // namespace mpkv

@@ -1,0 +1,45 @@
+// The interface between the forward pass and a KV cache.
+//
+// The forward pass hands the cache post-RoPE keys and values and asks it for attention outputs;
+// the cache owns both storage and attention, so a quantized cache can attend over its packed
+// pages directly (no dequantized copy). Shapes, all row-major float32:
+//   k, v:  [n_tokens, n_head_kv, head_dim]
+//   q, out:[n_tokens, n_head,    head_dim]
+// Query head h reads KV head h / (n_head / n_head_kv) (grouped-query attention).
+#pragma once
+
+namespace mpkv {
+
+struct KvDims {
+  int n_layer = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;
+};
+
+class KvCache {
+ public:
+  virtual ~KvCache() = default;
+
+  const KvDims& dims() const { return dims_; }
+
+  // Appends the K/V of the next n_tokens positions of `seq` in `layer`. A sequence is created on
+  // its first append; appends of one sequence arrive layer by layer in order of position.
+  virtual void append(int seq, int layer, int n_tokens, const float* k, const float* v) = 0;
+
+  // Causal attention for the last n_tokens appended to (seq, layer): query i sees cache positions
+  // [0, length - n_tokens + i]. Scores are scaled by 1/sqrt(head_dim).
+  virtual void attend(int seq, int layer, int n_tokens, const float* q, float* out) = 0;
+
+  // Tokens held for (seq, layer); 0 for an unknown sequence.
+  virtual int length(int seq, int layer) const = 0;
+
+  // Frees everything held for seq.
+  virtual void remove(int seq) = 0;
+
+ protected:
+  explicit KvCache(KvDims d) : dims_(d) {}
+  KvDims dims_;
+};
+
+}  // namespace mpkv

@@ -1,0 +1,95 @@
+#include "model/model_weights.h"
+
+#include "util/error.h"
+
+namespace mpkv {
+
+namespace {
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+class Loader {
+ public:
+  explicit Loader(const GgufReader& g) : g_(g) {}
+
+  // A 2-D weight of `rows` outputs x `cols` inputs (GGUF dims = [cols, rows]).
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) const {
+    const GgufTensorInfo& t = g_.tensor(name);
+    if (t.dims.size() != 2 || t.dims[0] != cols || t.dims[1] != rows) {
+      throw Error("tensor '" + name + "' has shape " + dims_str(t.dims) + ", expected [" + std::to_string(cols) +
+                  ", " + std::to_string(rows) + "]");
+    }
+    const GgmlTypeInfo* info = ggml_type_info((uint32_t)t.type);
+    if (!info || !info->supported) {
+      throw Error("tensor '" + name + "' has type " + ggml_type_name((uint32_t)t.type) + ", which mpkv does not support");
+    }
+    WeightMatrix w;
+    w.type = t.type;
+    w.rows = rows;
+    w.cols = cols;
+    w.data = t.data;
+    w.row_bytes = ggml_row_bytes(t.type, cols);
+    return w;
+  }
+
+  VectorWeight vec(const std::string& name, int64_t n) const {
+    const GgufTensorInfo& t = g_.tensor(name);
+    if (t.n_elements() != n) {
+      throw Error("tensor '" + name + "' has shape " + dims_str(t.dims) + ", expected [" + std::to_string(n) + "]");
+    }
+    if (t.type != GgmlType::F32) {
+      throw Error("tensor '" + name + "' has type " + ggml_type_name((uint32_t)t.type) + "; norms and biases must be F32");
+    }
+    return VectorWeight{reinterpret_cast<const float*>(t.data), n};
+  }
+
+  bool has(const std::string& name) const { return g_.find_tensor(name) != nullptr; }
+
+ private:
+  const GgufReader& g_;
+};
+
+}  // namespace
+
+ModelWeights ModelWeights::from_gguf(const GgufReader& g, const ModelConfig& c) {
+  Loader ld(g);
+  ModelWeights w;
+  w.token_embd = ld.matrix("token_embd.weight", c.n_vocab, c.d_model);
+  w.output_norm = ld.vec("output_norm.weight", c.d_model);
+  if (ld.has("output.weight")) {
+    w.output = ld.matrix("output.weight", c.n_vocab, c.d_model);
+  } else {
+    w.output = w.token_embd;
+    w.tied_output = true;
+  }
+  w.layers.resize(c.n_layer);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights& L = w.layers[l];
+    L.attn_norm = ld.vec(p + "attn_norm.weight", c.d_model);
+    L.wq = ld.matrix(p + "attn_q.weight", c.q_dim(), c.d_model);
+    L.wk = ld.matrix(p + "attn_k.weight", c.kv_dim(), c.d_model);
+    L.wv = ld.matrix(p + "attn_v.weight", c.kv_dim(), c.d_model);
+    L.wo = ld.matrix(p + "attn_output.weight", c.d_model, c.q_dim());
+    if (c.qkv_bias) {
+      L.bq = ld.vec(p + "attn_q.bias", c.q_dim());
+      L.bk = ld.vec(p + "attn_k.bias", c.kv_dim());
+      L.bv = ld.vec(p + "attn_v.bias", c.kv_dim());
+    }
+    if (c.qk_norm) {
+      L.q_norm = ld.vec(p + "attn_q_norm.weight", c.head_dim);
+      L.k_norm = ld.vec(p + "attn_k_norm.weight", c.head_dim);
+    }
+    L.ffn_norm = ld.vec(p + "ffn_norm.weight", c.d_model);
+    L.w_gate = ld.matrix(p + "ffn_gate.weight", c.d_ffn, c.d_model);
+    L.w_up = ld.matrix(p + "ffn_up.weight", c.d_ffn, c.d_model);
+    L.w_down = ld.matrix(p + "ffn_down.weight", c.d_model, c.d_ffn);
+  }
+  return w;
+}
+
+}  // namespace mpkv

@@ -1,0 +1,38 @@
+// Views of a model's tensors inside the mapped GGUF file (weights stay in their GGUF encoding).
+#pragma once
+#include <vector>
+
+#include "gguf/gguf_reader.h"
+#include "matvec/matvec.h"
+#include "model/model_config.h"
+
+namespace mpkv {
+
+// A 1-D float32 vector held in the file (norm weights, biases); F32 only.
+struct VectorWeight {
+  const float* data = nullptr;
+  int64_t n = 0;
+};
+
+struct LayerWeights {
+  VectorWeight attn_norm;                 // [d_model]
+  WeightMatrix wq, wk, wv, wo;            // [q_dim, d], [kv_dim, d], [kv_dim, d], [d, q_dim] (rows x cols)
+  VectorWeight bq, bk, bv;                // qwen2 only: [q_dim], [kv_dim], [kv_dim]
+  VectorWeight q_norm, k_norm;            // qwen3 only: [head_dim]
+  VectorWeight ffn_norm;                  // [d_model]
+  WeightMatrix w_gate, w_up, w_down;      // [ffn, d], [ffn, d], [d, ffn]
+};
+
+struct ModelWeights {
+  WeightMatrix token_embd;                // [n_vocab, d_model]; rows are embeddings
+  VectorWeight output_norm;               // [d_model]
+  WeightMatrix output;                    // [n_vocab, d_model]; == token_embd when tied
+  bool tied_output = false;
+  std::vector<LayerWeights> layers;
+
+  // Looks up and shape-checks every tensor the architecture needs; throws Error naming the first
+  // missing tensor, wrong shape or unsupported tensor type.
+  static ModelWeights from_gguf(const GgufReader& gguf, const ModelConfig& config);
+};
+
+}  // namespace mpkv

@@ -1,0 +1,27 @@
+// Elementwise and per-row operations of the transformer block (scalar; cheap next to the matmuls).
+#pragma once
+#include <cstdint>
+
+#include "model/model_config.h"
+
+namespace mpkv {
+
+// out[i, :] = x[i, :] / rms(x[i, :]) * w, for x [n, d]. out may alias x.
+void rmsnorm_forward(const float* x, const float* w, float* out, int n, int d, float eps);
+
+// Rotates x [n, n_heads, head_dim] in place; token i is at position pos[i] * pos_scale / rope_scale.
+// adjacent style rotates channel pairs (2j, 2j+1), neox style pairs (j, j + head_dim/2); pair j turns
+// by angle position * base^(-2j / head_dim).
+void rope_forward(float* x, const int* pos, int n, int n_heads, int head_dim, RopeStyle style, float base,
+                  float rope_scale, float pos_scale = 1.0f);
+
+// gate[i] = silu(gate[i]) * up[i] for i < n.
+void swiglu_forward(float* gate, const float* up, int64_t n);
+
+// y[i] += x[i].
+void add_inplace(float* y, const float* x, int64_t n);
+
+// x [n, m] += b [m] on every row.
+void add_bias(float* x, const float* b, int n, int m);
+
+}  // namespace mpkv

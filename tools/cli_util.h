@@ -1,0 +1,12 @@
+// Small helpers shared by the subcommands.
+#pragma once
+#include <string>
+
+namespace mpkv::cli {
+
+// The whole file as bytes; throws Error naming the path when it cannot be read.
+std::string read_text_file(const std::string& path);
+// Writes `content` to `path` atomically (temp file + rename), so a failure leaves no partial file.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+}  // namespace mpkv::cli

@@ -1,0 +1,55 @@
+// mpkv ppl: perplexity of a text file, llama.cpp protocol (windows of -c, second half scored).
+#include <cstdio>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "eval/perplexity.h"
+#include "kvcache/f16_kv_cache.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace mpkv::cli {
+
+void register_ppl(CLI::App& app) {
+  struct Args { std::string model, file, json; int n_ctx = 512, chunks = -1, threads = 0; };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("ppl", "perplexity of a text file (llama.cpp protocol)");
+  sub->add_option("-m,--model", a->model, "GGUF model file")->required();
+  sub->add_option("-f,--file", a->file, "text file")->required();
+  sub->add_option("-c,--ctx", a->n_ctx, "window size; the second half of each window is scored")->capture_default_str()->check(CLI::Range(8, 1 << 20));
+  sub->add_option("--chunks", a->chunks, "score at most this many windows (-1: all)")->capture_default_str();
+  sub->add_option("-t,--threads", a->threads, "threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--json", a->json, "also write the result as JSON to this file");
+  sub->callback([a] {
+    set_num_threads(a->threads);
+    auto model = Model::load(a->model);
+    const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
+    const std::string text = read_text_file(a->file);
+    const auto tokens = tok.encode(text, tok.add_bos(), /*parse_special=*/false);
+    PerplexityOptions o;
+    o.n_ctx = a->n_ctx;
+    o.max_chunks = a->chunks;
+    o.add_bos = tok.add_bos();
+    o.bos = tok.bos();
+    const ModelConfig& c = model->config();
+    MPKV_CHECK(a->n_ctx <= c.n_ctx_train * 4, "context " + std::to_string(a->n_ctx) + " is far beyond the model's trained context");
+    std::fprintf(stderr, "ppl: %zu tokens in %s; windows of %d, second half scored\n", tokens.size(), a->file.c_str(), a->n_ctx);
+    const KvDims dims{c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
+    const PerplexityResult r = perplexity(*model, tokens, o, [&] { return std::make_unique<F16KvCache>(dims); });
+    std::printf("PPL = %.4f +/- %.4f  (kv f16, %d windows x %d tokens = %lld tokens used of %zu, %lld scored, %.1f s, %.0f tok/s)\n",
+                r.ppl, r.ppl_stderr, r.n_chunks, a->n_ctx, (long long)r.n_tokens_used, tokens.size(),
+                (long long)r.n_scored, r.seconds, r.n_tokens_used / r.seconds);
+    if (!a->json.empty()) {
+      nlohmann::json j = {{"model", a->model}, {"file", a->file}, {"n_ctx", a->n_ctx}, {"chunks", r.n_chunks},
+                          {"tokens_in_file", tokens.size()}, {"tokens_used", r.n_tokens_used}, {"scored", r.n_scored},
+                          {"ppl", r.ppl}, {"ppl_stderr", r.ppl_stderr}, {"mean_nll", r.mean_nll}, {"kv", "f16"},
+                          {"seconds", r.seconds}};
+      write_file_atomic(a->json, j.dump(2) + "\n");
+    }
+  });
+}
+
+}  // namespace mpkv::cli
