@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "gguf/gguf_reader.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace mpkv {
 namespace {
@@ -112,6 +114,40 @@ TEST_F(TokenizerModel, SpecialTokensParsedOrNot) {
   const Ids without = tok_->encode("<|im_start|>", false, false);
   EXPECT_GT(without.size(), 1u);  // spelled out as ordinary text
   EXPECT_EQ(tok_->decode(without), "<|im_start|>");
+}
+
+TEST_F(TokenizerModel, RandomTextMatchesLlamaCppAndRoundTrips) {
+  // 300 random concatenations of awkward pieces (std::mt19937 is fully specified, so the strings
+  // are the same everywhere). Expected: count and FNV-1a of all ids from llama.cpp, obtained by
+  // writing these strings to a file and running llm.tokenize(s, add_bos=False, special=...) on
+  // each (see MatchesLlamaCppOnTrickyStrings). Invalid UTF-8 comes back as U+FFFD per bad byte.
+  const std::vector<std::string> parts = {"a", "Zq", " ", "  ", "\n", "\t", "\r\n", "7", "2024", "'s", "'LL", "-",
+                                          ".", "h\xC3\xA9", "\xE4\xB8\x96", "\xF0\x9F\x99\x82", "\xC2\x85",
+                                          "\xC2\xA0", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "\xFF",
+                                          "\xE4\xB8", "\x80"};
+  std::mt19937 rng(1234);
+  std::vector<std::string> texts;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string text;
+    const int n = 1 + static_cast<int>(rng() % 40);
+    for (int k = 0; k < n; ++k) text += parts[rng() % parts.size()];
+    texts.push_back(text);
+  }
+  struct Expected {
+    bool parse_special;
+    size_t n_ids;
+    uint64_t fnv;
+  };
+  for (const Expected& e : {Expected{true, 8003, 0xf12851a28f4a27beull}, Expected{false, 12155, 0x5b96347abc2be96cull}}) {
+    Ids all;
+    for (const auto& text : texts) {
+      const Ids ids = tok_->encode(text, false, e.parse_special);
+      EXPECT_EQ(tok_->decode(ids), utf8_sanitize(text));
+      all.insert(all.end(), ids.begin(), ids.end());
+    }
+    EXPECT_EQ(all.size(), e.n_ids) << "parse_special " << e.parse_special;
+    EXPECT_EQ(fnv1a_ids(all), e.fnv) << "parse_special " << e.parse_special;
+  }
 }
 
 TEST_F(TokenizerModel, ChatPromptHasDefaultSystem) {
