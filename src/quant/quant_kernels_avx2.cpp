@@ -30,8 +30,13 @@ __m256i decode8(const uint8_t* p) {
   } else if constexpr (BITS == 8) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   } else {
-    uint32_t w = 0;
-    std::memcpy(&w, p, BITS);
+    uint32_t w;
+    if constexpr (BITS == 3) {
+      w = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16;  // a 3-byte memcpy is slow
+    } else {
+      w = 0;
+      std::memcpy(&w, p, BITS);
+    }
     return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), lane_shifts8<BITS>()),
                             _mm256_set1_epi32((1 << BITS) - 1));
   }
@@ -52,7 +57,11 @@ void encode8(__m256i codes, uint8_t* p) {
     a = _mm_or_si128(a, _mm_shuffle_epi32(a, 0x4E));
     a = _mm_or_si128(a, _mm_shuffle_epi32(a, 0xB1));
     const uint32_t w = (uint32_t)_mm_cvtsi128_si32(a);
-    std::memcpy(p, &w, BITS);
+    if constexpr (BITS == 3) {
+      p[0] = (uint8_t)w, p[1] = (uint8_t)(w >> 8), p[2] = (uint8_t)(w >> 16);
+    } else {
+      std::memcpy(p, &w, BITS);
+    }
   }
 }
 

@@ -35,8 +35,17 @@ __m512i decode16(const uint8_t* p) {
   } else if constexpr (BITS == 8) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   } else {
-    uint64_t w = 0;
-    std::memcpy(&w, p, 2 * BITS);
+    uint64_t w;
+    if constexpr (BITS == 3) {  // 6 bytes: a 16-bit and a 32-bit load (a 6-byte memcpy is slow)
+      uint16_t a;
+      uint32_t b;
+      std::memcpy(&a, p, 2);
+      std::memcpy(&b, p + 2, 4);
+      w = (uint64_t)a | (uint64_t)b << 16;
+    } else {
+      w = 0;
+      std::memcpy(&w, p, 2 * BITS);
+    }
     const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32((int)(uint32_t)w)),
                                          _mm256_set1_epi32((int)(uint32_t)(w >> (8 * BITS))), 1);
     return _mm512_and_si512(_mm512_srlv_epi32(v, lane_shifts16<BITS>()), _mm512_set1_epi32((1 << BITS) - 1));
@@ -61,7 +70,14 @@ void encode16(__m512i codes, uint8_t* p) {
     const __m512i s = _mm512_sllv_epi32(codes, lane_shifts16<BITS>());
     const uint64_t w = (uint64_t)or_reduce8(_mm512_castsi512_si256(s)) |
                        ((uint64_t)or_reduce8(_mm512_extracti64x4_epi64(s, 1)) << (8 * BITS));
-    std::memcpy(p, &w, 2 * BITS);
+    if constexpr (BITS == 3) {
+      const uint16_t a = (uint16_t)w;
+      const uint32_t b = (uint32_t)(w >> 16);
+      std::memcpy(p, &a, 2);
+      std::memcpy(p + 2, &b, 4);
+    } else {
+      std::memcpy(p, &w, 2 * BITS);
+    }
   }
 }
 
