@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""llama.cpp, through llama-cpp-python, as mpkv's peer: golden logits, perplexity and speed.
+
+Each subcommand mirrors an mpkv command's protocol exactly, so the two can be run side by side:
+  golden  top logits at every position of a fixed 128-token text (f16 KV cache) -> JSON for
+          tests/golden/test_golden_logits.cpp
+  ppl     perplexity with llama.cpp's protocol, as `mpkv ppl` (windows of -c, second half scored)
+  bench   prefill / decode tok/s with the same token ids as `mpkv bench`
+
+Install the peer with scripts/install_peer.sh (pip install llama-cpp-python, compiled from source).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def load(model, n_ctx, threads, logits_all, kv_type="f16", flash_attn=False):
+    import llama_cpp
+
+    types = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0,
+             "q5_0": llama_cpp.GGML_TYPE_Q5_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0}
+    return llama_cpp.Llama(model_path=model, n_ctx=n_ctx, n_batch=min(n_ctx, 2048), n_ubatch=min(n_ctx, 512),
+                           n_threads=threads, n_threads_batch=threads, logits_all=logits_all,
+                           type_k=types[kv_type], type_v=types[kv_type], flash_attn=flash_attn,
+                           verbose=False, seed=0)
+
+
+def cmd_golden(a):
+    import llama_cpp
+
+    text = open(a.text, encoding="utf-8").read()
+    llm = load(a.model, 512, a.threads, True)
+    toks = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)[: a.n_tokens]
+    if len(toks) < a.n_tokens:
+        sys.exit(f"golden: text has only {len(toks)} tokens")
+    llm.reset()
+    llm.eval(toks)
+    scores = np.array(llm.scores[: len(toks)], dtype=np.float64)
+    rows = []
+    for i in range(len(toks)):
+        top = np.argsort(-scores[i])[: a.top_k]
+        rows.append({"ids": [int(t) for t in top], "logits": [round(float(scores[i, t]), 5) for t in top]})
+    out = {
+        "what": "llama.cpp logits (top-k per position) for golden_tokens, f16 KV cache, one batch",
+        "command": " ".join(["bench/peer_llamacpp.py"] + sys.argv[1:]),
+        "llama_cpp_python": llama_cpp.__version__,
+        "model_file": os.path.basename(a.model),
+        "model_sha256_prefix": sha256_prefix(a.model),
+        "tokens": [int(t) for t in toks],
+        "top_k": a.top_k,
+        "positions": rows,
+    }
+    tmp = a.out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(out, f, separators=(",", ":"))
+    os.replace(tmp, a.out)
+    print(f"golden: {len(toks)} positions, top {a.top_k} -> {a.out}")
+
+
+def sha256_prefix(path):
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def log_softmax_nll(logits, target):
+    m = float(np.max(logits))
+    return math.log(float(np.sum(np.exp(logits.astype(np.float64) - m)))) + m - float(logits[target])
+
+
+def cmd_ppl(a):
+    text = open(a.file, encoding="utf-8").read()
+    llm = load(a.model, a.ctx, a.threads, True, a.kv_type, a.flash_attn)
+    toks = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+    n_chunks = len(toks) // a.ctx
+    if a.chunks > 0:
+        n_chunks = min(n_chunks, a.chunks)
+    first = a.ctx // 2
+    nll = []
+    t0 = time.time()
+    for c in range(n_chunks):
+        chunk = toks[c * a.ctx:(c + 1) * a.ctx]
+        llm.reset()
+        llm.eval(chunk)
+        sc = np.array(llm.scores[: a.ctx], dtype=np.float64)
+        for i in range(first, a.ctx - 1):
+            nll.append(log_softmax_nll(sc[i], chunk[i + 1]))
+        print(f"\rppl [{c + 1}/{n_chunks}] {math.exp(sum(nll) / len(nll)):.4f}", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    nll = np.array(nll)
+    mean = float(nll.mean())
+    ppl = math.exp(mean)
+    var = float((nll ** 2).mean() - mean * mean)
+    err = ppl * math.sqrt(var / (len(nll) - 1)) if var > 0 else 0.0
+    res = {"engine": "llama.cpp", "kv": a.kv_type, "n_ctx": a.ctx, "chunks": n_chunks, "tokens_in_file": len(toks),
+           "scored": len(nll), "ppl": ppl, "ppl_stderr": err, "mean_nll": mean, "seconds": time.time() - t0}
+    print(f"PPL = {ppl:.4f} +/- {err:.4f}  (llama.cpp kv {a.kv_type}, {n_chunks} windows x {a.ctx}, {len(nll)} scored)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=2)
+
+
+def bench_tokens(n, n_vocab):
+    """The same xorshift64 sequence as `mpkv bench` (tools/cmd_bench.cpp)."""
+    x = 0x9E3779B97F4A7C15
+    mask = (1 << 64) - 1
+    out = []
+    for _ in range(n):
+        x ^= (x << 13) & mask
+        x ^= x >> 7
+        x ^= (x << 17) & mask
+        out.append(x % min(n_vocab, 32000))
+    return out
+
+
+def cmd_bench(a):
+    import llama_cpp
+
+    max_ctx = max([a.prompt] + [c + a.decode for c in a.ctx])
+    llm = load(a.model, max_ctx + 16, a.threads, False, a.kv_type, a.flash_attn)
+    ids = bench_tokens(max_ctx, llm.n_vocab())
+    print(f"llama.cpp bench (llama-cpp-python {llama_cpp.__version__}): {a.threads} threads, kv {a.kv_type}, "
+          f"flash_attn {a.flash_attn}, median of {a.reps}")
+    res = {"engine": "llama.cpp", "threads": a.threads, "kv": a.kv_type, "flash_attn": a.flash_attn}
+    pf = []
+    for _ in range(a.reps):
+        llm.reset()
+        t0 = time.perf_counter()
+        llm.eval(ids[: a.prompt])
+        pf.append(a.prompt / (time.perf_counter() - t0))
+    pf.sort()
+    print(f"prefill {a.prompt:5d} tokens      {pf[len(pf) // 2]:8.1f} tok/s")
+    res["prefill"] = {"tokens": a.prompt, "tok_s": pf[len(pf) // 2]}
+    res["decode"] = []
+    for ctx in a.ctx:
+        dv = []
+        fill = ctx - a.decode // 2
+        for _ in range(a.reps):
+            llm.reset()
+            llm.eval(ids[:fill])
+            t0 = time.perf_counter()
+            for i in range(a.decode):
+                llm.eval([ids[fill + i]])
+            dv.append(a.decode / (time.perf_counter() - t0))
+        dv.sort()
+        print(f"decode  @ context {ctx:5d}   {dv[len(dv) // 2]:8.1f} tok/s")
+        res["decode"].append({"context": ctx, "tok_s": dv[len(dv) // 2]})
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=2)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("golden")
+    g.add_argument("-m", "--model", required=True)
+    g.add_argument("--text", required=True)
+    g.add_argument("--n-tokens", type=int, default=128)
+    g.add_argument("--top-k", type=int, default=20)
+    g.add_argument("-t", "--threads", type=int, default=os.cpu_count())
+    g.add_argument("-o", "--out", required=True)
+    g.set_defaults(fn=cmd_golden)
+    q = sub.add_parser("ppl")
+    q.add_argument("-m", "--model", required=True)
+    q.add_argument("-f", "--file", required=True)
+    q.add_argument("-c", "--ctx", type=int, default=512)
+    q.add_argument("--chunks", type=int, default=-1)
+    q.add_argument("-t", "--threads", type=int, default=os.cpu_count())
+    q.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q5_0", "q4_0"])
+    q.add_argument("--flash-attn", action="store_true")
+    q.add_argument("--json")
+    q.set_defaults(fn=cmd_ppl)
+    b = sub.add_parser("bench")
+    b.add_argument("-m", "--model", required=True)
+    b.add_argument("-t", "--threads", type=int, default=os.cpu_count())
+    b.add_argument("-p", "--prompt", type=int, default=512)
+    b.add_argument("-d", "--decode", type=int, default=32)
+    b.add_argument("--ctx", type=int, nargs="+", default=[128, 4096])
+    b.add_argument("-r", "--reps", type=int, default=3)
+    b.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q5_0", "q4_0"])
+    b.add_argument("--flash-attn", action="store_true")
+    b.add_argument("--json")
+    b.set_defaults(fn=cmd_bench)
+    a = p.parse_args()
+    a.fn(a)
+
+
+if __name__ == "__main__":
+    main()

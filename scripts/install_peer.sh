@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Installs the peer, llama.cpp through llama-cpp-python from PyPI (compiled from source: several
+# minutes on 2 cores). Only the peer scripts need it; the build and the tests do not.
+set -euo pipefail
+PY=$(command -v python3 || command -v python)
+if "$PY" -c "import llama_cpp, numpy" 2>/dev/null; then exit 0; fi
+"$PY" -m pip install --quiet --disable-pip-version-check numpy llama-cpp-python
