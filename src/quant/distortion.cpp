@@ -93,6 +93,17 @@ DistortionCurve measure_distortion(const QuantOptions& base, const float* x, int
   return c;
 }
 
+std::vector<DistortionCurve> measure_distortion_all_methods(const float* x, int n, int head_dim, KvRole role) {
+  std::vector<DistortionCurve> out;
+  const bool pow2 = head_dim > 0 && (head_dim & (head_dim - 1)) == 0;
+  for (QuantMethod m : {QuantMethod::uniform, QuantMethod::kivi, QuantMethod::rotated, QuantMethod::turbo}) {
+    if ((m == QuantMethod::rotated || m == QuantMethod::turbo) && !pow2) continue;
+    const std::vector<int> bits = default_distortion_bits(m);
+    out.push_back(measure_distortion(QuantOptions{m, role, bits.front(), head_dim, 0}, x, n, bits));
+  }
+  return out;
+}
+
 void to_json(nlohmann::json& j, const ExponentialFit& f) { j = {{"alpha", f.alpha}, {"beta", f.beta}, {"r2", f.r2}}; }
 void from_json(const nlohmann::json& j, ExponentialFit& f) {
   f.alpha = j.at("alpha").get<double>();

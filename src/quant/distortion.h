@@ -44,6 +44,11 @@ std::vector<int> default_distortion_bits(QuantMethod m);
 // vectors is given.
 DistortionCurve measure_distortion(const QuantOptions& base, const float* x, int n, const std::vector<int>& bits);
 
+// measure_distortion for every method that applies to this head_dim (rotated and turbo need a
+// power of two and are left out otherwise), each at its default bit-widths and default group.
+// What `mpkv distortion` runs per (layer, KV head, K|V).
+std::vector<DistortionCurve> measure_distortion_all_methods(const float* x, int n, int head_dim, KvRole role);
+
 void to_json(nlohmann::json& j, const ExponentialFit& f);
 void from_json(const nlohmann::json& j, ExponentialFit& f);
 void to_json(nlohmann::json& j, const DistortionCurve& c);

@@ -100,6 +100,18 @@ TEST(MeasureDistortion, ValidatesBeforeMeasuring) {
   EXPECT_THROW(measure_distortion({QuantMethod::uniform, KvRole::key, 2, 64, 0}, x.data(), 8, {}), Error);
 }
 
+TEST(MeasureDistortion, AllMethodsSkipRotationOnNonPowerOfTwo) {
+  const std::vector<float> x64 = gaussian_rows(64, 64, 6), x96 = gaussian_rows(64, 96, 6);
+  const std::vector<DistortionCurve> a = measure_distortion_all_methods(x64.data(), 64, 64, KvRole::key);
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(a[3].method, "turbo");
+  EXPECT_EQ(a[3].bits, (std::vector<int>{1, 2, 3, 4}));
+  const std::vector<DistortionCurve> b = measure_distortion_all_methods(x96.data(), 64, 96, KvRole::value);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[1].method, "kivi");
+  EXPECT_EQ(b[1].group, 96);  // KIVI values: per token, G = head_dim
+}
+
 TEST(DistortionCurveJson, RoundTrips) {
   const int d = 64;
   const std::vector<float> x = gaussian_rows(64, d, 5);
