@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Sets everything up (Debian packages, the default model, a Release build) and runs the test suite.
+# Usage: scripts/test.sh [build-dir]   (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${1:-build}
+scripts/setup.sh "$BUILD_DIR"
+cd "$BUILD_DIR"
+ctest --output-on-failure -j "$(nproc)" --timeout 900

@@ -1,0 +1,104 @@
+// End-to-end: the `mpkv` binary as a user runs it. Bad input must give a clear message and a
+// non-zero exit; the chat reply to "The capital of France is" must name Paris.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "fixtures/tiny_model.h"
+#include "test_support.h"
+
+namespace mpkv {
+namespace {
+
+struct RunResult {
+  int exit_code;
+  std::string out;  // stdout and stderr together
+};
+
+RunResult run_cli(const std::string& args) {
+  const std::string cmd = std::string(MPKV_CLI_PATH) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {-1, "popen failed"};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+std::string tiny_model() {
+  static const std::string path = [] {
+    const std::string p = test::temp_dir() + "/cli_tiny.gguf";
+    test::write_tiny_model(p, test::TinyModelSpec{});
+    return p;
+  }();
+  return path;
+}
+
+TEST(Cli, MissingModelFileIsAClearError) {
+  const auto r = run_cli("generate -m /nonexistent/model.gguf -p hi -n 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("error: cannot open '/nonexistent/model.gguf'"), std::string::npos) << r.out;
+}
+
+TEST(Cli, NonGgufFileIsAClearError) {
+  const std::string p = test::temp_dir() + "/not_a_model.txt";
+  std::ofstream(p) << "hello, this is not a GGUF file at all\n";
+  const auto r = run_cli("info -m " + p);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("error:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GGUF"), std::string::npos) << r.out;
+}
+
+TEST(Cli, PromptLongerThanContextIsAClearError) {
+  const auto r = run_cli("generate -m " + tiny_model() + " -p 'this prompt is longer than eight tokens' -c 8 -n 4");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("does not fit the context of 8"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadOptionValueIsRejected) {
+  const auto r = run_cli("generate -m " + tiny_model() + " -p hi --top-p 1.5");
+  EXPECT_NE(r.exit_code, 0);
+}
+
+TEST(Cli, TinyModelGeneratesAndReportsSpeed) {
+  const auto r = run_cli("generate -m " + tiny_model() + " -p hello -n 5 --temp 0");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("decode"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tok/s"), std::string::npos) << r.out;
+}
+
+TEST(Cli, PplOnTooShortTextFailsWithoutWritingJson) {
+  const std::string text = test::temp_dir() + "/short.txt";
+  std::ofstream(text) << "too short";
+  const std::string json = test::temp_dir() + "/ppl.json";
+  std::filesystem::remove(json);
+  const auto r = run_cli("ppl -m " + tiny_model() + " -f " + text + " -c 64 --json " + json);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("fewer than one window"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(json));
+}
+
+TEST(Cli, TokenizePrintsIds) {
+  const std::string m = test::default_model_path();
+  if (m.empty()) GTEST_SKIP() << "real model absent";
+  const auto r = run_cli("tokenize -m " + m + " -p 'The capital of France is'");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "504 3575 282 4649 314\n");
+}
+
+TEST(Cli, ChatAnswersParis) {
+  const std::string m = test::default_model_path();
+  if (m.empty()) GTEST_SKIP() << "real model absent";
+  const auto r = run_cli("generate -m " + m + " --chat -p 'The capital of France is' -n 32 --temp 0");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("Paris"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace mpkv
