@@ -51,7 +51,9 @@ void KvQuantizer::quantize(const KvBlockLayout& L, const float* x, size_t ldx, i
   check_token_range(L, t0, n);
   if (!rotates()) return k_->quantize(L, x, ldx, t0, n, block);
   const int d = opt_.head_dim;
-  std::vector<float> tmp((size_t)n * d);  // [n, head_dim] in code space
+  // [n, head_dim] in code space; thread-local so the decode loop (one token per call) does not allocate.
+  thread_local std::vector<float> tmp;
+  if (tmp.size() < (size_t)n * d) tmp.resize((size_t)n * d);
   for (int i = 0; i < n; ++i) {
     std::memcpy(&tmp[(size_t)i * d], x + (size_t)i * ldx, sizeof(float) * d);
     to_code_space(&tmp[(size_t)i * d]);
