@@ -1,0 +1,46 @@
+// RateQuant's problem (ALGORITHMS.md 6): N components, each one (layer, KV head, K|V), with a
+// sensitivity weight w_i and a distortion model D_i(b) = alpha_i * beta_i^-b (fitted per quantizer and
+// K|V by the quantizer issue's fit_exponential); choose bits b_i to minimise sum_i w_i D_i(b_i) under
+// the bit budget sum_i b_i <= N * b_avg.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace mpkv {
+
+struct DistortionModel {
+  double alpha = 1;  // D(0), > 0
+  double beta = 4;   // distortion ratio per bit, > 1 (4 = 6.02 dB/bit)
+};
+
+// D(b) = alpha * beta^-b.
+double distortion(const DistortionModel& m, double bits);
+
+struct RateComponent {
+  double weight = 1;      // w_i > 0: mean squared gradient norm (RateQuant eq. 4)
+  DistortionModel model;  // the fit of this component's quantizer and role (K or V)
+};
+
+struct RateQuantProblem {
+  std::vector<RateComponent> components;  // [N]; per-(layer, head, K|V) tables use kv_component_index order
+  double avg_bits = 4;                    // b_avg
+  int min_bits = 2;                       // b_min (continuous and greedy bounds)
+  int max_bits = 8;                       // b_max
+  // Min-max codes (uniform / kivi / rotated): b_min >= 2 is enforced, because a 1-bit min-max code
+  // puts every value on {min, max} and its error exceeds the signal's variance (ALGORITHMS.md 6);
+  // D(b) = alpha beta^-b does not describe that point. False for Lloyd-Max (turbo) codes.
+  bool min_max_quantizer = true;
+};
+
+// Throws Error naming the problem: no components, weight not finite and > 0, alpha <= 0, beta <= 1,
+// min_bits < 1 (or < 2 for min-max), max_bits < min_bits or > 16, avg_bits outside [min_bits, max_bits].
+void validate(const RateQuantProblem& p);
+
+// The integer bit budget: floor(N * avg_bits) (a budget is a promise: never rounded up).
+int64_t integer_bit_budget(const RateQuantProblem& p);
+
+// sum_i w_i D_i(bits[i]); bits has N entries.
+double weighted_distortion(const RateQuantProblem& p, const std::vector<double>& bits);
+double weighted_distortion(const RateQuantProblem& p, const std::vector<int>& bits);
+
+}  // namespace mpkv
