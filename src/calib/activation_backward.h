@@ -1,0 +1,104 @@
+// Activation gradients of the language-model loss with respect to the cached keys and values
+// (ALGORITHMS.md 4, 6): a training-style forward over ONE sequence of T tokens (teacher forced,
+// dense causal attention) that keeps the activations its backward needs, then the backward through
+// the LM head, the final norm and each layer in reverse. No weight gradients.
+//
+//   loss L = mean over t in [0, T-1) of -log p(token[t+1] | tokens[0..t])
+//   dk[l]  = dL/dK_l, K_l the POST-RoPE keys of layer l exactly as the KV cache holds them
+//   dv[l]  = dL/dV_l, V_l the v_proj output (+ bias) as cached
+// K_l and V_l are read only by layer l's attention, so these are the gradients through that one
+// use; the backward still runs through every layer, since K_l depends on what earlier layers see.
+//
+// Weights are dequantized from their GGUF encodings once, at construction, into Real matrices
+// (SmolLM2-135M: ~0.5 GB in float); x W^T and dy W go to OpenBLAS. Real = float for calibration,
+// double for finite-difference checks. Threads: whatever mpkv::set_num_threads set.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/model.h"
+#include "quant/quant_options.h"
+
+namespace mpkv::calib {
+
+// Per-sequence results; every per-layer array is [T, n_head_kv, head_dim] row-major.
+template <typename Real>
+struct KvGradients {
+  int n_tokens = 0;
+  double loss = 0;                        // mean next-token NLL over the T-1 predictions
+  std::vector<std::vector<Real>> k, v;    // [layer] post-RoPE keys, values
+  std::vector<std::vector<Real>> dk, dv;  // [layer] dL/dK, dL/dV
+};
+
+// One cached entry moved by delta after RoPE (finite-difference checks): index into layer's
+// [T, n_head_kv, head_dim] key (role key) or value (role value) array.
+struct KvPerturbation {
+  int layer = 0;
+  KvRole role = KvRole::key;
+  size_t index = 0;
+  double delta = 0;
+};
+
+// Sees each layer's post-RoPE queries [T, n_head, head_dim] and keys, values [T, n_head_kv,
+// head_dim] (after any perturbation) during the forward.
+template <typename Real>
+using QkvObserver = std::function<void(int layer, int n_tokens, const Real* q, const Real* k, const Real* v)>;
+
+template <typename Real>
+class ActivationBackward {
+ public:
+  // Dequantizes every weight; throws Error when the architecture lacks something needed.
+  explicit ActivationBackward(const Model& model);
+
+  // Forward only. RoPE positions are t * pos_scale (positional interpolation; the model's own
+  // rope_scale divides as in the engine). Returns the loss. Error when T < 2 or a token is outside
+  // the vocabulary.
+  double loss(const std::vector<int32_t>& tokens, double pos_scale, const KvPerturbation* perturb = nullptr,
+              const QkvObserver<Real>& observer = {});
+
+  // Forward and backward; fills out (resized). observer as in loss().
+  void run(const std::vector<int32_t>& tokens, double pos_scale, KvGradients<Real>& out,
+           const QkvObserver<Real>& observer = {});
+
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  struct DenseLayer {
+    std::vector<Real> wq, wk, wv, wo, wg, wu, wd;  // [rows, cols] as in the GGUF
+    std::vector<Real> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
+  };
+  // What the backward needs from one layer's forward.
+  struct Saved {
+    std::vector<Real> x_in, inv_rms1;       // residual stream entering the layer [T, d]; [T]
+    std::vector<Real> q_pre, k_pre, rq, rk;  // qwen3: q, k before the QK norm; its inv rms [T*heads]
+    std::vector<Real> q, k, v;               // post-RoPE q, k; v
+    std::vector<Real> attn, lse;             // attention output [T, q_dim]; log-sum-exp [n_head, T]
+    std::vector<Real> x_mid, inv_rms2;       // stream after attention [T, d]; [T]
+    std::vector<Real> g, u;                  // gate and up projections [T, d_ffn]
+  };
+
+  double forward(const std::vector<int32_t>& tokens, double pos_scale, const KvPerturbation* perturb,
+                 const QkvObserver<Real>& observer, bool keep);
+  void layer_forward(int l, int T, const KvPerturbation* perturb, const QkvObserver<Real>& observer, Saved& s,
+                     bool keep);
+  void attention_forward(int T, const Real* q, const Real* k, const Real* v, Real* out, Real* lse);
+  // Mean NLL; when grad, dxf_ = dL/d(final normed stream).
+  double lm_head(const std::vector<int32_t>& tokens, bool grad);
+  void layer_backward(int l, int T, KvGradients<Real>& out);
+
+  const Model& model_;
+  ModelConfig config_;
+  std::vector<DenseLayer> layers_;
+  std::vector<Real> output_, output_norm_;  // [n_vocab, d], [d]
+  std::vector<Saved> saved_;
+  std::vector<double> pos_;                 // [T] RoPE positions
+  // Working buffers.
+  std::vector<Real> x_, xn_, inv_rms_f_, xf_, dxf_, dx_, dxn_, q_, k_, v_, attn_, tmp_, g_, u_, h_;
+  std::vector<Real> scores_, dscores_, logits_, dq_, dk_, dv_, dattn_, dg_, du_;
+};
+
+extern template class ActivationBackward<float>;
+extern template class ActivationBackward<double>;
+
+}  // namespace mpkv::calib

@@ -1,0 +1,49 @@
+// Forward and backward operations of the calibration ("training-style") pass, in float or double.
+// Each backward is the exact transpose of its forward, written out plainly (scalar loops with
+// OpenMP over rows; the matmuls go to OpenBLAS through gemm()). They are the reference and the
+// implementation at once: they run ~1% of the pass's flops, the rest is in gemm.
+// All matrices are row-major.
+#pragma once
+#include <cstdint>
+
+#include "model/model_config.h"
+
+namespace mpkv::calib {
+
+// C[m, n] = alpha * op(A) op(B) + beta * C, op = transpose when the flag is set (cblas_?gemm).
+//   trans_a = false: A is [m, k] (lda); true: A is [k, m].
+//   trans_b = false: B is [k, n] (ldb); true: B is [n, k].
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+          int ldb, float beta, float* c, int ldc);
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
+          int ldb, double beta, double* c, int ldc);
+
+// y[i, :] = x[i, :] * r_i * w, r_i = 1 / sqrt(mean(x[i, :]^2) + eps); x, y [n, d]; inv_rms [n]
+// receives r_i (what the backward needs). y may alias x.
+template <typename Real>
+void rmsnorm_forward(const Real* x, const Real* w, Real* y, Real* inv_rms, int n, int d, double eps);
+
+// Given dy = dL/dy for the forward above, dx = r (w . dy) - x r^3 / d * sum_j(w_j dy_j x_j).
+// accumulate: dx += that, else dx = that. dx may alias dy only when !accumulate.
+template <typename Real>
+void rmsnorm_backward(const Real* x, const Real* w, const Real* inv_rms, const Real* dy, Real* dx, int n, int d,
+                      bool accumulate);
+
+// Rotates x [n, n_heads, head_dim] in place by angle pos[i] * base^(-2j / head_dim) for pair j
+// (pairs as RopeStyle says). direction -1 rotates back by the same angle: that is the backward
+// (the transpose of a rotation is its inverse), and also undoes a forward. Angles are computed in
+// double whatever Real is.
+template <typename Real>
+void rope_rotate(Real* x, const double* pos, int n, int n_heads, int head_dim, RopeStyle style, double base,
+                 int direction);
+
+// h = silu(g) * u elementwise, n elements.
+template <typename Real>
+void swiglu_forward(const Real* g, const Real* u, Real* h, int64_t n);
+
+// From dh: dg = dh * u * silu'(g), du = dh * silu(g), silu'(g) = s (1 + g (1 - s)), s = sigmoid(g).
+// dg / du may alias nothing else.
+template <typename Real>
+void swiglu_backward(const Real* g, const Real* u, const Real* dh, Real* dg, Real* du, int64_t n);
+
+}  // namespace mpkv::calib

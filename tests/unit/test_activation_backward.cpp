@@ -1,0 +1,212 @@
+// The calibration backward pass (dL/dK post-RoPE, dL/dV) against central finite differences of its
+// own forward with one cached K/V entry moved, on tiny synthetic models of each architecture (in
+// double, every coordinate) and on SmolLM2 (a few coordinates); its float path against its double
+// path; and its loss against the NLL of the engine's Forward::run logits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "calib/activation_backward.h"
+#include "fixtures/tiny_model.h"
+#include "kvcache/f16_kv_cache.h"
+#include "model/forward.h"
+#include "test_support.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace mpkv {
+namespace {
+
+using calib::ActivationBackward;
+using calib::KvGradients;
+using calib::KvPerturbation;
+
+// Central differences in double with step h: truncation ~h^2 * f''' (f''' = O(1) on these models)
+// plus rounding ~1e-16 * |L| / h, both below 1e-9 at h = 1e-4; we allow 1e-6 of the array's largest
+// gradient so the bound is about the backward's algebra, not the step.
+constexpr double kFdStep = 1e-4;
+constexpr double kFdDoubleRel = 1e-6;
+// Float backward vs double backward, normwise per layer: fp32 rounding (~1e-7 per op) amplified by
+// softmax/normalisation Jacobians through a few layers stays far below this.
+constexpr double kFloatVsDoubleRel = 1e-3;
+// Engine forward vs this forward: the engine stores K/V in fp16 (relative 2^-11 per entry) and its
+// RoPE angles are computed in float; the NLL moves by at most ~1e-3 of the logit scale here.
+constexpr double kEngineLossAbs = 5e-3;
+
+std::unique_ptr<Model> tiny(const std::string& arch, uint64_t seed = 7) {
+  test::TinyModelSpec spec;
+  spec.arch = arch;
+  spec.seed = seed;
+  const std::string path = test::temp_dir() + "/calib_tiny_" + arch + ".gguf";
+  test::write_tiny_model(path, spec);
+  return Model::load(path);
+}
+
+std::vector<int32_t> random_tokens(int n, int vocab, uint64_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = (int32_t)(rng() % vocab);
+  return t;
+}
+
+double fd_gradient(ActivationBackward<double>& ab, const std::vector<int32_t>& toks, double s, int layer, KvRole role,
+                   size_t index, double h) {
+  KvPerturbation p{layer, role, index, +h};
+  const double up = ab.loss(toks, s, &p);
+  p.delta = -h;
+  const double down = ab.loss(toks, s, &p);
+  return (up - down) / (2 * h);
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+class BackwardTiny : public ::testing::TestWithParam<std::string> {};
+
+// Every K and V coordinate of every layer of a 2-layer model, at a non-trivial position scale.
+TEST_P(BackwardTiny, MatchesFiniteDifferencesEverywhere) {
+  auto model = tiny(GetParam());
+  const ModelConfig& c = model->config();
+  ActivationBackward<double> ab(*model);
+  const auto toks = random_tokens(9, c.n_vocab, 3);
+  const double s = 1.5;
+  KvGradients<double> g;
+  ab.run(toks, s, g);
+  ASSERT_EQ((int)g.dk.size(), c.n_layer);
+  EXPECT_NEAR(g.loss, ab.loss(toks, s), 1e-12);
+  for (int l = 0; l < c.n_layer; ++l) {
+    for (KvRole role : {KvRole::key, KvRole::value}) {
+      const auto& an = role == KvRole::key ? g.dk[l] : g.dv[l];
+      ASSERT_EQ(an.size(), toks.size() * c.kv_dim());
+      const double scale = max_abs(an);
+      ASSERT_GT(scale, 1e-6) << "gradient vanishes: the check would be empty";
+      for (size_t i = 0; i < an.size(); ++i) {
+        const double fd = fd_gradient(ab, toks, s, l, role, i, kFdStep);
+        ASSERT_NEAR(an[i], fd, kFdDoubleRel * scale)
+            << "layer " << l << " " << role_name(role) << " index " << i << " (token " << i / c.kv_dim() << ")";
+      }
+      // The last token's K/V only feed the last position's logits, which predict nothing.
+      for (int j = 0; j < c.kv_dim(); ++j) EXPECT_EQ(an[(toks.size() - 1) * c.kv_dim() + j], 0.0);
+    }
+  }
+}
+
+TEST_P(BackwardTiny, FloatPathMatchesDoublePath) {
+  auto model = tiny(GetParam());
+  const ModelConfig& c = model->config();
+  ActivationBackward<double> ad(*model);
+  ActivationBackward<float> af(*model);
+  const auto toks = random_tokens(40, c.n_vocab, 5);
+  KvGradients<double> gd;
+  KvGradients<float> gf;
+  ad.run(toks, 1.0, gd);
+  af.run(toks, 1.0, gf);
+  EXPECT_NEAR(gf.loss, gd.loss, kFloatVsDoubleRel * gd.loss);
+  for (int l = 0; l < c.n_layer; ++l) {
+    for (int which = 0; which < 4; ++which) {
+      const auto& a = which == 0 ? gd.dk[l] : which == 1 ? gd.dv[l] : which == 2 ? gd.k[l] : gd.v[l];
+      const auto& b = which == 0 ? gf.dk[l] : which == 1 ? gf.dv[l] : which == 2 ? gf.k[l] : gf.v[l];
+      double num = 0, den = 0;
+      for (size_t i = 0; i < a.size(); ++i) num += (a[i] - b[i]) * (a[i] - b[i]), den += a[i] * a[i];
+      EXPECT_LT(std::sqrt(num / den), kFloatVsDoubleRel) << "layer " << l << " array " << which;
+    }
+  }
+}
+
+// The loss equals the mean NLL of the engine's own logits (prefill, fp16 cache), also with
+// positional interpolation (both multiply positions by s).
+TEST_P(BackwardTiny, LossMatchesEngineForward) {
+  auto model = tiny(GetParam());
+  const ModelConfig& c = model->config();
+  ActivationBackward<double> ab(*model);
+  const auto toks = random_tokens(40, c.n_vocab, 11);
+  for (double s : {1.0, 4.0}) {
+    Forward fwd(*model);
+    fwd.set_pos_scale((float)s);
+    F16KvCache cache({c.n_layer, c.n_head, c.n_head_kv, c.head_dim});
+    std::vector<BatchToken> batch;
+    for (size_t t = 0; t < toks.size(); ++t) batch.push_back({toks[t], (int)t, 0, true});
+    std::vector<float> logits;
+    fwd.run(cache, batch, logits);
+    double nll = 0;
+    for (size_t t = 0; t + 1 < toks.size(); ++t) {
+      const float* row = logits.data() + t * c.n_vocab;
+      double m = row[0], z = 0;
+      for (int j = 1; j < c.n_vocab; ++j) m = std::max(m, (double)row[j]);
+      for (int j = 0; j < c.n_vocab; ++j) z += std::exp(row[j] - m);
+      nll += m + std::log(z) - row[toks[t + 1]];
+    }
+    nll /= (double)(toks.size() - 1);
+    EXPECT_NEAR(ab.loss(toks, s), nll, kEngineLossAbs) << "pos_scale " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, BackwardTiny, ::testing::Values("llama", "qwen2", "qwen3"));
+
+TEST(BackwardErrors, RejectsBadInput) {
+  auto model = tiny("llama");
+  ActivationBackward<float> ab(*model);
+  EXPECT_THROW(ab.loss({1}, 1.0), Error);
+  EXPECT_THROW(ab.loss({1, 100000}, 1.0), Error);
+  EXPECT_THROW(ab.loss({1, 2}, 0.0), Error);
+  KvPerturbation p{5, KvRole::key, 0, 1.0};
+  EXPECT_THROW(ab.loss({1, 2}, 1.0, &p), Error);
+}
+
+// SmolLM2 on 64 real tokens: the float backward against double central differences at the
+// largest-gradient coordinate and two random ones, for K and V of three layers.
+// Float analytic vs double FD: the float path's own error (normwise ~1e-4 here) dominates.
+constexpr double kSmolFloatVsFdRel = 2e-2;
+constexpr double kSmolFdStep = 1e-3;  // keys/values are O(1..10); the loss is smooth at this scale
+
+TEST(BackwardSmolLM2, MatchesFiniteDifferencesAtSampledCoordinates) {
+  const std::string path = test::default_model_path();
+  if (path.empty()) GTEST_SKIP() << "SmolLM2 model not found (set MPKV_MODEL)";
+  std::ifstream f(test::source_path("../shared/data/wikitext-2/test.txt"));
+  if (!f) GTEST_SKIP() << "WikiText-2 not found";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto model = Model::load(path);
+  const ModelConfig& c = model->config();
+  const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
+  auto toks = tok.encode(ss.str().substr(0, 4000), false);
+  ASSERT_GE(toks.size(), 64u);
+  toks.resize(64);
+
+  KvGradients<float> gf;
+  {
+    ActivationBackward<float> af(*model);
+    af.run(toks, 1.0, gf);
+  }
+  EXPECT_GT(gf.loss, 0.5);
+  EXPECT_LT(gf.loss, 8.0);
+  ActivationBackward<double> ad(*model);
+  EXPECT_NEAR(ad.loss(toks, 1.0), gf.loss, 1e-3 * gf.loss);
+  std::mt19937 rng(1);
+  for (int l : {0, c.n_layer / 2, c.n_layer - 1}) {
+    for (KvRole role : {KvRole::key, KvRole::value}) {
+      const auto& an = role == KvRole::key ? gf.dk[l] : gf.dv[l];
+      size_t top = 0;
+      double scale = 0;
+      for (size_t i = 0; i < an.size(); ++i)
+        if (std::fabs(an[i]) > scale) scale = std::fabs(an[i]), top = i;
+      ASSERT_GT(scale, 0.0);
+      const size_t n_valid = (toks.size() - 1) * c.kv_dim();  // the last token's gradient is 0
+      for (size_t i : {top, (size_t)(rng() % n_valid), (size_t)(rng() % n_valid)}) {
+        const double fd = fd_gradient(ad, toks, 1.0, l, role, i, kSmolFdStep);
+        EXPECT_NEAR(an[i], fd, kSmolFloatVsFdRel * scale)
+            << "layer " << l << " " << role_name(role) << " index " << i << " (largest " << scale << ")";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mpkv
