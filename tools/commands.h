@@ -9,5 +9,6 @@ void register_ppl(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_info(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_distortion(CLI::App& app);
 
 }  // namespace mpkv::cli

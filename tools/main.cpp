@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   mpkv::cli::register_tokenize(app);
   mpkv::cli::register_info(app);
   mpkv::cli::register_bench(app);
+  mpkv::cli::register_distortion(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
