@@ -100,6 +100,24 @@ TEST(MultipleChoice, MatchesBruteForceOtherShapes) {
   }
 }
 
+TEST(MultipleChoice, MatchesBruteForceWhenBadlyScaled) {
+  // Real sensitivities can be ~1e-9 and real budgets ~1e9 bytes: GLPK must not lose the optimum in
+  // its tolerances (costs are rescaled; bytes are exact in doubles and rechecked in integers).
+  for (uint32_t seed = 1; seed <= 60; ++seed) {
+    std::mt19937 rng(5000 + seed);
+    MultipleChoiceProblem p = random_problem(rng, 6, 3, true);
+    for (auto& row : p.cost)
+      for (double& c : row) c = 1e-9 * c + 1e-6;  // a large common offset, tiny differences
+    for (auto& row : p.bytes)
+      for (int64_t& b : row) b *= 10007;
+    p.budget_bytes *= 10007;
+    const Brute want = brute_force(p);
+    const MultipleChoiceSolution got = solve_multiple_choice(p);
+    EXPECT_LE(got.bytes, p.budget_bytes);
+    EXPECT_NEAR(got.objective, want.objective, kObjectiveTol * 6 * 1e-9) << seed;
+  }
+}
+
 TEST(MultipleChoice, HandSolvedKnapsack) {
   // Two components, choices (cost, bytes): A = {(10, 1), (4, 3)}, B = {(8, 1), (1, 4)}, budget 5.
   // Feasible pairs: (A0,B0) cost 18 bytes 2; (A1,B0) 12 bytes 4; (A0,B1) 11 bytes 5; (A1,B1) bytes 7 > 5.
