@@ -7,6 +7,7 @@
 //   q, out:[n_tokens, n_head,    head_dim]
 // Query head h reads KV head h / (n_head / n_head_kv) (grouped-query attention).
 #pragma once
+#include <string>
 
 namespace mpkv {
 
@@ -36,6 +37,16 @@ class KvCache {
 
   // Frees everything held for seq.
   virtual void remove(int seq) = 0;
+
+  // Called before a forward pass that appends n_tokens positions of seq to every layer: makes room
+  // for them (a budgeted cache may shrink other pages) and sets it aside, so the pass cannot run
+  // out of memory half-way through the layers. False: they cannot fit even after every possible
+  // shrink; nothing has changed and the caller stops seq (stop reason "kv_budget"). Caches
+  // without a budget always return true.
+  virtual bool reserve(int seq, int n_tokens) { return true; }
+
+  // A short multi-line report of memory use for --verbose; empty when there is nothing to say.
+  virtual std::string stats() const { return {}; }
 
  protected:
   explicit KvCache(KvDims d) : dims_(d) {}

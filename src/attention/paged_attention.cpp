@@ -1,0 +1,61 @@
+#include "attention/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mpkv {
+
+void softmax_partial_clear(SoftmaxPartialView s, int nq, int head_dim) {
+  for (int j = 0; j < nq; ++j) {
+    s.m[j] = -INFINITY;
+    s.l[j] = 0.0f;
+  }
+  std::fill(s.acc, s.acc + (size_t)nq * 2 * head_dim, 0.0f);
+}
+
+void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q, const AttnSegment* segs,
+                     size_t n_segs, float* scratch, SoftmaxPartialView st) {
+  const int nq = q.nq;
+  const size_t lds = kMaxKernelRows, ldacc = 2 * (size_t)d;
+  int max_visible = 0;
+  for (int j = 0; j < nq; ++j) max_visible = std::max(max_visible, q.visible[j]);
+  for (size_t si = 0; si < n_segs; ++si) {
+    const AttnSegment& g = segs[si];
+    if (g.pos0 >= max_visible) break;
+    const int n = std::min(g.n, max_visible - g.pos0);
+    // Scores [nq, n] at row stride lds.
+    if (g.k_packed) {
+      K.packed_scores(g.k, q.q_code, q.ldq, nq, g.t0, n, scratch, lds);
+    } else {
+      K.f16_scores(g.k16, g.stride, d, q.q_model, q.ldq, nq, n, scratch, lds);
+    }
+    // Causal mask, then the online-softmax update of each query; weights replace the scores.
+    for (int j = 0; j < nq; ++j) {
+      float* s = scratch + j * lds;
+      const int seen = std::clamp(q.visible[j] - g.pos0, 0, n);
+      float mseg = -INFINITY;
+      for (int i = 0; i < seen; ++i) mseg = std::max(mseg, s[i]);
+      if (seen == 0 || mseg == -INFINITY) {
+        std::fill(s, s + n, 0.0f);
+        continue;
+      }
+      for (int i = seen; i < n; ++i) s[i] = -INFINITY;
+      const float m = std::max(st.m[j], mseg);
+      if (m > st.m[j]) {
+        const float r = std::exp(st.m[j] - m);  // 0 when nothing was seen yet
+        st.l[j] *= r;
+        float* a = st.acc + j * ldacc;
+        for (size_t c = 0; c < ldacc; ++c) a[c] *= r;
+        st.m[j] = m;
+      }
+      st.l[j] += K.exp_sum(s, n, m);
+    }
+    if (g.v_packed) {
+      K.packed_accumulate(g.v, scratch, lds, nq, g.t0, n, st.acc + d, ldacc);
+    } else {
+      K.f16_accumulate(g.v16, g.stride, d, scratch, lds, nq, n, st.acc, ldacc);
+    }
+  }
+}
+
+}  // namespace mpkv

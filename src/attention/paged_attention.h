@@ -1,0 +1,51 @@
+// Online-softmax attention of a few queries over a list of cache segments of one KV head: fp16
+// rows (sink, window, fp16 pages) and packed pages at any bit-width, read in place by the
+// kernels of paged_attention_kernels.h. A caller splits a long context into several lists (one
+// per thread) and merges the partial states with softmax_partial_merge (attention_f16.h).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "attention/attention_f16.h"
+#include "attention/paged_attention_kernels.h"
+
+namespace mpkv {
+
+// A stretch of cache rows of one KV head: positions [pos0, pos0 + n), n <= kMaxKernelRows.
+struct AttnSegment {
+  int pos0 = 0;
+  int n = 0;
+  bool k_packed = false, v_packed = false;
+  // fp16 rows (when not packed): row i of K at k16 + i * stride (uint16 fp16 bits), same for V.
+  const uint16_t* k16 = nullptr;
+  const uint16_t* v16 = nullptr;
+  size_t stride = 0;
+  // packed: rows [t0, t0 + n) of a K block and / or a V block (their layouts may differ).
+  PackedBlockView k, v;
+  int t0 = 0;
+};
+
+// nq queries of one KV head, already multiplied by the softmax scale 1/sqrt(head_dim):
+//   q_model [nq, head_dim] (row stride ldq) for fp16 segments, in model space;
+//   q_code  [nq, head_dim] the same queries in the packed keys' code space (== q_model unless rotated).
+// Query j sees cache positions < visible[j].
+struct AttnQueries {
+  const float* q_model = nullptr;
+  const float* q_code = nullptr;
+  size_t ldq = 0;
+  int nq = 0;
+  const int* visible = nullptr;
+};
+
+// Partial state of the queries over the segments: m[nq], l[nq] and acc[nq, 2 * head_dim], where
+// acc[j][0, d) sums fp16 (model-space) values and acc[j][d, 2d) packed values in the V code space;
+// the caller un-rotates the second half and adds it to the first after normalising. Segments must
+// be in increasing position order. `scratch`: at least nq * kMaxKernelRows floats.
+void attend_segments(const PagedAttentionKernels& kernels, int head_dim, const AttnQueries& q,
+                     const AttnSegment* segments, size_t n_segments, float* scratch, SoftmaxPartialView state);
+
+// Sets the state to "nothing seen": m = -inf, l = 0, acc = 0 (width 2 * head_dim).
+void softmax_partial_clear(SoftmaxPartialView s, int nq, int head_dim);
+
+}  // namespace mpkv

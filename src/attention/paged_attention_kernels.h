@@ -1,0 +1,98 @@
+// Kernels of attention over a paged KV cache whose pages are packed at any bit-width, and their
+// per-ISA table (DESIGN.md principles 1-3). Dequantization happens inside the dot product and the
+// value accumulation; nothing is ever written out as floats.
+//
+// Every kernel handles nq queries at once (the query heads of one KV head, times the query tokens
+// of a prefill block), so each packed code is decoded once for all of them.
+//
+//   packed_scores      s[j * lds + i] = q_j . x_hat[t0 + i]               j < nq, i < n
+//   packed_accumulate  acc_j[:] += sum_i w[j * ldw + i] * x_hat[t0 + i]    (acc_j at acc + j * ldacc)
+//   f16_scores         the same over fp16 rows x_i = x + i * stride (uint16 fp16 bits, head_dim d)
+//   f16_accumulate
+//   exp_sum            s[i] = exp(s[i] - m) (0 when s[i] = -inf), returns sum_i s[i]; m finite
+//
+// x_hat of a packed block (kv_block_layout.h), in the block's CODE space (the caller rotates q
+// and un-rotates the output for rotated / turbo components):
+//   uniform, token axis    code * S[t, group of c] + Z[t, group of c]
+//                          q . x_hat = sum_g S_g * (q . code)_g + Z_g * (sum_{c in g} q_c)
+//   uniform, channel axis  code * S[t / G, c] + Z[t / G, c]   (KIVI keys)
+//                          scores fold S into the query once per token group: q'_c = q_c S_c,
+//                          then q . x_hat = q' . code + sum_c q_c Z_c
+//   lloyd_max              centroid[code] * norm[t] / sqrt(head_dim)   (turbo)
+//
+// SIMD coverage (everything else forwards to _ref): AVX2 and AVX-512 handle uniform token-axis
+// blocks at every bit-width, channel-axis key scores (KIVI), fp16 rows and exp_sum.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/kv_block_layout.h"
+#include "util/cpu_features.h"
+
+namespace mpkv {
+
+// One packed block as a kernel reads it. centroids: the Lloyd-Max codebook (2^bits fp32 values)
+// for Codec::lloyd_max, else unused.
+struct PackedBlockView {
+  const KvBlockLayout* layout = nullptr;
+  const uint8_t* data = nullptr;
+  const float* centroids = nullptr;
+};
+
+// Most rows one kernel call may cover (callers split longer stretches; kernels keep per-row
+// scratch on the stack).
+inline constexpr int kMaxKernelRows = 256;
+
+using PackedScoresFn = void (*)(const PackedBlockView& b, const float* q, size_t ldq, int nq, int t0, int n, float* s,
+                                size_t lds);
+using PackedAccumulateFn = void (*)(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n,
+                                    float* acc, size_t ldacc);
+using F16ScoresFn = void (*)(const uint16_t* x, size_t stride, int d, const float* q, size_t ldq, int nq, int n,
+                             float* s, size_t lds);
+using F16AccumulateFn = void (*)(const uint16_t* x, size_t stride, int d, const float* w, size_t ldw, int nq, int n,
+                                 float* acc, size_t ldacc);
+using ExpSumFn = float (*)(float* s, int n, float m);
+
+struct PagedAttentionKernels {
+  Isa isa;
+  PackedScoresFn packed_scores;
+  PackedAccumulateFn packed_accumulate;
+  F16ScoresFn f16_scores;
+  F16AccumulateFn f16_accumulate;
+  ExpSumFn exp_sum;
+};
+
+// The table for active_isa() (chosen once), and the table of one variant (Error when this CPU
+// cannot run it).
+const PagedAttentionKernels& paged_attention_kernels();
+const PagedAttentionKernels& paged_attention_kernels_for(Isa isa);
+
+void packed_scores_ref(const PackedBlockView& b, const float* q, size_t ldq, int nq, int t0, int n, float* s, size_t lds);
+void packed_accumulate_ref(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
+                           size_t ldacc);
+void f16_scores_ref(const uint16_t* x, size_t stride, int d, const float* q, size_t ldq, int nq, int n, float* s,
+                    size_t lds);
+void f16_accumulate_ref(const uint16_t* x, size_t stride, int d, const float* w, size_t ldw, int nq, int n, float* acc,
+                        size_t ldacc);
+float exp_sum_ref(float* s, int n, float m);
+
+void packed_scores_avx2(const PackedBlockView& b, const float* q, size_t ldq, int nq, int t0, int n, float* s, size_t lds);
+void packed_accumulate_avx2(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
+                            size_t ldacc);
+void f16_scores_avx2(const uint16_t* x, size_t stride, int d, const float* q, size_t ldq, int nq, int n, float* s,
+                     size_t lds);
+void f16_accumulate_avx2(const uint16_t* x, size_t stride, int d, const float* w, size_t ldw, int nq, int n, float* acc,
+                         size_t ldacc);
+float exp_sum_avx2(float* s, int n, float m);
+
+void packed_scores_avx512(const PackedBlockView& b, const float* q, size_t ldq, int nq, int t0, int n, float* s,
+                          size_t lds);
+void packed_accumulate_avx512(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
+                              size_t ldacc);
+void f16_scores_avx512(const uint16_t* x, size_t stride, int d, const float* q, size_t ldq, int nq, int n, float* s,
+                       size_t lds);
+void f16_accumulate_avx512(const uint16_t* x, size_t stride, int d, const float* w, size_t ldw, int nq, int n,
+                           float* acc, size_t ldacc);
+float exp_sum_avx512(float* s, int n, float m);
+
+}  // namespace mpkv

@@ -1,0 +1,77 @@
+// Scalar reference kernels of paged attention: each packed value is dequantized on its own, by
+// the definitions in kv_block_layout.h, and used at once (never stored).
+#include <cmath>
+
+#include "attention/paged_attention_kernels.h"
+#include "util/fp16.h"
+
+namespace mpkv {
+
+namespace {
+
+// x_hat of code (t, c) in code space.
+float dequant_one(const PackedBlockView& b, int t, int c) {
+  const KvBlockLayout& L = *b.layout;
+  const uint32_t code = get_code(L, b.data, t, c);
+  const size_t pi = L.param_index(t, c);
+  const float s = fp16_to_fp32(load_half(b.data, L.scales_offset, pi));
+  if (L.codec == Codec::lloyd_max) return b.centroids[code] * (s / std::sqrt((float)L.head_dim));
+  return (float)code * s + fp16_to_fp32(load_half(b.data, L.zeros_offset, pi));
+}
+
+}  // namespace
+
+void packed_scores_ref(const PackedBlockView& b, const float* q, size_t ldq, int nq, int t0, int n, float* s,
+                       size_t lds) {
+  const int d = b.layout->head_dim;
+  for (int j = 0; j < nq; ++j) {
+    for (int i = 0; i < n; ++i) {
+      float acc = 0.0f;
+      for (int c = 0; c < d; ++c) acc += q[(size_t)j * ldq + c] * dequant_one(b, t0 + i, c);
+      s[(size_t)j * lds + i] = acc;
+    }
+  }
+}
+
+void packed_accumulate_ref(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
+                           size_t ldacc) {
+  const int d = b.layout->head_dim;
+  for (int i = 0; i < n; ++i) {
+    for (int c = 0; c < d; ++c) {
+      const float x = dequant_one(b, t0 + i, c);
+      for (int j = 0; j < nq; ++j) acc[(size_t)j * ldacc + c] += w[(size_t)j * ldw + i] * x;
+    }
+  }
+}
+
+void f16_scores_ref(const uint16_t* x, size_t stride, int d, const float* q, size_t ldq, int nq, int n, float* s,
+                    size_t lds) {
+  for (int j = 0; j < nq; ++j) {
+    for (int i = 0; i < n; ++i) {
+      float acc = 0.0f;
+      for (int c = 0; c < d; ++c) acc += q[(size_t)j * ldq + c] * fp16_to_fp32(x[(size_t)i * stride + c]);
+      s[(size_t)j * lds + i] = acc;
+    }
+  }
+}
+
+void f16_accumulate_ref(const uint16_t* x, size_t stride, int d, const float* w, size_t ldw, int nq, int n, float* acc,
+                        size_t ldacc) {
+  for (int i = 0; i < n; ++i) {
+    for (int c = 0; c < d; ++c) {
+      const float v = fp16_to_fp32(x[(size_t)i * stride + c]);
+      for (int j = 0; j < nq; ++j) acc[(size_t)j * ldacc + c] += w[(size_t)j * ldw + i] * v;
+    }
+  }
+}
+
+float exp_sum_ref(float* s, int n, float m) {
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    s[i] = std::exp(s[i] - m);  // exp(-inf) = 0
+    sum += s[i];
+  }
+  return sum;
+}
+
+}  // namespace mpkv

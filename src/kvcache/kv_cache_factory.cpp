@@ -1,0 +1,95 @@
+#include "kvcache/kv_cache_factory.h"
+
+#include <cmath>
+#include <numeric>
+
+#include "util/error.h"
+
+namespace mpkv {
+
+namespace {
+bool is_method(const std::string& m) {
+  return m == "f16" || m == "uniform" || m == "kivi" || m == "rotated" || m == "turbo" || m == "progressive";
+}
+}  // namespace
+
+void validate(const KvCacheOptions& o) {
+  if (o.plan_file.empty()) {
+    MPKV_CHECK(is_method(o.method), "--kv-method '" + o.method +
+                                        "' is not one of f16, uniform, kivi, rotated, turbo, progressive");
+  }
+  for (auto [name, b] : {std::pair<const char*, int>{"--kv-bits", o.bits}, {"--kv-k-bits", o.k_bits}, {"--kv-v-bits", o.v_bits}}) {
+    MPKV_CHECK(b >= 0 && b <= 16, std::string(name) + " " + std::to_string(b) + " is outside [1, 16]");
+  }
+  MPKV_CHECK(o.bits >= 1, "--kv-bits must be at least 1");
+  MPKV_CHECK(o.group >= 0, "--kv-group must be 0 (default) or positive");
+  MPKV_CHECK(o.window >= -1, "--kv-window must be -1 (default) or >= 0");
+  MPKV_CHECK(o.sink >= -1, "--kv-sink must be -1 (default) or >= 0");
+  MPKV_CHECK(std::isfinite(o.budget_mib) && o.budget_mib >= 0 && o.budget_mib <= 1 << 24,
+             "--kv-budget-mib must be 0 (no budget) or a positive number of MiB");
+  MPKV_CHECK(o.page_tokens >= 0 && o.page_tokens <= 65536, "--kv-page must be 0 (default) or in [1, 65536]");
+}
+
+KvPlan make_kv_plan(const KvCacheOptions& o, const KvDims& dims) {
+  validate(o);
+  KvPlan p;
+  if (!o.plan_file.empty()) {
+    p = load_kv_plan(o.plan_file, dims);
+  } else {
+    const int kb = o.k_bits ? o.k_bits : o.bits, vb = o.v_bits ? o.v_bits : o.bits;
+    KvComponentPlan k, v;
+    if (o.method == "f16") {
+      k.fp16 = v.fp16 = true;
+      k.bits = v.bits = 16;
+    } else {
+      const QuantMethod m = o.method == "progressive" ? QuantMethod::uniform : parse_method(o.method);
+      k.quantizer = v.quantizer = m;
+      k.bits = kb;
+      v.bits = vb;
+      k.group = v.group = o.group;
+    }
+    p = uniform_kv_plan(dims, k, v);
+    p.method = o.method;
+    p.progressive = o.method == "progressive";
+    p.window = o.method == "f16" ? 0 : kDefaultKvWindow;
+    p.sink = o.method == "f16" ? 0 : kDefaultKvSink;
+    int P = kDefaultPageTokens;
+    if (o.method == "kivi") P = std::lcm(P, o.group > 0 ? o.group : kKiviDefaultGroup);
+    p.page_tokens = P;
+  }
+  if (o.window >= 0) p.window = o.window;
+  if (o.sink >= 0) p.sink = o.sink;
+  if (o.page_tokens > 0) p.page_tokens = o.page_tokens;
+  validate(p, dims);
+  return p;
+}
+
+std::unique_ptr<PagedKvCache> make_kv_cache(const KvCacheOptions& o, const KvDims& dims) {
+  KvPlan plan = make_kv_plan(o, dims);
+  const size_t budget = (size_t)std::llround(o.budget_mib * 1024.0 * 1024.0);
+  auto cache = std::make_unique<PagedKvCache>(dims, std::move(plan), budget);
+  if (budget > 0) {
+    size_t min_bytes = cache->sequence_fixed_bytes();
+    for (int l = 0; l < dims.n_layer; ++l) min_bytes += cache->page_data_bytes(l, true) + cache->page_metadata_bytes();
+    MPKV_CHECK(budget >= min_bytes, "--kv-budget-mib " + std::to_string(o.budget_mib) +
+                                        " cannot hold even one sequence: it needs at least " +
+                                        std::to_string((double)min_bytes / (1024.0 * 1024.0)) +
+                                        " MiB (sink and window buffers plus one page per layer)");
+  }
+  return cache;
+}
+
+std::string describe(const KvCacheOptions& o) {
+  std::string s = o.plan_file.empty() ? o.method : "plan " + o.plan_file;
+  if (o.plan_file.empty() && o.method != "f16") {
+    const int kb = o.k_bits ? o.k_bits : o.bits, vb = o.v_bits ? o.v_bits : o.bits;
+    s += " K" + std::to_string(kb) + "/V" + std::to_string(vb);
+    if (o.group) s += " group " + std::to_string(o.group);
+  }
+  if (o.window >= 0) s += ", window " + std::to_string(o.window);
+  if (o.sink >= 0) s += ", sink " + std::to_string(o.sink);
+  if (o.budget_mib > 0) s += ", budget " + std::to_string(o.budget_mib).substr(0, 8) + " MiB";
+  return s;
+}
+
+}  // namespace mpkv

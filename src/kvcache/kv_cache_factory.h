@@ -1,0 +1,60 @@
+// The one place that turns KV options (command line or code) into a plan and a cache, so ppl,
+// generate, bench and eval build caches the same way. Everything is validated before any work.
+//
+// Methods (all become a KvPlan, kv_plan.h):
+//   f16          fp16 pages (the 16-bit reference path); sink and window default to 0
+//   uniform      per-token min-max codes at --kv-bits (group: --kv-group channels, default head_dim)
+//   kivi         keys per-channel over groups of --kv-group tokens (default 32), values per-token
+//   rotated      Walsh-Hadamard rotation, then uniform
+//   turbo        random-sign Hadamard + Lloyd-Max codes (1-4 bits)
+//   progressive  PM-KVQ: uniform pages start at 16 bits and shrink toward --kv-bits under the budget
+// --kv-k-bits / --kv-v-bits override --kv-bits for keys / values. --kv-plan FILE replaces the
+// method, bits and group (window / sink given explicitly still override the file).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "kvcache/kv_plan.h"
+#include "kvcache/paged_kv_cache.h"
+
+namespace mpkv {
+
+struct KvCacheOptions {
+  std::string method = "f16";
+  int bits = 4;              // final bits of keys and values
+  int k_bits = 0, v_bits = 0;  // 0: bits
+  int group = 0;             // 0: the quantizer's default
+  int window = -1, sink = -1;  // -1: the method's default (f16: 0 and 0; else 128 and 1)
+  double budget_mib = 0;     // 0: unlimited
+  std::string plan_file;
+  int page_tokens = 0;       // 0: 64, raised to a multiple of the KIVI token group when needed
+};
+
+// Field checks that need no model (method name, bits, budget, window...); throws Error.
+void validate(const KvCacheOptions& o);
+// The plan for a model with these dims (validated; reads plan_file when set).
+KvPlan make_kv_plan(const KvCacheOptions& o, const KvDims& dims);
+// The cache; Error when the options are invalid or the budget cannot hold even one sequence with
+// one page per layer.
+std::unique_ptr<PagedKvCache> make_kv_cache(const KvCacheOptions& o, const KvDims& dims);
+// One line, e.g. "kivi K2/V2 group 32, window 128, sink 1, pages of 64, budget 64 MiB".
+std::string describe(const KvCacheOptions& o);
+
+// Registers the --kv-* options on a CLI11 (sub)command (a template so this header needs no CLI11).
+template <class App>
+void add_kv_cache_options(App* sub, KvCacheOptions& o) {
+  sub->add_option("--kv-method", o.method, "KV cache: f16, uniform, kivi, rotated, turbo or progressive")
+      ->capture_default_str();
+  sub->add_option("--kv-bits", o.bits, "final bits of keys and values (progressive: the lowest they shrink to)")
+      ->capture_default_str();
+  sub->add_option("--kv-k-bits", o.k_bits, "bits of keys (0: --kv-bits)");
+  sub->add_option("--kv-v-bits", o.v_bits, "bits of values (0: --kv-bits)");
+  sub->add_option("--kv-group", o.group, "quantization group (0: method default; KIVI keys: tokens)");
+  sub->add_option("--kv-window", o.window, "recent tokens kept at fp16 (-1: method default, 128)");
+  sub->add_option("--kv-sink", o.sink, "first tokens kept at fp16 (-1: method default, 1)");
+  sub->add_option("--kv-budget-mib", o.budget_mib, "KV memory budget shared by all sequences, MiB (0: none)");
+  sub->add_option("--kv-plan", o.plan_file, "KV plan file (JSON) instead of --kv-method/--kv-bits/--kv-group");
+  sub->add_option("--kv-page", o.page_tokens, "tokens per page (0: 64)");
+}
+
+}  // namespace mpkv

@@ -1,0 +1,65 @@
+#include "kvcache/page_pool.h"
+
+#include <algorithm>
+#include <string>
+
+#include "util/error.h"
+
+namespace mpkv {
+
+namespace {
+std::string mib(size_t b) { return std::to_string((double)b / (1024.0 * 1024.0)).substr(0, 8) + " MiB"; }
+}  // namespace
+
+size_t PagePool::free_bytes() const {
+  if (budget_ == 0) return SIZE_MAX;
+  return budget_ - std::min(budget_, used_ + held_);
+}
+
+void PagePool::charge(size_t bytes) {
+  MPKV_CHECK(fits(bytes), "KV budget: " + std::to_string(bytes) + " more bytes would exceed the budget of " +
+                              mib(budget_) + " (" + mib(used_) + " in use, " + mib(held_) + " held)");
+  used_ += bytes;
+  peak_ = std::max(peak_, used_);
+}
+
+void PagePool::charge_held(size_t bytes) {
+  MPKV_CHECK(bytes <= held_, "KV pool: charging more held bytes than are held");
+  held_ -= bytes;
+  used_ += bytes;
+  peak_ = std::max(peak_, used_);
+}
+
+void PagePool::release(size_t bytes) {
+  MPKV_CHECK(bytes <= used_, "KV pool: releasing more bytes than are in use");
+  used_ -= bytes;
+}
+
+void PagePool::hold(size_t bytes) {
+  MPKV_CHECK(fits(bytes), "KV budget: cannot hold " + std::to_string(bytes) + " bytes within " + mib(budget_));
+  held_ += bytes;
+}
+
+void PagePool::unhold(size_t bytes) {
+  MPKV_CHECK(bytes <= held_, "KV pool: releasing more held bytes than are held");
+  held_ -= bytes;
+}
+
+void PagePool::set_shrinkable(uint64_t page_id, int top_bits) {
+  auto it = top_bits_.find(page_id);
+  if (it != top_bits_.end()) {
+    queue_.erase({-it->second, page_id});
+    top_bits_.erase(it);
+  }
+  if (top_bits > 0) {
+    queue_.insert({-top_bits, page_id});
+    top_bits_[page_id] = top_bits;
+  }
+}
+
+std::optional<uint64_t> PagePool::next_to_shrink() const {
+  if (queue_.empty()) return std::nullopt;
+  return queue_.begin()->second;
+}
+
+}  // namespace mpkv

@@ -1,0 +1,627 @@
+#include "kvcache/paged_kv_cache.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+
+#include "attention/paged_attention.h"
+#include "quant/lloyd_max.h"
+#include "util/error.h"
+#include "util/fp16.h"
+
+namespace mpkv {
+
+namespace {
+// Cache rows one attention work unit covers; long contexts split into units of about this many
+// rows so a single decoding token keeps every thread busy (partials merged afterwards).
+constexpr int kChunkRows = 1024;
+// Queries one kernel call serves (query heads of a KV head x prefill tokens).
+constexpr int kMaxQueriesPerCall = 16;
+
+std::string mib(size_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", (double)b / (1024.0 * 1024.0));
+  return buf;
+}
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
+
+struct PagedKvCache::Page {
+  uint64_t id = 0;
+  int seq = 0, layer = 0;
+  uint8_t* data = nullptr;  // blocks b = 0 .. n_blocks-1 back to back, each at its current bits
+  size_t bytes = 0;
+  int filled = 0;  // rows written (a page is shrinkable only once full)
+  bool full = false;
+  std::vector<uint8_t> cur, fin;  // [n_blocks] current and final bits
+};
+
+struct PagedKvCache::LayerState {
+  // [cap_rows, n_head_kv, head_dim] fp16 bits: rows [0, sink) the sink, rows [sink, sink + win_n)
+  // the window (oldest first).
+  std::vector<uint16_t> k16, v16;
+  int n_tokens = 0, sink_n = 0, win_n = 0;
+  std::vector<std::unique_ptr<Page>> pages;
+};
+
+struct PagedKvCache::SeqState {
+  std::vector<LayerState> layers;
+  size_t held = 0;  // bytes reserved for the next forward pass
+};
+
+PagedKvCache::PagedKvCache(KvDims dims, KvPlan plan, size_t budget_bytes, const PagedAttentionKernels& kernels)
+    : KvCache(dims), plan_(std::move(plan)), kern_(&kernels), pool_(budget_bytes) {
+  // The record constants bound the structs; the rest of each covers their container nodes
+  // (page: table slot, id-map node, shrink queue set + map nodes, about 64 bytes each).
+  static_assert(sizeof(Page) + sizeof(void*) <= kPageRecordBytes - 3 * 64, "page record");
+  static_assert(sizeof(LayerState) <= kLayerRecordBytes, "layer record");
+  static_assert(sizeof(SeqState) + 64 <= kSequenceRecordBytes, "sequence record");
+  MPKV_CHECK(dims.n_layer > 0 && dims.n_head_kv > 0 && dims.n_head % dims.n_head_kv == 0,
+             "paged KV cache: n_head must be a positive multiple of n_head_kv");
+  validate(plan_, dims);
+  const int P = plan_.page_tokens;
+  n_blocks_ = dims.n_head_kv * 2;
+  cap_rows_ = plan_.sink + plan_.window + P;
+  gran_.assign(dims.n_layer, 1);
+  comps_.resize((size_t)dims.n_layer * n_blocks_);
+  for (int l = 0; l < dims.n_layer; ++l) {
+    for (int b = 0; b < n_blocks_; ++b) {
+      const KvRole role = b % 2 == 0 ? KvRole::key : KvRole::value;
+      const KvComponentPlan& cp = plan_.at(l, b / 2, role);
+      Component& c = comps_[(size_t)l * n_blocks_ + b];
+      gran_[l] = std::lcm(gran_[l], component_token_granularity(plan_, cp, role));
+      c.fp16 = cp.fp16;
+      if (cp.fp16) continue;
+      c.final_bits = cp.bits;
+      c.init_bits = plan_.progressive ? 16 : cp.bits;
+      c.quant = std::make_unique<KvQuantizer>(component_quant_options(plan_, cp, role, c.init_bits));
+      const KvBlockLayout top = c.quant->block_layout(P);
+      for (int bits = c.init_bits;; bits /= 2) {
+        c.layout_at[bits] = make_kv_block_layout(top.codec, top.axis, bits, top.head_dim, P, top.group);
+        if (bits <= c.final_bits) break;
+      }
+      if (top.codec == Codec::lloyd_max) c.centroids = lloyd_max_gaussian(c.final_bits).centroids_f.data();
+    }
+  }
+}
+
+PagedKvCache::~PagedKvCache() {
+  for (auto& [id, p] : pages_by_id_) std::free(p->data);
+}
+
+// ---- accounting -------------------------------------------------------------------------------
+
+size_t PagedKvCache::block_bytes(int layer, int block, int bits) const {
+  const Component& c = comp(layer, block);
+  if (c.fp16) return (size_t)plan_.page_tokens * dims_.head_dim * 2;
+  return c.layout_at[bits].bytes;
+}
+
+size_t PagedKvCache::block_offset(const Page& p, int block) const {
+  size_t off = 0;
+  for (int b = 0; b < block; ++b) off += block_bytes(p.layer, b, p.cur[b]);
+  return off;
+}
+
+size_t PagedKvCache::page_bytes_now(const Page& p) const { return block_offset(p, n_blocks_); }
+
+size_t PagedKvCache::page_bytes_final(const Page& p) const {
+  size_t b = 0;
+  for (int i = 0; i < n_blocks_; ++i) b += block_bytes(p.layer, i, p.fin[i]);
+  return b;
+}
+
+size_t PagedKvCache::sequence_fixed_bytes() const {
+  const size_t buf = 2 * (size_t)cap_rows_ * dims_.n_head_kv * dims_.head_dim * sizeof(uint16_t);
+  return kSequenceRecordBytes + (size_t)dims_.n_layer * (kLayerRecordBytes + buf);
+}
+
+size_t PagedKvCache::page_metadata_bytes() const { return kPageRecordBytes + 2 * (size_t)n_blocks_; }
+
+size_t PagedKvCache::page_data_bytes(int layer, bool at_final_bits) const {
+  size_t b = 0;
+  for (int i = 0; i < n_blocks_; ++i) {
+    const Component& c = comp(layer, i);
+    b += block_bytes(layer, i, at_final_bits ? c.final_bits : c.init_bits);
+  }
+  return b;
+}
+
+int PagedKvCache::tokens_in_pages(int layer, int n) const {
+  const int body = std::max(0, n - plan_.sink);
+  const int g = gran_[layer];
+  return body > plan_.window ? (body - plan_.window) / g * g : 0;
+}
+
+size_t PagedKvCache::sequence_bytes_at_final_bits(int n) const {
+  size_t b = sequence_fixed_bytes();
+  const int P = plan_.page_tokens;
+  for (int l = 0; l < dims_.n_layer; ++l) {
+    const size_t pages = (size_t)(tokens_in_pages(l, n) + P - 1) / P;
+    b += pages * (page_data_bytes(l, true) + page_metadata_bytes());
+  }
+  return b;
+}
+
+size_t PagedKvCache::bytes_needed(int seq, int n) const {
+  auto it = seqs_.find(seq);
+  const SeqState* s = it == seqs_.end() ? nullptr : it->second.get();
+  size_t need = s ? 0 : sequence_fixed_bytes();
+  const int P = plan_.page_tokens, R = plan_.window;
+  for (int l = 0; l < dims_.n_layer; ++l) {
+    int n_tok = 0, win = 0, open_free = 0;
+    if (s) {
+      const LayerState& ls = s->layers[l];
+      n_tok = ls.n_tokens;
+      win = ls.win_n;
+      if (!ls.pages.empty() && ls.pages.back()->filled < P) open_free = P - ls.pages.back()->filled;
+    }
+    const int to_sink = std::clamp(plan_.sink - n_tok, 0, n);
+    const int w = win + n - to_sink;
+    // Flushes keep the window in [R, R + g) once it reaches R (see append); they move this many.
+    const int flushed = w > R ? (w - R) / gran_[l] * gran_[l] : 0;
+    const int new_pages = flushed > open_free ? (flushed - open_free + P - 1) / P : 0;
+    need += (size_t)new_pages * (page_data_bytes(l, false) + page_metadata_bytes());
+  }
+  return need;
+}
+
+// ---- budget -------------------------------------------------------------------------------------
+
+bool PagedKvCache::make_room(size_t bytes, int for_seq) {
+  if (pool_.fits(bytes)) return true;
+  if (bytes > pool_.free_bytes() + reclaimable_) return false;
+  ShrinkPause pause;
+  pause.for_seq = for_seq;
+  const double t0 = now_s();
+  while (!pool_.fits(bytes)) {
+    const auto id = pool_.next_to_shrink();
+    MPKV_CHECK(id.has_value(), "KV pool: internal error: reclaimable bytes but no page to shrink");
+    shrink_page(*pages_by_id_.at(*id), pause);
+  }
+  pause.seconds = now_s() - t0;
+  shrink_totals_.pauses++;
+  shrink_totals_.page_shrinks += pause.pages;
+  shrink_totals_.bytes_freed += pause.bytes_freed;
+  shrink_totals_.seconds += pause.seconds;
+  shrink_totals_.max_pause_seconds = std::max(shrink_totals_.max_pause_seconds, pause.seconds);
+  if (on_pause_) on_pause_(pause);
+  return true;
+}
+
+void PagedKvCache::shrink_page(Page& p, ShrinkPause& pause) {
+  int top = 0;
+  for (int b = 0; b < n_blocks_; ++b)
+    if (p.cur[b] > p.fin[b]) top = std::max(top, (int)p.cur[b]);
+  MPKV_CHECK(top > 0, "KV pool: internal error: shrinking a page that is at its final bits");
+  std::vector<uint8_t> cur2 = p.cur;
+  for (int b = 0; b < n_blocks_; ++b)
+    if (p.cur[b] == top && p.cur[b] > p.fin[b]) cur2[b] = (uint8_t)(top / 2);
+  size_t new_bytes = 0;
+  for (int b = 0; b < n_blocks_; ++b) new_bytes += block_bytes(p.layer, b, cur2[b]);
+  // Through a scratch copy (shrink kernels need distinct source and destination), then the page
+  // is reallocated in place to its new size.
+  std::vector<uint8_t> scratch(new_bytes);
+  size_t src = 0, dst = 0;
+  for (int b = 0; b < n_blocks_; ++b) {
+    const size_t sb = block_bytes(p.layer, b, p.cur[b]), db = block_bytes(p.layer, b, cur2[b]);
+    if (cur2[b] != p.cur[b]) {
+      const Component& c = comp(p.layer, b);
+      shrink_block(c.layout_at[p.cur[b]], p.data + src, c.layout_at[cur2[b]], scratch.data() + dst);
+    } else {
+      std::memcpy(scratch.data() + dst, p.data + src, sb);
+    }
+    src += sb;
+    dst += db;
+  }
+  std::memcpy(p.data, scratch.data(), new_bytes);
+  if (void* r = std::realloc(p.data, new_bytes)) p.data = static_cast<uint8_t*>(r);
+  const size_t freed = p.bytes - new_bytes;
+  p.bytes = new_bytes;
+  p.cur = cur2;
+  pool_.release(freed);
+  reclaimable_ -= freed;
+  int new_top = 0;
+  for (int b = 0; b < n_blocks_; ++b)
+    if (p.cur[b] > p.fin[b]) new_top = std::max(new_top, (int)p.cur[b]);
+  pool_.set_shrinkable(p.id, new_top);
+  pause.pages++;
+  pause.bytes_freed += freed;
+  pause.from_bits = std::max(pause.from_bits, top);
+  pause.to_bits = pause.to_bits == 0 ? top / 2 : std::min(pause.to_bits, top / 2);
+}
+
+void PagedKvCache::charge(SeqState& s, int seq, size_t bytes, const char* what) {
+  if (s.held >= bytes) {
+    pool_.charge_held(bytes);
+    s.held -= bytes;
+    return;
+  }
+  const size_t rest = bytes - s.held;
+  if (!make_room(rest, seq)) {
+    throw Error("KV budget of " + mib(pool_.budget()) + " exhausted: sequence " + std::to_string(seq) + " needs " +
+                std::to_string(rest) + " more bytes for " + what + " (" + mib(pool_.used()) +
+                " in use) and no page can shrink further (reserve() first to stop it cleanly)");
+  }
+  pool_.charge_held(s.held);
+  s.held = 0;
+  pool_.charge(rest);
+}
+
+bool PagedKvCache::reserve(int seq, int n_tokens) {
+  MPKV_CHECK(n_tokens >= 0, "KV reserve: negative token count");
+  auto it = seqs_.find(seq);
+  if (it != seqs_.end()) {
+    pool_.unhold(it->second->held);
+    it->second->held = 0;
+  }
+  const size_t need = bytes_needed(seq, n_tokens);
+  if (!make_room(need, seq)) return false;
+  pool_.hold(need);
+  if (it == seqs_.end()) {
+    SeqState& s = create_sequence(seq);
+    s.held = need;
+    charge(s, seq, sequence_fixed_bytes(), "its sink and window");
+  } else {
+    it->second->held = need;
+  }
+  return true;
+}
+
+// ---- storage --------------------------------------------------------------------------------------
+
+PagedKvCache::SeqState& PagedKvCache::create_sequence(int seq) {
+  auto s = std::make_unique<SeqState>();
+  s->layers.resize(dims_.n_layer);
+  const size_t n = (size_t)cap_rows_ * dims_.n_head_kv * dims_.head_dim;
+  for (LayerState& ls : s->layers) {
+    ls.k16.assign(n, 0);
+    ls.v16.assign(n, 0);
+  }
+  return *(seqs_[seq] = std::move(s));
+}
+
+PagedKvCache::Page& PagedKvCache::open_page(SeqState& s, int seq, int layer) {
+  LayerState& ls = s.layers[layer];
+  if (!ls.pages.empty() && ls.pages.back()->filled < plan_.page_tokens) return *ls.pages.back();
+  const size_t bytes = page_data_bytes(layer, false);
+  charge(s, seq, bytes + page_metadata_bytes(), "a new page");
+  auto p = std::make_unique<Page>();
+  p->id = next_page_id_++;
+  p->seq = seq;
+  p->layer = layer;
+  p->data = static_cast<uint8_t*>(std::calloc(bytes, 1));
+  if (!p->data) {
+    pool_.release(bytes + page_metadata_bytes());
+    throw std::bad_alloc();
+  }
+  p->bytes = bytes;
+  p->cur.resize(n_blocks_);
+  p->fin.resize(n_blocks_);
+  for (int b = 0; b < n_blocks_; ++b) {
+    p->cur[b] = (uint8_t)comp(layer, b).init_bits;
+    p->fin[b] = (uint8_t)comp(layer, b).final_bits;
+  }
+  pages_by_id_[p->id] = p.get();
+  ls.pages.push_back(std::move(p));
+  return *ls.pages.back();
+}
+
+void PagedKvCache::page_filled(Page& p) {
+  p.full = true;
+  int top = 0;
+  for (int b = 0; b < n_blocks_; ++b)
+    if (p.cur[b] > p.fin[b]) top = std::max(top, (int)p.cur[b]);
+  pool_.set_shrinkable(p.id, top);
+  reclaimable_ += p.bytes - page_bytes_final(p);
+}
+
+void PagedKvCache::free_page(Page& p) {
+  pool_.release(p.bytes + page_metadata_bytes());
+  if (p.full) reclaimable_ -= p.bytes - page_bytes_final(p);
+  pool_.forget(p.id);
+  pages_by_id_.erase(p.id);
+  std::free(p.data);
+  p.data = nullptr;
+}
+
+// Moves the k oldest window rows of (seq, layer) into pages (k a multiple of the layer's granularity).
+void PagedKvCache::flush(SeqState& s, int seq, int layer, int k) {
+  LayerState& ls = s.layers[layer];
+  const int d = dims_.head_dim, nkv = dims_.n_head_kv, P = plan_.page_tokens;
+  const size_t row = (size_t)nkv * d;
+  std::vector<float> x((size_t)P * d);  // [m, d] fp32 rows of one head (the quantizers take fp32)
+  for (int done = 0; done < k;) {
+    Page& p = open_page(s, seq, layer);
+    const int m = std::min(k - done, P - p.filled);
+    for (int b = 0; b < n_blocks_; ++b) {
+      const Component& c = comp(layer, b);
+      const uint16_t* src = (b % 2 == 0 ? ls.k16 : ls.v16).data() + (size_t)(plan_.sink + done) * row + (size_t)(b / 2) * d;
+      uint8_t* blk = p.data + block_offset(p, b);
+      if (c.fp16) {
+        for (int i = 0; i < m; ++i)
+          std::memcpy(blk + (size_t)(p.filled + i) * d * 2, src + (size_t)i * row, (size_t)d * 2);
+        continue;
+      }
+      for (int i = 0; i < m; ++i)
+        for (int ch = 0; ch < d; ++ch) x[(size_t)i * d + ch] = fp16_to_fp32(src[(size_t)i * row + ch]);
+      c.quant->quantize(c.layout_at[p.cur[b]], x.data(), (size_t)d, p.filled, m, blk);
+    }
+    p.filled += m;
+    done += m;
+    if (p.filled == P) page_filled(p);
+  }
+  const size_t keep = (size_t)(ls.win_n - k) * row;
+  const size_t at = (size_t)plan_.sink * row;
+  std::memmove(ls.k16.data() + at, ls.k16.data() + at + (size_t)k * row, keep * sizeof(uint16_t));
+  std::memmove(ls.v16.data() + at, ls.v16.data() + at + (size_t)k * row, keep * sizeof(uint16_t));
+  ls.win_n -= k;
+}
+
+void PagedKvCache::append(int seq, int layer, int n_tokens, const float* k, const float* v) {
+  MPKV_CHECK(layer >= 0 && layer < dims_.n_layer, "KV append: layer " + std::to_string(layer) + " out of range");
+  MPKV_CHECK(n_tokens >= 0, "KV append: negative token count");
+  auto it = seqs_.find(seq);
+  SeqState* s;
+  if (it == seqs_.end()) {
+    const size_t fixed = sequence_fixed_bytes();
+    if (!make_room(fixed, seq)) {
+      throw Error("KV budget of " + mib(pool_.budget()) + " cannot hold another sequence (" + mib(fixed) +
+                  " for its sink and window; " + mib(pool_.used()) + " in use)");
+    }
+    s = &create_sequence(seq);
+    pool_.charge(fixed);
+  } else {
+    s = it->second.get();
+  }
+  LayerState& ls = s->layers[layer];
+  const size_t row = (size_t)dims_.n_head_kv * dims_.head_dim;
+  auto put = [&](int buf_row, int i) {
+    for (size_t c = 0; c < row; ++c) {
+      ls.k16[(size_t)buf_row * row + c] = fp32_to_fp16(k[(size_t)i * row + c]);
+      ls.v16[(size_t)buf_row * row + c] = fp32_to_fp16(v[(size_t)i * row + c]);
+    }
+  };
+  int i = 0;
+  for (; i < n_tokens && ls.sink_n < plan_.sink; ++i) {
+    put(ls.sink_n++, i);
+    ls.n_tokens++;
+  }
+  const int R = plan_.window, g = gran_[layer], cap = plan_.window + plan_.page_tokens;
+  while (i < n_tokens) {
+    const int m = std::min(n_tokens - i, cap - ls.win_n);
+    for (int r = 0; r < m; ++r) put(plan_.sink + ls.win_n + r, i + r);
+    ls.win_n += m;
+    ls.n_tokens += m;
+    i += m;
+    // Keep the window in [R, R + g): flush its oldest whole groups.
+    if (ls.win_n > R) {
+      const int kf = (ls.win_n - R) / g * g;
+      if (kf > 0) flush(*s, seq, layer, kf);
+    }
+  }
+}
+
+void PagedKvCache::remove(int seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  SeqState& s = *it->second;
+  for (LayerState& ls : s.layers)
+    for (auto& p : ls.pages) free_page(*p);
+  pool_.unhold(s.held);
+  pool_.release(sequence_fixed_bytes());
+  seqs_.erase(it);
+}
+
+const PagedKvCache::SeqState& PagedKvCache::seq_state(int seq) const {
+  auto it = seqs_.find(seq);
+  MPKV_CHECK(it != seqs_.end(), "KV cache: unknown sequence " + std::to_string(seq));
+  return *it->second;
+}
+
+int PagedKvCache::length(int seq, int layer) const {
+  auto it = seqs_.find(seq);
+  return it == seqs_.end() ? 0 : it->second->layers[layer].n_tokens;
+}
+
+// ---- attention ------------------------------------------------------------------------------------
+
+void PagedKvCache::attend(int seq, int layer, int n_tokens, const float* q, float* out) {
+  const LayerState& ls = seq_state(seq).layers[layer];
+  MPKV_CHECK(n_tokens >= 1 && n_tokens <= ls.n_tokens, "KV attend: " + std::to_string(n_tokens) +
+                                                           " queries but " + std::to_string(ls.n_tokens) + " cached tokens");
+  const int d = dims_.head_dim, nkv = dims_.n_head_kv, nh = dims_.n_head, group = nh / nkv;
+  const size_t row = (size_t)nkv * d;
+  const float scale = 1.0f / std::sqrt((float)d);
+  const int L = ls.n_tokens;
+
+  // Segments of each KV head in position order: sink, pages, window (each <= kMaxKernelRows rows).
+  std::vector<std::vector<AttnSegment>> segs(nkv);
+  for (int h = 0; h < nkv; ++h) {
+    auto add_rows = [&](int pos0, int n, const uint16_t* k16, const uint16_t* v16, size_t stride) {
+      for (int i = 0; i < n; i += kMaxKernelRows) {
+        AttnSegment g;
+        g.pos0 = pos0 + i;
+        g.n = std::min(kMaxKernelRows, n - i);
+        g.k16 = k16 + (size_t)i * stride;
+        g.v16 = v16 + (size_t)i * stride;
+        g.stride = stride;
+        segs[h].push_back(g);
+      }
+    };
+    add_rows(0, ls.sink_n, ls.k16.data() + (size_t)h * d, ls.v16.data() + (size_t)h * d, row);
+    int pos = ls.sink_n;
+    for (const auto& pp : ls.pages) {
+      const Page& p = *pp;
+      const int bk = 2 * h, bv = 2 * h + 1;
+      const Component &ck = comp(layer, bk), &cv = comp(layer, bv);
+      const uint8_t* kd = p.data + block_offset(p, bk);
+      const uint8_t* vd = kd + block_bytes(layer, bk, p.cur[bk]);
+      for (int i = 0; i < p.filled; i += kMaxKernelRows) {
+        AttnSegment g;
+        g.pos0 = pos + i;
+        g.n = std::min(kMaxKernelRows, p.filled - i);
+        g.t0 = i;
+        g.stride = d;
+        g.k_packed = !ck.fp16;
+        g.v_packed = !cv.fp16;
+        if (g.k_packed) g.k = {&ck.layout_at[p.cur[bk]], kd, ck.centroids};
+        else g.k16 = reinterpret_cast<const uint16_t*>(kd) + (size_t)i * d;
+        if (g.v_packed) g.v = {&cv.layout_at[p.cur[bv]], vd, cv.centroids};
+        else g.v16 = reinterpret_cast<const uint16_t*>(vd) + (size_t)i * d;
+        segs[h].push_back(g);
+      }
+      pos += p.filled;
+    }
+    add_rows(pos, ls.win_n, ls.k16.data() + (size_t)plan_.sink * row + (size_t)h * d,
+             ls.v16.data() + (size_t)plan_.sink * row + (size_t)h * d, row);
+  }
+
+  // Queries per KV head, contiguous [n_tokens * group, d] (j = token * group + g), scaled, in
+  // model space and in the keys' code space.
+  const int nqt = n_tokens * group;
+  std::vector<float> qm((size_t)nkv * nqt * d), qc((size_t)nkv * nqt * d);
+  std::vector<int> visible((size_t)nqt);
+  for (int j = 0; j < nqt; ++j) visible[j] = L - n_tokens + j / group + 1;
+  for (int h = 0; h < nkv; ++h) {
+    const KvQuantizer* kq = comp(layer, 2 * h).quant.get();
+    for (int t = 0; t < n_tokens; ++t) {
+      for (int g = 0; g < group; ++g) {
+        const float* src = q + ((size_t)t * nh + (size_t)h * group + g) * d;
+        float* dm = &qm[((size_t)h * nqt + (size_t)t * group + g) * d];
+        float* dc = &qc[((size_t)h * nqt + (size_t)t * group + g) * d];
+        for (int c = 0; c < d; ++c) dm[c] = dc[c] = src[c] * scale;
+        if (kq && kq->rotates()) kq->to_code_space(dc);
+      }
+    }
+  }
+
+  // Work units: (block of query tokens, KV head, chunk of about kChunkRows rows).
+  const int tokens_per_block = std::max(1, kMaxQueriesPerCall / group);
+  struct Unit { int h, j0, nq; size_t s0, s1, state; int first; };
+  std::vector<Unit> units;
+  const size_t state_floats_per_query = 2 + 2 * (size_t)d;
+  size_t state_total = 0;
+  for (int t0 = 0; t0 < n_tokens; t0 += tokens_per_block) {
+    const int nt = std::min(tokens_per_block, n_tokens - t0);
+    const int j0 = t0 * group, nq = nt * group;
+    const int max_vis = visible[j0 + nq - 1];
+    for (int h = 0; h < nkv; ++h) {
+      const int first = (int)units.size();
+      size_t s0 = 0;
+      const auto& sg = segs[h];
+      while (s0 < sg.size() && sg[s0].pos0 < max_vis) {
+        size_t s1 = s0;
+        int rows = 0;
+        while (s1 < sg.size() && sg[s1].pos0 < max_vis && rows < kChunkRows) rows += sg[s1++].n;
+        units.push_back({h, j0, nq, s0, s1, state_total, first});
+        state_total += nq * state_floats_per_query;
+        s0 = s1;
+      }
+    }
+  }
+  std::vector<float> state(state_total);
+  auto view = [&](const Unit& u) {
+    float* p = state.data() + u.state;
+    return SoftmaxPartialView{p, p + u.nq, p + 2 * u.nq};
+  };
+#pragma omp parallel if (units.size() > 1)
+  {
+    std::vector<float> scratch((size_t)std::max(kMaxQueriesPerCall, group) * kMaxKernelRows);
+#pragma omp for schedule(dynamic, 1)
+    for (size_t ui = 0; ui < units.size(); ++ui) {
+      const Unit& u = units[ui];
+      const SoftmaxPartialView st = view(u);
+      softmax_partial_clear(st, u.nq, d);
+      AttnQueries aq;
+      aq.q_model = &qm[((size_t)u.h * nqt + u.j0) * d];
+      aq.q_code = &qc[((size_t)u.h * nqt + u.j0) * d];
+      aq.ldq = d;
+      aq.nq = u.nq;
+      aq.visible = &visible[u.j0];
+      attend_segments(*kern_, d, aq, segs[u.h].data() + u.s0, u.s1 - u.s0, scratch.data(), st);
+    }
+  }
+  // Merge the chunks of each (query block, head) into the first, normalise, un-rotate the packed
+  // values' part and write out[token, h * group + g, :].
+  std::vector<float> code((size_t)d);
+  for (size_t ui = 0; ui < units.size();) {
+    const Unit& u = units[ui];
+    size_t end = ui + 1;
+    while (end < units.size() && units[end].first == u.first) {
+      softmax_partial_merge(view(u), view(units[end]), u.nq, 2 * d);
+      ++end;
+    }
+    const SoftmaxPartialView st = view(u);
+    const KvQuantizer* vq = comp(layer, 2 * u.h + 1).quant.get();
+    for (int j = 0; j < u.nq; ++j) {
+      const int jj = u.j0 + j, t = jj / group, g = jj % group;
+      const float inv = 1.0f / st.l[j];
+      const float* acc = st.acc + (size_t)j * 2 * d;
+      for (int c = 0; c < d; ++c) code[c] = acc[d + c] * inv;
+      if (vq && vq->rotates()) vq->from_code_space(code.data());
+      float* o = out + ((size_t)t * nh + (size_t)u.h * group + g) * d;
+      for (int c = 0; c < d; ++c) o[c] = acc[c] * inv + code[c];
+    }
+    ui = end;
+  }
+}
+
+// ---- reporting ------------------------------------------------------------------------------------
+
+std::map<int, size_t> PagedKvCache::bits_histogram() const {
+  std::map<int, size_t> h;
+  for (const auto& [id, p] : pages_by_id_)
+    for (int b = 0; b < n_blocks_; ++b) h[p->cur[b]]++;
+  return h;
+}
+
+std::string PagedKvCache::stats() const {
+  std::ostringstream o;
+  o << "kv " << plan_.method << (plan_.progressive ? " (progressive)" : "") << ": " << mib(pool_.used()) << " in use";
+  if (pool_.budget() > 0) o << " of " << mib(pool_.budget()) << " budget";
+  o << " (peak " << mib(pool_.peak_used()) << "), " << seqs_.size() << " sequences, " << pages_by_id_.size()
+    << " pages\n  blocks by current bits:";
+  const auto hist = bits_histogram();
+  size_t total = 0;
+  for (const auto& [b, n] : hist) total += n;
+  for (auto it = hist.rbegin(); it != hist.rend(); ++it) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %d-bit %zu (%.1f%%)", it->first, it->second, 100.0 * it->second / std::max<size_t>(1, total));
+    o << buf;
+  }
+  if (hist.empty()) o << " none";
+  const ShrinkTotals& t = shrink_totals_;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "\n  shrinks: %zu pages in %zu pauses, %.2f ms total, longest pause %.3f ms, %s freed",
+                t.page_shrinks, t.pauses, 1e3 * t.seconds, 1e3 * t.max_pause_seconds, mib(t.bytes_freed).c_str());
+  o << buf;
+  return o.str();
+}
+
+int PagedKvCache::n_pages(int seq, int layer) const { return (int)seq_state(seq).layers.at(layer).pages.size(); }
+
+int PagedKvCache::page_current_bits(int seq, int layer, int page, int block) const {
+  return seq_state(seq).layers.at(layer).pages.at(page)->cur.at(block);
+}
+
+int PagedKvCache::page_final_bits(int seq, int layer, int page, int block) const {
+  return seq_state(seq).layers.at(layer).pages.at(page)->fin.at(block);
+}
+
+const uint8_t* PagedKvCache::page_block(int seq, int layer, int page, int block, KvBlockLayout* layout) const {
+  const Page& p = *seq_state(seq).layers.at(layer).pages.at(page);
+  const Component& c = comp(layer, block);
+  MPKV_CHECK(!c.fp16, "KV cache: block " + std::to_string(block) + " is stored as fp16 rows");
+  if (layout) *layout = c.layout_at[p.cur.at(block)];
+  return p.data + block_offset(p, block);
+}
+
+}  // namespace mpkv

@@ -1,0 +1,159 @@
+// The mixed-precision paged KV cache (ALGORITHMS.md 3, issue 4): one byte budget shared by all
+// sequences, pages quantized per (KV head, K|V) as the plan says, progressive shrinking under the
+// budget, and attention that reads the packed pages in place.
+//
+// Per (sequence, layer):
+//   sink    positions [0, S): fp16, kept forever (S = plan.sink)
+//   pages   the body, P tokens each (P = plan.page_tokens); per page and per (KV head, K|V) one
+//           block (fp16 rows, or a KvBlockLayout at its current bits) with its current and final bits
+//   window  the most recent tokens at fp16: R..R+g-1 of them (R = plan.window, g = the layer's flush
+//           granularity: the KIVI key token group, else 1). Whenever it holds R + g or more, its
+//           oldest whole groups are quantized into the open page (or new pages), however many
+//           tokens one append brings (chunked prefill).
+// The fp16 sink + window buffer has a fixed capacity of S + R + P rows, allocated when the
+// sequence is created.
+//
+// Memory accounting (PagePool; every figure counts these bytes exactly):
+//   sequence   sequence_fixed_bytes() = kSequenceRecordBytes + per layer (kLayerRecordBytes +
+//              2 (K, V) x (S + R + P) x n_head_kv x head_dim x 2 bytes of fp16 buffer)
+//   page       its blocks' bytes (codes + fp16 scales + fp16 zeros, or fp16 rows) +
+//              page_metadata_bytes() = kPageRecordBytes + 2 bytes per block (current, final bits)
+// The record constants are fixed upper bounds of the bookkeeping structs (static_assert'ed in the
+// .cpp) plus their nodes in the maps / queue / page table, so figures are reproducible by hand.
+// Allocator headers are not counted. A shrink rewrites a page through a scratch buffer and
+// reallocates it in place to the smaller size, so no second copy of the page is ever live.
+//
+// Budget: progressive plans create pages at 16-bit uniform codes; when a page (or a new
+// sequence) would not fit, full pages are shrunk one halving at a time by the equivalent right
+// shift, in PagePool's order (most bits first, oldest first), never below their final bits. If
+// even that cannot make room, reserve() returns false (the sequence stops with kv_budget and
+// nothing changes); append() without a reservation throws Error. The pool never exceeds the budget.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "attention/paged_attention_kernels.h"
+#include "kvcache/kv_plan.h"
+#include "kvcache/page_pool.h"
+#include "model/kv_cache.h"
+#include "quant/kv_quantizer.h"
+
+namespace mpkv {
+
+// One pause for shrinking: every page shrunk while making room for one reserve() or append().
+struct ShrinkPause {
+  int for_seq = 0;         // the sequence that needed the room
+  int pages = 0;           // page shrinks performed (a page may be shrunk more than once)
+  size_t bytes_freed = 0;
+  double seconds = 0.0;
+  int from_bits = 0, to_bits = 0;  // highest bits shrunk from, lowest shrunk to
+};
+
+struct ShrinkTotals {
+  size_t pauses = 0, page_shrinks = 0, bytes_freed = 0;
+  double seconds = 0.0, max_pause_seconds = 0.0;
+};
+
+// Bookkeeping bytes counted per sequence, per (sequence, layer) and per page (see above): the
+// structs themselves plus their nodes in the sequence map, the id -> page map, the shrink queue
+// (PagePool: a set node and a map node) and the page-table slot.
+inline constexpr size_t kSequenceRecordBytes = 256;
+inline constexpr size_t kLayerRecordBytes = 128;
+inline constexpr size_t kPageRecordBytes = 320;
+
+class PagedKvCache final : public KvCache {
+ public:
+  // Validates the plan against dims (Error); budget_bytes 0 = unlimited. `kernels` defaults to the
+  // active ISA's table.
+  PagedKvCache(KvDims dims, KvPlan plan, size_t budget_bytes,
+               const PagedAttentionKernels& kernels = paged_attention_kernels());
+  ~PagedKvCache() override;
+
+  void append(int seq, int layer, int n_tokens, const float* k, const float* v) override;
+  void attend(int seq, int layer, int n_tokens, const float* q, float* out) override;
+  int length(int seq, int layer) const override;
+  void remove(int seq) override;
+  bool reserve(int seq, int n_tokens) override;
+  std::string stats() const override;
+
+  const KvPlan& plan() const { return plan_; }
+  const PagePool& pool() const { return pool_; }
+  size_t bytes_used() const { return pool_.used(); }
+
+  // The accounting formulas (see the header comment).
+  size_t sequence_fixed_bytes() const;
+  size_t page_metadata_bytes() const;
+  // Data bytes of one page of `layer` with every block at its initial (16 when progressive) or
+  // final bits.
+  size_t page_data_bytes(int layer, bool at_final_bits) const;
+  // Tokens of a sequence of n positions that sit in pages (the rest are sink or window).
+  int tokens_in_pages(int layer, int n) const;
+  // Bytes one sequence of n positions needs once every page is at its final bits (admission).
+  size_t sequence_bytes_at_final_bits(int n) const;
+
+  // Blocks (one per page, KV head and K|V) by current bits: {bits -> count}; fp16 blocks count as 16.
+  std::map<int, size_t> bits_histogram() const;
+  const ShrinkTotals& shrink_totals() const { return shrink_totals_; }
+  void set_shrink_listener(std::function<void(const ShrinkPause&)> f) { on_pause_ = std::move(f); }
+
+  // Inspection (tests): pages of (seq, layer), and a page's block b = head * 2 + (K ? 0 : 1).
+  int n_pages(int seq, int layer) const;
+  int page_current_bits(int seq, int layer, int page, int block) const;
+  int page_final_bits(int seq, int layer, int page, int block) const;
+  // The block's bytes and layout (quantized blocks only; Error for fp16 ones).
+  const uint8_t* page_block(int seq, int layer, int page, int block, KvBlockLayout* layout) const;
+
+ private:
+  struct Page;
+  struct LayerState;
+  struct SeqState;
+  // Per (layer, head, role): how its blocks are written and read.
+  struct Component {
+    bool fp16 = false;
+    int init_bits = 16, final_bits = 16;
+    std::unique_ptr<KvQuantizer> quant;  // at init_bits (writes flushes; rotation for queries/outputs)
+    KvBlockLayout layout_at[17];         // by bits, for init_bits and every halving down to final_bits
+    const float* centroids = nullptr;    // Lloyd-Max codebook (turbo)
+  };
+
+  const Component& comp(int layer, int block) const { return comps_[(size_t)layer * n_blocks_ + block]; }
+  size_t block_bytes(int layer, int block, int bits) const;
+  size_t block_offset(const Page& p, int block) const;
+  size_t page_bytes_now(const Page& p) const;
+  size_t page_bytes_final(const Page& p) const;
+
+  SeqState& create_sequence(int seq);
+  size_t bytes_needed(int seq, int n_tokens) const;
+  // Shrinks pages until `bytes` more fit; false (nothing shrunk) when they cannot.
+  bool make_room(size_t bytes, int for_seq);
+  void shrink_page(Page& p, ShrinkPause& pause);
+  // Charges `bytes` to seq: from its reservation, else from free room (shrinking); Error if impossible.
+  void charge(SeqState& s, int seq, size_t bytes, const char* what);
+  Page& open_page(SeqState& s, int seq, int layer);
+  void flush(SeqState& s, int seq, int layer, int k);
+  void page_filled(Page& p);
+  void free_page(Page& p);
+  const SeqState& seq_state(int seq) const;
+
+  KvPlan plan_;
+  const PagedAttentionKernels* kern_;
+  PagePool pool_;
+  int n_blocks_;            // n_head_kv * 2 per page
+  int cap_rows_;            // fp16 buffer rows: sink + window + page_tokens
+  std::vector<int> gran_;   // per layer: flush granularity
+  std::vector<Component> comps_;  // [n_layer][n_blocks_]
+  std::map<int, std::unique_ptr<SeqState>> seqs_;
+  std::unordered_map<uint64_t, Page*> pages_by_id_;
+  uint64_t next_page_id_ = 1;
+  size_t reclaimable_ = 0;  // bytes all full pages would free if shrunk to their final bits
+  ShrinkTotals shrink_totals_;
+  std::function<void(const ShrinkPause&)> on_pause_;
+};
+
+}  // namespace mpkv
