@@ -1,5 +1,7 @@
 #include "calib/activation_backward.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -33,7 +35,10 @@ std::vector<Real> dense_vector(const VectorWeight& v) {
 
 // LM-head rows per sgemm: logits for this many positions at once ([rows, n_vocab] floats), so the
 // full [T, n_vocab] matrix never exists (T = 2048 x 49152 vocab would be 400 MB).
-constexpr int kLmHeadRows = 128;
+constexpr int kLmHeadRows = 64;
+// Queries per attention task: blocks skip the keys after the block (causal) and give 2 threads
+// enough tasks to balance (T = 512, 9 heads: 36 tasks).
+constexpr int kAttnBlock = 128;
 
 }  // namespace
 
@@ -78,6 +83,7 @@ ActivationBackward<Real>::ActivationBackward(const Model& model) : model_(model)
 template <typename Real>
 double ActivationBackward<Real>::loss(const std::vector<int32_t>& tokens, double pos_scale,
                                       const KvPerturbation* perturb, const QkvObserver<Real>& observer) {
+  BlasSingleThread blas_guard;
   return forward(tokens, pos_scale, perturb, observer, false);
 }
 
@@ -130,9 +136,9 @@ void ActivationBackward<Real>::layer_forward(int l, int T, const KvPerturbation*
   s.q.resize(n * qd);
   s.k.resize(n * kvd);
   s.v.resize(n * kvd);
-  gemm(false, true, T, qd, d, Real(1), xn_.data(), d, W.wq.data(), d, Real(0), s.q.data(), qd);
-  gemm(false, true, T, kvd, d, Real(1), xn_.data(), d, W.wk.data(), d, Real(0), s.k.data(), kvd);
-  gemm(false, true, T, kvd, d, Real(1), xn_.data(), d, W.wv.data(), d, Real(0), s.v.data(), kvd);
+  gemm_rows_parallel(true, T, qd, d, Real(1), xn_.data(), d, W.wq.data(), d, Real(0), s.q.data(), qd);
+  gemm_rows_parallel(true, T, kvd, d, Real(1), xn_.data(), d, W.wk.data(), d, Real(0), s.k.data(), kvd);
+  gemm_rows_parallel(true, T, kvd, d, Real(1), xn_.data(), d, W.wv.data(), d, Real(0), s.v.data(), kvd);
   if (c.qkv_bias) {
     for (size_t t = 0; t < n; ++t) {
       for (int j = 0; j < qd; ++j) s.q[t * qd + j] += W.bq[j];
@@ -155,7 +161,7 @@ void ActivationBackward<Real>::layer_forward(int l, int T, const KvPerturbation*
   s.lse.resize(n * c.n_head);
   attention_forward(T, s.q.data(), s.k.data(), s.v.data(), s.attn.data(), s.lse.data());
   tmp_.resize(n * d);
-  gemm(false, true, T, d, qd, Real(1), s.attn.data(), qd, W.wo.data(), qd, Real(0), tmp_.data(), d);
+  gemm_rows_parallel(true, T, d, qd, Real(1), s.attn.data(), qd, W.wo.data(), qd, Real(0), tmp_.data(), d);
   for (size_t i = 0; i < n * d; ++i) x_[i] += tmp_[i];
 
   if (keep) s.x_mid.assign(x_.begin(), x_.end());
@@ -164,73 +170,85 @@ void ActivationBackward<Real>::layer_forward(int l, int T, const KvPerturbation*
   s.g.resize(n * ff);
   s.u.resize(n * ff);
   h_.resize(n * ff);
-  gemm(false, true, T, ff, d, Real(1), xn_.data(), d, W.wg.data(), d, Real(0), s.g.data(), ff);
-  gemm(false, true, T, ff, d, Real(1), xn_.data(), d, W.wu.data(), d, Real(0), s.u.data(), ff);
+  gemm_rows_parallel(true, T, ff, d, Real(1), xn_.data(), d, W.wg.data(), d, Real(0), s.g.data(), ff);
+  gemm_rows_parallel(true, T, ff, d, Real(1), xn_.data(), d, W.wu.data(), d, Real(0), s.u.data(), ff);
   swiglu_forward(s.g.data(), s.u.data(), h_.data(), (int64_t)n * ff);
-  gemm(false, true, T, d, ff, Real(1), h_.data(), ff, W.wd.data(), ff, Real(0), tmp_.data(), d);
+  gemm_rows_parallel(true, T, d, ff, Real(1), h_.data(), ff, W.wd.data(), ff, Real(0), tmp_.data(), d);
   for (size_t i = 0; i < n * d; ++i) x_[i] += tmp_[i];
 }
 
-// Dense causal attention, one query head at a time: S = q_h k_g^T / sqrt(hd) [T, T] by sgemm (the
-// masked upper triangle is computed and discarded: simpler than blocking, and attention is a small
-// part of the pass at T <= 2048), softmax over j <= t, out_h = P v_g. lse [n_head, T].
+// Dense causal attention in tasks of (query head h, block of kAttnBlock queries [r0, r1)), spread
+// over OpenMP threads: S = q_h[r0:r1] k_g[0:r1]^T / sqrt(hd) by a single-threaded gemm (keys past
+// r1 are never computed; within the block the upper triangle is masked), softmax over j <= t,
+// out_h[r0:r1] = P v_g[0:r1]. lse [n_head, T] keeps each row's log-sum-exp for the backward.
 template <typename Real>
 void ActivationBackward<Real>::attention_forward(int T, const Real* q, const Real* k, const Real* v, Real* out,
                                                  Real* lse) {
   const ModelConfig& c = config_;
   const int qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
   const Real sc = (Real)(1.0 / std::sqrt((double)hd));
-  scores_.resize((size_t)T * T);
-  for (int h = 0; h < c.n_head; ++h) {
+  const int n_blocks = (T + kAttnBlock - 1) / kAttnBlock, n_tasks = n_blocks * c.n_head;
+  thread_scratch_.resize(omp_get_max_threads());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int task = 0; task < n_tasks; ++task) {
+    const int b = n_blocks - 1 - task / c.n_head, h = task % c.n_head;  // largest blocks first
     const int g = h / c.group_size();
-    gemm(false, true, T, T, hd, sc, q + h * hd, qd, k + g * hd, kvd, Real(0), scores_.data(), T);
-#pragma omp parallel for schedule(static)
-    for (int t = 0; t < T; ++t) {
-      Real* row = scores_.data() + (size_t)t * T;
+    const int r0 = b * kAttnBlock, r1 = std::min(T, r0 + kAttnBlock), nr = r1 - r0, nk = r1;
+    ThreadScratch& ts = thread_scratch_[omp_get_thread_num()];
+    ts.p.resize((size_t)kAttnBlock * T);
+    Real* P = ts.p.data();  // [nr, nk]
+    gemm(false, true, nr, nk, hd, sc, q + (size_t)r0 * qd + h * hd, qd, k + g * hd, kvd, Real(0), P, nk);
+    for (int i = 0; i < nr; ++i) {
+      const int t = r0 + i;
+      Real* row = P + (size_t)i * nk;
       Real m = row[0];
       for (int j = 1; j <= t; ++j) m = std::max(m, row[j]);
       double sum = 0;
-      for (int j = 0; j <= t; ++j) sum += std::exp((double)(row[j] - m));
-      const Real l = m + (Real)std::log(sum);
-      lse[(size_t)h * T + t] = l;
-      for (int j = 0; j <= t; ++j) row[j] = std::exp(row[j] - l);
-      for (int j = t + 1; j < T; ++j) row[j] = 0;
+      for (int j = 0; j <= t; ++j) sum += (row[j] = std::exp(row[j] - m));
+      lse[(size_t)h * T + t] = m + (Real)std::log(sum);
+      const Real inv = (Real)(1.0 / sum);
+      for (int j = 0; j <= t; ++j) row[j] *= inv;
+      for (int j = t + 1; j < nk; ++j) row[j] = 0;
     }
-    gemm(false, false, T, hd, T, Real(1), scores_.data(), T, v + g * hd, kvd, Real(0), out + h * hd, qd);
+    gemm(false, false, nr, hd, nk, Real(1), P, nk, v + g * hd, kvd, Real(0), out + (size_t)r0 * qd + h * hd, qd);
   }
 }
 
-// Mean NLL of token[t+1] given the final normed stream xf_[t], t < T-1, in chunks of rows.
-// With grad: dlogits = (softmax - onehot) / (T-1), dxf_ = dlogits W_out (row T-1 is zero).
+// Mean NLL of token[t+1] given the final normed stream xf_[t], t < T-1, in chunks of kLmHeadRows
+// rows spread over OpenMP threads. With grad: dlogits = (softmax - onehot) / (T-1) and
+// dxf_ = dlogits W_out (row T-1 stays zero).
 template <typename Real>
 double ActivationBackward<Real>::lm_head(const std::vector<int32_t>& tokens, bool grad) {
   const ModelConfig& c = config_;
   const int T = (int)tokens.size(), d = c.d_model, V = c.n_vocab, n_pred = T - 1;
-  logits_.resize((size_t)kLmHeadRows * V);
   if (grad) dxf_.assign((size_t)T * d, Real(0));
+  thread_scratch_.resize(omp_get_max_threads());
+  const int n_chunks = (n_pred + kLmHeadRows - 1) / kLmHeadRows;
   double total = 0;
-  for (int r0 = 0; r0 < n_pred; r0 += kLmHeadRows) {
-    const int rows = std::min(kLmHeadRows, n_pred - r0);
-    gemm(false, true, rows, V, d, Real(1), xf_.data() + (size_t)r0 * d, d, output_.data(), d, Real(0), logits_.data(),
-         V);
-#pragma omp parallel for reduction(+ : total) schedule(static)
+#pragma omp parallel for reduction(+ : total) schedule(dynamic, 1)
+  for (int chunk = 0; chunk < n_chunks; ++chunk) {
+    const int r0 = chunk * kLmHeadRows, rows = std::min(kLmHeadRows, n_pred - r0);
+    ThreadScratch& ts = thread_scratch_[omp_get_thread_num()];
+    ts.logits.resize((size_t)kLmHeadRows * V);
+    Real* logits = ts.logits.data();
+    gemm(false, true, rows, V, d, Real(1), xf_.data() + (size_t)r0 * d, d, output_.data(), d, Real(0), logits, V);
     for (int r = 0; r < rows; ++r) {
-      Real* row = logits_.data() + (size_t)r * V;
+      Real* row = logits + (size_t)r * V;
       const int target = tokens[r0 + r + 1];
       Real m = row[0];
       for (int j = 1; j < V; ++j) m = std::max(m, row[j]);
+      total += (double)m - (double)row[target];
       double sum = 0;
-      for (int j = 0; j < V; ++j) sum += std::exp((double)(row[j] - m));
-      const double lse = (double)m + std::log(sum);
-      total += lse - (double)row[target];
+      for (int j = 0; j < V; ++j) sum += (row[j] = std::exp(row[j] - m));  // Real exp, double sum
+      total += std::log(sum);
       if (grad) {
-        for (int j = 0; j < V; ++j) row[j] = (Real)(std::exp((double)row[j] - lse) / n_pred);
+        const Real scale = (Real)(1.0 / (sum * n_pred));
+        for (int j = 0; j < V; ++j) row[j] *= scale;
         row[target] -= (Real)(1.0 / n_pred);
       }
     }
     if (grad)
-      gemm(false, false, rows, d, V, Real(1), logits_.data(), V, output_.data(), d, Real(0),
-           dxf_.data() + (size_t)r0 * d, d);
+      gemm(false, false, rows, d, V, Real(1), logits, V, output_.data(), d, Real(0), dxf_.data() + (size_t)r0 * d, d);
   }
   return total / n_pred;
 }
@@ -239,6 +257,7 @@ template <typename Real>
 void ActivationBackward<Real>::run(const std::vector<int32_t>& tokens, double pos_scale, KvGradients<Real>& out,
                                    const QkvObserver<Real>& observer) {
   const ModelConfig& c = config_;
+  BlasSingleThread blas_guard;
   out.loss = forward(tokens, pos_scale, nullptr, observer, true);
   const int T = (int)tokens.size();
   out.n_tokens = T;
@@ -265,53 +284,68 @@ void ActivationBackward<Real>::layer_backward(int l, int T, KvGradients<Real>& o
   dg_.resize(n * ff);
   du_.resize(n * ff);
   dxn_.resize(n * d);
-  gemm(false, false, T, ff, d, Real(1), dx_.data(), d, W.wd.data(), ff, Real(0), h_.data(), ff);  // dh
+  gemm_rows_parallel(false, T, ff, d, Real(1), dx_.data(), d, W.wd.data(), ff, Real(0), h_.data(), ff);  // dh
   swiglu_backward(s.g.data(), s.u.data(), h_.data(), dg_.data(), du_.data(), (int64_t)n * ff);
-  gemm(false, false, T, d, ff, Real(1), dg_.data(), ff, W.wg.data(), d, Real(0), dxn_.data(), d);
-  gemm(false, false, T, d, ff, Real(1), du_.data(), ff, W.wu.data(), d, Real(1), dxn_.data(), d);
+  gemm_rows_parallel(false, T, d, ff, Real(1), dg_.data(), ff, W.wg.data(), d, Real(0), dxn_.data(), d);
+  gemm_rows_parallel(false, T, d, ff, Real(1), du_.data(), ff, W.wu.data(), d, Real(1), dxn_.data(), d);
   rmsnorm_backward(s.x_mid.data(), W.ffn_norm.data(), s.inv_rms2.data(), dxn_.data(), dx_.data(), T, d, true);
 
   // Attention: x_mid = x_in + W_o attn(q, k, v). dattn = dx W_o [T, qd].
   dattn_.resize(n * qd);
-  gemm(false, false, T, qd, d, Real(1), dx_.data(), d, W.wo.data(), qd, Real(0), dattn_.data(), qd);
-  dq_.assign(n * qd, Real(0));
-  dk_.assign(n * kvd, Real(0));
-  dv_.assign(n * kvd, Real(0));
-  scores_.resize(n * n);
-  dscores_.resize(n * n);
+  gemm_rows_parallel(false, T, qd, d, Real(1), dx_.data(), d, W.wo.data(), qd, Real(0), dattn_.data(), qd);
+  dq_.resize(n * qd);
+  // Tasks of (head, query block) as in the forward; each thread sums its dK/dV contributions in its
+  // own [T, kv_dim] arrays (GQA: the query heads of a group add into one KV head; blocks of one head
+  // add into earlier keys), reduced after the loop.
+  const int n_threads = omp_get_max_threads();
+  thread_scratch_.resize(n_threads);
+  for (auto& ts : thread_scratch_) ts.dk.assign(n * kvd, Real(0)), ts.dv.assign(n * kvd, Real(0));
   const Real sc = (Real)(1.0 / std::sqrt((double)hd));
-  for (int h = 0; h < c.n_head; ++h) {
-    const int g = h / c.group_size();  // GQA: dk/dv of a KV head sum over its query heads
-    const Real* qh = s.q.data() + h * hd;
-    const Real* kg = s.k.data() + g * hd;
+  const int n_blocks = (T + kAttnBlock - 1) / kAttnBlock, n_tasks = n_blocks * c.n_head;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int task = 0; task < n_tasks; ++task) {
+    const int b = n_blocks - 1 - task / c.n_head, h = task % c.n_head;
+    const int g = h / c.group_size();
+    const int r0 = b * kAttnBlock, r1 = std::min(T, r0 + kAttnBlock), nr = r1 - r0, nk = r1;
+    ThreadScratch& ts = thread_scratch_[omp_get_thread_num()];
+    ts.p.resize((size_t)kAttnBlock * T);
+    ts.dp.resize((size_t)kAttnBlock * T);
+    Real* P = ts.p.data();    // [nr, nk]
+    Real* dS = ts.dp.data();  // [nr, nk]
+    const Real* qh = s.q.data() + (size_t)r0 * qd + h * hd;       // [nr, hd], stride qd
+    const Real* doh = dattn_.data() + (size_t)r0 * qd + h * hd;   // [nr, hd], stride qd
+    const Real* oh = s.attn.data() + (size_t)r0 * qd + h * hd;
+    const Real* kg = s.k.data() + g * hd;                         // [nk, hd], stride kvd
     const Real* vg = s.v.data() + g * hd;
-    const Real* doh = dattn_.data() + h * hd;
-    const Real* oh = s.attn.data() + h * hd;
     const Real* lse = s.lse.data() + (size_t)h * T;
     // P, recomputed from the saved log-sum-exp (cheaper in memory than keeping [n_head, T, T]).
-    gemm(false, true, T, T, hd, sc, qh, qd, kg, kvd, Real(0), scores_.data(), T);
-#pragma omp parallel for schedule(static)
-    for (int t = 0; t < T; ++t) {
-      Real* row = scores_.data() + (size_t)t * T;
+    gemm(false, true, nr, nk, hd, sc, qh, qd, kg, kvd, Real(0), P, nk);
+    for (int i = 0; i < nr; ++i) {
+      const int t = r0 + i;
+      Real* row = P + (size_t)i * nk;
       for (int j = 0; j <= t; ++j) row[j] = std::exp(row[j] - lse[t]);
-      for (int j = t + 1; j < T; ++j) row[j] = 0;
+      for (int j = t + 1; j < nk; ++j) row[j] = 0;
     }
-    // dV_g += P^T dO_h;  dP = dO_h V_g^T.
-    gemm(true, false, T, hd, T, Real(1), scores_.data(), T, doh, qd, Real(1), dv_.data() + g * hd, kvd);
-    gemm(false, true, T, T, hd, Real(1), doh, qd, vg, kvd, Real(0), dscores_.data(), T);
-    // dS = P (dP - rowsum(dO . O)).
-#pragma omp parallel for schedule(static)
-    for (int t = 0; t < T; ++t) {
-      const Real* p = scores_.data() + (size_t)t * T;
-      Real* ds = dscores_.data() + (size_t)t * T;
+    // dV_g += P^T dO_h;  dP = dO_h V_g^T;  dS = P (dP - rowsum(dO . O)).
+    gemm(true, false, nk, hd, nr, Real(1), P, nk, doh, qd, Real(1), ts.dv.data() + g * hd, kvd);
+    gemm(false, true, nr, nk, hd, Real(1), doh, qd, vg, kvd, Real(0), dS, nk);
+    for (int i = 0; i < nr; ++i) {
+      const int t = r0 + i;
+      const Real* p = P + (size_t)i * nk;
+      Real* ds = dS + (size_t)i * nk;
       Real D = 0;
-      for (int j = 0; j < hd; ++j) D += doh[(size_t)t * qd + j] * oh[(size_t)t * qd + j];
+      for (int j = 0; j < hd; ++j) D += doh[(size_t)i * qd + j] * oh[(size_t)i * qd + j];
       for (int j = 0; j <= t; ++j) ds[j] = p[j] * (ds[j] - D);
-      for (int j = t + 1; j < T; ++j) ds[j] = 0;
+      for (int j = t + 1; j < nk; ++j) ds[j] = 0;
     }
-    // S = sc q k^T:  dq_h = sc dS k_g;  dk_g += sc dS^T q_h.
-    gemm(false, false, T, hd, T, sc, dscores_.data(), T, kg, kvd, Real(0), dq_.data() + h * hd, qd);
-    gemm(true, false, T, hd, T, sc, dscores_.data(), T, qh, qd, Real(1), dk_.data() + g * hd, kvd);
+    // S = sc q k^T:  dq_h = sc dS k_g (rows of this block only);  dk_g += sc dS^T q_h.
+    gemm(false, false, nr, hd, nk, sc, dS, nk, kg, kvd, Real(0), dq_.data() + (size_t)r0 * qd + h * hd, qd);
+    gemm(true, false, nk, hd, nr, sc, dS, nk, qh, qd, Real(1), ts.dk.data() + g * hd, kvd);
+  }
+  dk_.assign(n * kvd, Real(0));
+  dv_.assign(n * kvd, Real(0));
+  for (const auto& ts : thread_scratch_) {
+    for (size_t i = 0; i < n * kvd; ++i) dk_[i] += ts.dk[i], dv_[i] += ts.dv[i];
   }
   out.k[l] = s.k;
   out.v[l] = s.v;
@@ -326,9 +360,9 @@ void ActivationBackward<Real>::layer_backward(int l, int T, KvGradients<Real>& o
     rmsnorm_backward(s.k_pre.data(), W.k_norm.data(), s.rk.data(), dk_.data(), dk_.data(), T * c.n_head_kv, hd,
                      false);
   }
-  gemm(false, false, T, d, qd, Real(1), dq_.data(), qd, W.wq.data(), d, Real(0), dxn_.data(), d);
-  gemm(false, false, T, d, kvd, Real(1), dk_.data(), kvd, W.wk.data(), d, Real(1), dxn_.data(), d);
-  gemm(false, false, T, d, kvd, Real(1), dv_.data(), kvd, W.wv.data(), d, Real(1), dxn_.data(), d);
+  gemm_rows_parallel(false, T, d, qd, Real(1), dq_.data(), qd, W.wq.data(), d, Real(0), dxn_.data(), d);
+  gemm_rows_parallel(false, T, d, kvd, Real(1), dk_.data(), kvd, W.wk.data(), d, Real(1), dxn_.data(), d);
+  gemm_rows_parallel(false, T, d, kvd, Real(1), dv_.data(), kvd, W.wv.data(), d, Real(1), dxn_.data(), d);
   rmsnorm_backward(s.x_in.data(), W.attn_norm.data(), s.inv_rms1.data(), dxn_.data(), dx_.data(), T, d, true);
 }
 

@@ -93,9 +93,15 @@ class ActivationBackward {
   std::vector<Real> output_, output_norm_;  // [n_vocab, d], [d]
   std::vector<Saved> saved_;
   std::vector<double> pos_;                 // [T] RoPE positions
+  struct ThreadScratch {
+    std::vector<Real> p, dp;      // attention block [kAttnBlock, T]
+    std::vector<Real> logits;     // LM-head chunk [kLmHeadRows, n_vocab]
+    std::vector<Real> dk, dv;     // this thread's dK / dV sums [T, kv_dim]
+  };
+  std::vector<ThreadScratch> thread_scratch_;  // [omp_get_max_threads()]
   // Working buffers.
   std::vector<Real> x_, xn_, inv_rms_f_, xf_, dxf_, dx_, dxn_, q_, k_, v_, attn_, tmp_, g_, u_, h_;
-  std::vector<Real> scores_, dscores_, logits_, dq_, dk_, dv_, dattn_, dg_, du_;
+  std::vector<Real> dq_, dk_, dv_, dattn_, dg_, du_;
 };
 
 extern template class ActivationBackward<float>;

@@ -2,6 +2,9 @@
 
 #include <cblas.h>
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -17,6 +20,21 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, const d
           int ldb, double beta, double* c, int ldc) {
   cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
               a, lda, b, ldb, beta, c, ldc);
+}
+
+BlasSingleThread::BlasSingleThread() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+BlasSingleThread::~BlasSingleThread() { openblas_set_num_threads(saved_); }
+
+template <typename Real>
+void gemm_rows_parallel(bool trans_b, int m, int n, int k, Real alpha, const Real* a, int lda, const Real* b, int ldb,
+                        Real beta, Real* c, int ldc) {
+  const int n_threads = std::max(1, std::min(omp_get_max_threads(), m / 16));
+#pragma omp parallel for num_threads(n_threads) schedule(static, 1)
+  for (int part = 0; part < n_threads; ++part) {
+    const int r0 = (int)((int64_t)m * part / n_threads), r1 = (int)((int64_t)m * (part + 1) / n_threads);
+    if (r1 > r0)
+      gemm(false, trans_b, r1 - r0, n, k, alpha, a + (size_t)r0 * lda, lda, b, ldb, beta, c + (size_t)r0 * ldc, ldc);
+  }
 }
 
 template <typename Real>
@@ -93,6 +111,7 @@ void swiglu_backward(const Real* g, const Real* u, const Real* dh, Real* dg, Rea
 }
 
 #define MPKV_INSTANTIATE(Real)                                                                                      \
+  template void gemm_rows_parallel<Real>(bool, int, int, int, Real, const Real*, int, const Real*, int, Real, Real*, int); \
   template void rmsnorm_forward<Real>(const Real*, const Real*, Real*, Real*, int, int, double);                   \
   template void rmsnorm_backward<Real>(const Real*, const Real*, const Real*, const Real*, Real*, int, int, bool); \
   template void rope_rotate<Real>(Real*, const double*, int, int, int, RopeStyle, double, int);                    \

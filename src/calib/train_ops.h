@@ -18,6 +18,28 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
           int ldb, double beta, double* c, int ldc);
 
+// Threading: the calibration pass parallelises with OpenMP at a coarse grain (rows of a matmul,
+// (head, query block) tasks of attention) and calls OpenBLAS single-threaded inside. Letting the
+// pthread OpenBLAS spawn its own threads between OpenMP regions left libgomp's workers spinning
+// against them: 64% of a 2-core profile was libgomp spin, and the pass ran 3-5x slower.
+// Holds OpenBLAS at one thread for its lifetime, then restores the previous count.
+class BlasSingleThread {
+ public:
+  BlasSingleThread();
+  ~BlasSingleThread();
+  BlasSingleThread(const BlasSingleThread&) = delete;
+  BlasSingleThread& operator=(const BlasSingleThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+// gemm with trans_a = false, its m rows split into one contiguous slice per OpenMP thread, each a
+// single-threaded gemm call (use under BlasSingleThread, outside any parallel region).
+template <typename Real>
+void gemm_rows_parallel(bool trans_b, int m, int n, int k, Real alpha, const Real* a, int lda, const Real* b, int ldb,
+                        Real beta, Real* c, int ldc);
+
 // y[i, :] = x[i, :] * r_i * w, r_i = 1 / sqrt(mean(x[i, :]^2) + eps); x, y [n, d]; inv_rms [n]
 // receives r_i (what the backward needs). y may alias x.
 template <typename Real>

@@ -98,12 +98,35 @@ TEST_P(BackwardTiny, MatchesFiniteDifferencesEverywhere) {
   }
 }
 
+// A sequence longer than several attention blocks (128 queries each): keys of early tokens get
+// gradient from every block, summed across threads. Sampled coordinates, early tokens included.
+TEST_P(BackwardTiny, MatchesFiniteDifferencesAcrossAttentionBlocks) {
+  auto model = tiny(GetParam());
+  const ModelConfig& c = model->config();
+  ActivationBackward<double> ab(*model);
+  const auto toks = random_tokens(300, c.n_vocab, 13);
+  KvGradients<double> g;
+  ab.run(toks, 1.0, g);
+  std::mt19937 rng(2);
+  for (int l = 0; l < c.n_layer; ++l) {
+    for (KvRole role : {KvRole::key, KvRole::value}) {
+      const auto& an = role == KvRole::key ? g.dk[l] : g.dv[l];
+      const double scale = max_abs(an);
+      for (int trial = 0; trial < 12; ++trial) {
+        const size_t i = trial < 4 ? rng() % (4 * c.kv_dim()) : rng() % an.size();
+        ASSERT_NEAR(an[i], fd_gradient(ab, toks, 1.0, l, role, i, kFdStep), kFdDoubleRel * scale)
+            << "layer " << l << " " << role_name(role) << " index " << i;
+      }
+    }
+  }
+}
+
 TEST_P(BackwardTiny, FloatPathMatchesDoublePath) {
   auto model = tiny(GetParam());
   const ModelConfig& c = model->config();
   ActivationBackward<double> ad(*model);
   ActivationBackward<float> af(*model);
-  const auto toks = random_tokens(40, c.n_vocab, 5);
+  const auto toks = random_tokens(200, c.n_vocab, 5);
   KvGradients<double> gd;
   KvGradients<float> gf;
   ad.run(toks, 1.0, gd);
