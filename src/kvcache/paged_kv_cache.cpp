@@ -140,12 +140,13 @@ int PagedKvCache::tokens_in_pages(int layer, int n) const {
   return body > plan_.window ? (body - plan_.window) / g * g : 0;
 }
 
-size_t PagedKvCache::sequence_bytes_at_final_bits(int n) const {
+size_t PagedKvCache::sequence_bytes_bound(int n) const {
   size_t b = sequence_fixed_bytes();
   const int P = plan_.page_tokens;
   for (int l = 0; l < dims_.n_layer; ++l) {
     const size_t pages = (size_t)(tokens_in_pages(l, n) + P - 1) / P;
-    b += pages * (page_data_bytes(l, true) + page_metadata_bytes());
+    if (pages == 0) continue;
+    b += (pages - 1) * page_data_bytes(l, true) + page_data_bytes(l, false) + pages * page_metadata_bytes();
   }
   return b;
 }

@@ -94,8 +94,11 @@ class PagedKvCache final : public KvCache {
   size_t page_data_bytes(int layer, bool at_final_bits) const;
   // Tokens of a sequence of n positions that sit in pages (the rest are sink or window).
   int tokens_in_pages(int layer, int n) const;
-  // Bytes one sequence of n positions needs once every page is at its final bits (admission).
-  size_t sequence_bytes_at_final_bits(int n) const;
+  // Bytes one sequence needs to grow to n positions once its full pages are at their final bits:
+  // the fixed buffers, and per layer every page but the newest at final bits plus the newest at
+  // its initial bits (a page is written at its initial bits and shrinks only once full). Admission
+  // control: sequences whose bounds sum to at most the budget all reach n.
+  size_t sequence_bytes_bound(int n) const;
 
   // Blocks (one per page, KV head and K|V) by current bits: {bits -> count}; fp16 blocks count as 16.
   std::map<int, size_t> bits_histogram() const;

@@ -1,0 +1,197 @@
+// Every variant of the paged attention kernels (_ref, AVX2, AVX-512) against double-precision
+// sums over values dequantized by the quantizer library (dequantize_ref), for every codec, axis,
+// bit-width and a range of query counts and row ranges. AVX-512 cases skip on CPUs without it.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "attention/paged_attention_kernels.h"
+#include "quant/kv_quantizer.h"
+#include "quant/lloyd_max.h"
+#include "quant/quant_kernels.h"
+#include "util/fp16.h"
+
+namespace mpkv {
+namespace {
+
+// Scores: fp32 sums of head_dim products in another order (and, for packed blocks, S and Z
+// factored out of each group): error <= (summation depth) * eps * sum_c |q_c| |x_hat_c|, the
+// depth below head_dim / 8 + 16 for every layout here (as the quantizer library's dot test).
+double scores_tolerance(int d, double abs_terms) { return (d / 8 + 16) * FLT_EPSILON * abs_terms; }
+// Accumulate: per row a few fp32 roundings of |w| (|code S| + |Z|) (w S folded first, FMA).
+constexpr double kAccumulateRelPerRow = 6 * FLT_EPSILON;
+// exp_sum: Cephes' expf polynomial (~2e-7 relative), plus the fp32 rounding of x = s - m, which
+// moves exp(x) by up to |x| eps / 2 relative (the reference subtracts in double).
+constexpr double kExpRel = 1e-6;
+double exp_tolerance(double x) { return kExpRel + std::abs(x) * FLT_EPSILON; }
+
+std::vector<Isa> variants() {
+  std::vector<Isa> v{Isa::scalar};
+  if (best_isa() >= Isa::avx2) v.push_back(Isa::avx2);
+  if (best_isa() >= Isa::avx512) v.push_back(Isa::avx512);
+  return v;
+}
+
+struct Shape {
+  QuantMethod method;
+  KvRole role;
+  int d, group, tokens;
+};
+
+std::vector<Shape> shapes() {
+  return {{QuantMethod::uniform, KvRole::key, 64, 0, 64},   {QuantMethod::uniform, KvRole::value, 64, 32, 48},
+          {QuantMethod::uniform, KvRole::key, 128, 16, 32}, {QuantMethod::uniform, KvRole::key, 64, 8, 16},
+          {QuantMethod::kivi, KvRole::key, 64, 8, 32},      {QuantMethod::kivi, KvRole::key, 128, 32, 64},
+          {QuantMethod::turbo, KvRole::key, 64, 0, 32}};
+}
+
+std::vector<float> gaussian(size_t n, uint32_t seed, float spread_every = 0) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = nd(rng) * (spread_every > 0 && i % 13 == 5 ? spread_every : 1.0f) + 0.3f;
+  return x;
+}
+
+TEST(PagedAttentionKernels, PackedScoresAndAccumulateMatchDequantizedDouble) {
+  for (const Shape& sh : shapes()) {
+    const std::vector<int> bits = sh.method == QuantMethod::turbo ? std::vector<int>{1, 2, 3, 4}
+                                                                  : std::vector<int>{1, 2, 3, 4, 8, 16};
+    for (int b : bits) {
+      QuantOptions o;
+      o.method = sh.method;
+      o.role = sh.role;
+      o.bits = b;
+      o.head_dim = sh.d;
+      o.group = sh.group;
+      const KvQuantizer qz(o, quant_kernels_for(Isa::scalar));
+      const KvBlockLayout L = qz.block_layout(sh.tokens);
+      std::vector<uint8_t> blk(L.bytes);
+      const auto x = gaussian((size_t)sh.tokens * sh.d, 10 + b, 5.0f);
+      quant_kernels_for(Isa::scalar).quantize(L, x.data(), sh.d, 0, sh.tokens, blk.data());
+      std::vector<float> xh((size_t)sh.tokens * sh.d);  // code space, by the library's reference
+      dequantize_ref(L, blk.data(), 0, sh.tokens, xh.data(), sh.d);
+      const float* cent = L.codec == Codec::lloyd_max ? lloyd_max_gaussian(b).centroids_f.data() : nullptr;
+      const PackedBlockView view{&L, blk.data(), cent};
+      const int gt = sh.method == QuantMethod::kivi ? sh.group : 1;  // row ranges start on token groups
+      for (int nq : {1, 3, 4, 7, 16}) {
+        const auto q = gaussian((size_t)nq * sh.d, 100 + nq);
+        const auto w = gaussian((size_t)nq * kMaxKernelRows, 200 + nq);
+        for (auto [t0, n] : {std::pair<int, int>{0, sh.tokens}, {gt, sh.tokens - 2 * gt + 1}}) {
+          if (n <= 0) continue;
+          // Double references.
+          std::vector<double> s_ref((size_t)nq * n), s_abs((size_t)nq * n), a_ref((size_t)nq * sh.d, 0.0),
+              a_abs((size_t)nq * sh.d, 0.0);
+          for (int j = 0; j < nq; ++j)
+            for (int i = 0; i < n; ++i)
+              for (int c = 0; c < sh.d; ++c) {
+                const double xv = xh[(size_t)(t0 + i) * sh.d + c];
+                s_ref[(size_t)j * n + i] += q[(size_t)j * sh.d + c] * xv;
+                s_abs[(size_t)j * n + i] += std::abs(q[(size_t)j * sh.d + c] * xv) + std::abs(q[(size_t)j * sh.d + c]) * 4;
+                a_ref[(size_t)j * sh.d + c] += w[(size_t)j * kMaxKernelRows + i] * xv;
+                a_abs[(size_t)j * sh.d + c] += std::abs(w[(size_t)j * kMaxKernelRows + i]) * (std::abs(xv) + 4);
+              }
+          for (Isa isa : variants()) {
+            const PagedAttentionKernels& K = paged_attention_kernels_for(isa);
+            const std::string what = std::string(isa_name(isa)) + " " + method_name(sh.method) + " bits " +
+                                     std::to_string(b) + " d " + std::to_string(sh.d) + " G " + std::to_string(L.group) +
+                                     " nq " + std::to_string(nq) + " rows [" + std::to_string(t0) + ", +" + std::to_string(n) + ")";
+            std::vector<float> s((size_t)nq * kMaxKernelRows, NAN);
+            K.packed_scores(view, q.data(), sh.d, nq, t0, n, s.data(), kMaxKernelRows);
+            for (int j = 0; j < nq; ++j)
+              for (int i = 0; i < n; ++i)
+                ASSERT_NEAR(s[(size_t)j * kMaxKernelRows + i], s_ref[(size_t)j * n + i],
+                            scores_tolerance(sh.d, s_abs[(size_t)j * n + i]))
+                    << what << " q " << j << " row " << i;
+            std::vector<float> acc((size_t)nq * (sh.d + 8), 0.5f);  // ldacc > d, starting from 0.5
+            K.packed_accumulate(view, w.data(), kMaxKernelRows, nq, t0, n, acc.data(), sh.d + 8);
+            for (int j = 0; j < nq; ++j) {
+              for (int c = 0; c < sh.d; ++c)
+                ASSERT_NEAR(acc[(size_t)j * (sh.d + 8) + c], 0.5 + a_ref[(size_t)j * sh.d + c],
+                            kAccumulateRelPerRow * (1 + a_abs[(size_t)j * sh.d + c]))
+                    << what << " q " << j << " channel " << c;
+              for (int c = sh.d; c < sh.d + 8; ++c) ASSERT_EQ(acc[(size_t)j * (sh.d + 8) + c], 0.5f) << what << " wrote past d";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PagedAttentionKernels, F16RowsMatchDouble) {
+  for (int d : {64, 128, 24}) {
+    const int n = 77, stride = d * 3;
+    const auto xf = gaussian((size_t)n * stride, d);
+    std::vector<uint16_t> x(xf.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = fp32_to_fp16(xf[i]);
+    for (int nq : {1, 3, 5, 16}) {
+      const auto q = gaussian((size_t)nq * d, 7 + nq);
+      const auto w = gaussian((size_t)nq * n, 9 + nq);
+      for (Isa isa : variants()) {
+        const PagedAttentionKernels& K = paged_attention_kernels_for(isa);
+        std::vector<float> s((size_t)nq * n), acc((size_t)nq * d, 0.0f);
+        K.f16_scores(x.data(), stride, d, q.data(), d, nq, n, s.data(), n);
+        K.f16_accumulate(x.data(), stride, d, w.data(), n, nq, n, acc.data(), d);
+        for (int j = 0; j < nq; ++j) {
+          for (int i = 0; i < n; ++i) {
+            double r = 0, a = 0;
+            for (int c = 0; c < d; ++c) {
+              const double xv = fp16_to_fp32(x[(size_t)i * stride + c]);
+              r += q[(size_t)j * d + c] * xv;
+              a += std::abs(q[(size_t)j * d + c] * xv);
+            }
+            ASSERT_NEAR(s[(size_t)j * n + i], r, scores_tolerance(d, a)) << isa_name(isa) << " d " << d;
+          }
+          for (int c = 0; c < d; ++c) {
+            double r = 0, a = 0;
+            for (int i = 0; i < n; ++i) {
+              const double xv = fp16_to_fp32(x[(size_t)i * stride + c]);
+              r += w[(size_t)j * n + i] * xv;
+              a += std::abs(w[(size_t)j * n + i] * xv);
+            }
+            ASSERT_NEAR(acc[(size_t)j * d + c], r, kAccumulateRelPerRow * (1 + a)) << isa_name(isa) << " d " << d;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PagedAttentionKernels, ExpSumMatchesStdExpAndZeroesMinusInfinity) {
+  for (int n : {1, 7, 8, 9, 64, 250}) {
+    std::vector<float> s0(n);
+    std::mt19937 rng(n);
+    std::uniform_real_distribution<float> u(-90.0f, 3.0f);
+    for (int i = 0; i < n; ++i) s0[i] = i % 5 == 4 ? -INFINITY : u(rng);
+    const float m = 3.0f;
+    for (Isa isa : variants()) {
+      std::vector<float> s = s0;
+      const float sum = paged_attention_kernels_for(isa).exp_sum(s.data(), n, m);
+      double ref_sum = 0;
+      for (int i = 0; i < n; ++i) {
+        const double e = std::exp((double)s0[i] - m);
+        ref_sum += e;
+        if (s0[i] == -INFINITY) {
+          ASSERT_EQ(s[i], 0.0f) << isa_name(isa);
+        } else if (s0[i] - m >= -87.0f) {
+          ASSERT_NEAR(s[i], e, exp_tolerance(s0[i] - m) * e) << isa_name(isa) << " x " << s0[i] - m;
+        } else {
+          ASSERT_LE(s[i], 1.7e-38) << isa_name(isa);  // below exp(-87): flushed to 0 (or a denormal in _ref)
+        }
+      }
+      ASSERT_NEAR(sum, ref_sum, exp_tolerance(93) * ref_sum + 1e-37) << isa_name(isa) << " n " << n;
+    }
+  }
+}
+
+TEST(PagedAttentionKernels, Avx512VariantRunsOrSkips) {
+  if (best_isa() < Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512; its kernels are covered where available";
+  EXPECT_EQ(paged_attention_kernels_for(Isa::avx512).isa, Isa::avx512);
+}
+
+}  // namespace
+}  // namespace mpkv

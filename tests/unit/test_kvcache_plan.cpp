@@ -1,0 +1,191 @@
+// The KV plan (JSON round trip, rejections with clear messages), the options -> cache factory and
+// the page pool's bookkeeping (budget arithmetic, shrink order).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "kvcache/kv_cache_factory.h"
+#include "kvcache/page_pool.h"
+#include "test_support.h"
+#include "util/error.h"
+
+namespace mpkv {
+namespace {
+
+const KvDims kDims{30, 9, 3, 64};  // SmolLM2-135M
+
+void expect_error(const std::function<void()>& f, const std::string& fragment) {
+  try {
+    f();
+    FAIL() << "expected an Error mentioning '" << fragment << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "message: " << e.what();
+  }
+}
+
+TEST(KvPlan, JsonRoundTripKeepsEveryComponent) {
+  KvCacheOptions o;
+  o.method = "progressive";
+  o.bits = 2;
+  KvPlan p = make_kv_plan(o, kDims);
+  p.at(3, 1, KvRole::key).bits = 4;
+  p.at(29, 2, KvRole::value).bits = 8;
+  p.at(0, 0, KvRole::key).quantizer = QuantMethod::kivi;
+  p.at(0, 0, KvRole::key).group = 32;
+  const KvPlan q = kv_plan_from_json(kv_plan_to_json(p), kDims);
+  EXPECT_TRUE(q.progressive);
+  EXPECT_EQ(q.window, 128);
+  EXPECT_EQ(q.sink, 1);
+  EXPECT_EQ(q.page_tokens, 64);
+  ASSERT_EQ(q.components.size(), p.components.size());
+  for (size_t i = 0; i < p.components.size(); ++i) {
+    EXPECT_EQ(q.components[i].bits, p.components[i].bits) << i;
+    EXPECT_EQ(q.components[i].quantizer, p.components[i].quantizer) << i;
+    EXPECT_EQ(q.components[i].group, p.components[i].group) << i;
+    EXPECT_EQ(q.components[i].fp16, p.components[i].fp16) << i;
+  }
+}
+
+TEST(KvPlan, SmallHandWrittenFileWithDefaultAndOverrides) {
+  const std::string text = R"({"format": "mpkv-kv-plan", "version": 1,
+    "model": {"n_layer": 30, "n_head_kv": 3, "head_dim": 64},
+    "progressive": true, "window": 64,
+    "default": {"quantizer": "uniform", "bits": 2},
+    "components": [{"layer": 0, "head": 2, "role": "value", "bits": 8},
+                   {"layer": 5, "head": 0, "role": "k", "quantizer": "f16"}]})";
+  const KvPlan p = kv_plan_from_json(text, kDims);
+  EXPECT_EQ(p.window, 64);
+  EXPECT_EQ(p.sink, 1);
+  EXPECT_EQ(p.at(0, 2, KvRole::value).bits, 8);
+  EXPECT_EQ(p.at(0, 2, KvRole::key).bits, 2);
+  EXPECT_TRUE(p.at(5, 0, KvRole::key).fp16);
+  EXPECT_EQ(p.at(29, 1, KvRole::value).bits, 2);
+  // Through a file and the factory.
+  const std::string path = test::temp_dir() + "/plan.json";
+  std::ofstream(path) << text;
+  KvCacheOptions o;
+  o.plan_file = path;
+  o.sink = 4;  // explicit options still override the file
+  auto c = make_kv_cache(o, kDims);
+  EXPECT_EQ(c->plan().sink, 4);
+  EXPECT_EQ(c->plan().window, 64);
+}
+
+TEST(KvPlan, RejectsBadFilesWithTheReason) {
+  const std::string head = R"({"format": "mpkv-kv-plan", "version": 1, "model": {"n_layer": 30, "n_head_kv": 3, "head_dim": 64})";
+  expect_error([&] { kv_plan_from_json("{not json", kDims); }, "not valid JSON");
+  expect_error([&] { kv_plan_from_json(R"({"format": "other"})", kDims); }, "not a KV plan");
+  expect_error([&] { kv_plan_from_json(R"({"format": "mpkv-kv-plan", "version": 2})", kDims); }, "version");
+  expect_error([&] { kv_plan_from_json(head + "}", KvDims{24, 9, 3, 64}); }, "30 layers");
+  expect_error([&] { kv_plan_from_json(head + R"(, "progressive": true, "default": {"quantizer": "turbo", "bits": 2}})", kDims); },
+               "cannot be shrunk");
+  expect_error([&] { kv_plan_from_json(head + R"(, "progressive": true, "default": {"quantizer": "uniform", "bits": 3}})", kDims); },
+               "ladder");
+  expect_error([&] { kv_plan_from_json(head + R"(, "page_tokens": 48, "default": {"quantizer": "kivi", "bits": 2, "group": 32}})", kDims); },
+               "does not divide page_tokens");
+  expect_error([&] { kv_plan_from_json(head + R"(, "default": {"quantizer": "magic", "bits": 2}})", kDims); }, "magic");
+  expect_error([&] { kv_plan_from_json(head + R"(, "default": {"quantizer": "uniform", "bits": 5}})", kDims); }, "bits 5");
+  expect_error([&] { kv_plan_from_json(head + R"(, "components": [{"layer": 30, "head": 0, "role": "key"}]})", kDims); },
+               "layer 30 out of range");
+  expect_error([&] { kv_plan_from_json(head + R"(, "window": -3})", kDims); }, "window");
+  expect_error([&] { load_kv_plan("/nonexistent/plan.json", kDims); }, "cannot read KV plan");
+}
+
+TEST(KvCacheFactory, RejectsBadOptionsBeforeAnyWork) {
+  KvCacheOptions o;
+  o.method = "q4";
+  expect_error([&] { validate(o); }, "--kv-method 'q4'");
+  o = {};
+  o.budget_mib = -1;
+  expect_error([&] { validate(o); }, "--kv-budget-mib");
+  o = {};
+  o.bits = 0;
+  expect_error([&] { validate(o); }, "--kv-bits");
+  o = {};
+  o.method = "uniform";
+  o.bits = 5;
+  expect_error([&] { make_kv_plan(o, kDims); }, "bits 5");
+  o = {};
+  o.method = "progressive";
+  o.bits = 3;
+  expect_error([&] { make_kv_plan(o, kDims); }, "ladder");
+  o = {};
+  o.method = "progressive";
+  o.bits = 2;
+  o.budget_mib = 0.5;  // the fixed sink + window buffers alone are 30 x 2 x 193 x 3 x 64 x 2 bytes (~4.2 MiB)
+  expect_error([&] { make_kv_cache(o, kDims); }, "cannot hold even one sequence");
+  o = {};
+  o.method = "uniform";
+  o.group = 24;
+  expect_error([&] { make_kv_plan(o, kDims); }, "group 24");
+}
+
+TEST(KvCacheFactory, MethodsBecomePlans) {
+  KvCacheOptions o;
+  KvPlan p = make_kv_plan(o, kDims);  // f16
+  EXPECT_TRUE(p.at(0, 0, KvRole::key).fp16);
+  EXPECT_EQ(p.window, 0);
+  EXPECT_EQ(p.sink, 0);
+  o.method = "kivi";
+  o.bits = 2;
+  p = make_kv_plan(o, kDims);
+  EXPECT_EQ(p.at(4, 1, KvRole::key).quantizer, QuantMethod::kivi);
+  EXPECT_EQ(p.window, 128);
+  EXPECT_EQ(p.page_tokens % 32, 0);
+  o.method = "uniform";
+  o.k_bits = 8;
+  o.v_bits = 4;
+  p = make_kv_plan(o, kDims);
+  EXPECT_EQ(p.at(7, 2, KvRole::key).bits, 8);
+  EXPECT_EQ(p.at(7, 2, KvRole::value).bits, 4);
+  EXPECT_FALSE(p.progressive);
+  o = {};
+  o.method = "progressive";
+  o.bits = 2;
+  p = make_kv_plan(o, kDims);
+  EXPECT_TRUE(p.progressive);
+  EXPECT_EQ(p.at(0, 0, KvRole::value).quantizer, QuantMethod::uniform);
+}
+
+TEST(PagePool, BudgetArithmetic) {
+  PagePool p(1000);
+  EXPECT_TRUE(p.fits(1000));
+  p.charge(600);
+  p.hold(300);
+  EXPECT_EQ(p.free_bytes(), 100u);
+  EXPECT_FALSE(p.fits(101));
+  EXPECT_THROW(p.charge(101), Error);
+  EXPECT_THROW(p.hold(101), Error);
+  p.charge_held(200);
+  EXPECT_EQ(p.used(), 800u);
+  EXPECT_EQ(p.held(), 100u);
+  p.release(500);
+  p.unhold(100);
+  EXPECT_EQ(p.free_bytes(), 700u);
+  EXPECT_EQ(p.peak_used(), 800u);
+  EXPECT_THROW(p.release(301), Error);
+  PagePool unlimited(0);
+  EXPECT_TRUE(unlimited.fits(SIZE_MAX / 2));
+}
+
+TEST(PagePool, ShrinkOrderHighestBitsThenOldest) {
+  PagePool p;
+  EXPECT_FALSE(p.next_to_shrink().has_value());
+  p.set_shrinkable(5, 8);
+  p.set_shrinkable(2, 4);
+  p.set_shrinkable(9, 16);
+  p.set_shrinkable(7, 16);
+  EXPECT_EQ(*p.next_to_shrink(), 7u);  // 16 bits, older than 9
+  p.set_shrinkable(7, 8);              // shrunk once: now behind 9 (16) and 5 (older at 8)
+  EXPECT_EQ(*p.next_to_shrink(), 9u);
+  p.forget(9);
+  EXPECT_EQ(*p.next_to_shrink(), 5u);
+  p.set_shrinkable(5, 0);
+  EXPECT_EQ(*p.next_to_shrink(), 7u);
+  p.forget(7);
+  EXPECT_EQ(*p.next_to_shrink(), 2u);
+  EXPECT_EQ(p.shrinkable_pages(), 1u);
+}
+
+}  // namespace
+}  // namespace mpkv
