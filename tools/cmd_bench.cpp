@@ -5,17 +5,22 @@
 // of --reps runs, each from an empty cache:
 //   prefill  P tokens in chunks of --batch tokens;
 //   decode@C the cache is first filled with C - D/2 tokens, then D single-token steps are timed,
-//            so the steps attend over contexts centred on C.
+//            so the steps attend over contexts centred on C. With --parallel N, N sequences are
+//            filled and decode together (one batch per step; aggregate tok/s). With --synthetic
+//            the fill appends random K/V straight into the cache instead of running the model
+//            (speed only: contexts beyond what prefill can reach in reasonable time, e.g. 32K).
+// The KV cache is built from the --kv-* options (kv_cache_factory.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
 #include "commands.h"
-#include "kvcache/f16_kv_cache.h"
+#include "kvcache/kv_cache_factory.h"
 #include "model/forward.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
@@ -51,13 +56,35 @@ void prefill(Forward& fwd, KvCache& cache, const std::vector<int32_t>& ids, int 
   }
 }
 
+// Appends n random K/V positions (fixed seed; keys with a few outlier channels) to every layer of seq.
+void synthetic_fill(KvCache& cache, int seq, int n, int batch) {
+  const KvDims& d = cache.dims();
+  const size_t row = (size_t)d.n_head_kv * d.head_dim;
+  std::mt19937 rng(1234 + seq);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> k((size_t)batch * row), v((size_t)batch * row);
+  for (int s = 0; s < n; s += batch) {
+    const int m = std::min(batch, n - s);
+    MPKV_CHECK(cache.reserve(seq, m), "bench: the KV budget cannot hold the synthetic context");
+    for (int l = 0; l < d.n_layer; ++l) {
+      for (size_t i = 0; i < (size_t)m * row; ++i) {
+        k[i] = nd(rng) * (i % 37 == 5 ? 8.0f : 1.0f);
+        v[i] = nd(rng);
+      }
+      cache.append(seq, l, m, k.data(), v.data());
+    }
+  }
+}
+
 }  // namespace
 
 void register_bench(CLI::App& app) {
   struct Args {
     std::string model, json;
-    int threads = 0, prompt = 512, batch = 512, decode = 32, reps = 3;
+    int threads = 0, prompt = 512, batch = 512, decode = 32, reps = 3, parallel = 1;
+    bool synthetic = false;
     std::vector<int> contexts{128, 4096};
+    KvCacheOptions kv;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("bench", "measure prefill and decode tok/s");
@@ -69,7 +96,11 @@ void register_bench(CLI::App& app) {
   sub->add_option("--ctx", a->contexts, "decode contexts")->capture_default_str();
   sub->add_option("-r,--reps", a->reps, "repetitions (median reported)")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--json", a->json, "write results as JSON");
+  sub->add_option("--parallel", a->parallel, "sequences decoded together at each context")->capture_default_str()->check(CLI::Range(1, 1024));
+  sub->add_flag("--synthetic", a->synthetic, "fill decode contexts with random K/V instead of prefill (speed only)");
+  add_kv_cache_options(sub, a->kv);
   sub->callback([a] {
+    validate(a->kv);
     set_num_threads(a->threads);
     auto model = Model::load(a->model);
     const ModelConfig& c = model->config();
@@ -79,15 +110,18 @@ void register_bench(CLI::App& app) {
     const KvDims dims{c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
     Forward fwd(*model);
     const int threads = a->threads > 0 ? a->threads : default_num_threads();
-    std::printf("mpkv bench: %s, %d threads, isa %s, kv f16, median of %d\n", c.name.c_str(), threads,
-                isa_name(active_isa()), a->reps);
-    nlohmann::json out = {{"engine", "mpkv"}, {"model", a->model}, {"threads", threads}, {"isa", isa_name(active_isa())}};
+    make_kv_cache(a->kv, dims);  // validates the options and the budget before any work
+    const std::string kv = describe(a->kv);
+    std::printf("mpkv bench: %s, %d threads, isa %s, kv %s, median of %d\n", c.name.c_str(), threads,
+                isa_name(active_isa()), kv.c_str(), a->reps);
+    nlohmann::json out = {{"engine", "mpkv"}, {"model", a->model}, {"threads", threads}, {"isa", isa_name(active_isa())},
+                          {"kv", kv}, {"parallel", a->parallel}, {"synthetic", a->synthetic}};
 
     std::vector<double> pf;
     for (int r = 0; r < a->reps; ++r) {
-      F16KvCache cache(dims);
+      auto cache = make_kv_cache(a->kv, dims);
       const double t0 = now_s();
-      prefill(fwd, cache, ids, a->prompt, a->batch);
+      prefill(fwd, *cache, ids, a->prompt, a->batch);
       pf.push_back(a->prompt / (now_s() - t0));
     }
     std::printf("prefill %5d tokens      %8.1f tok/s\n", a->prompt, median(pf));
@@ -95,17 +129,40 @@ void register_bench(CLI::App& app) {
 
     for (int ctx : a->contexts) {
       std::vector<double> dv;
+      double kv_mib = 0;
       for (int r = 0; r < a->reps; ++r) {
-        F16KvCache cache(dims);
+        auto cache = make_kv_cache(a->kv, dims);
         const int fill = ctx - a->decode / 2;
-        prefill(fwd, cache, ids, fill, a->batch);
+        for (int s = 0; s < a->parallel; ++s) {
+          if (a->synthetic) {
+            synthetic_fill(*cache, s, fill, a->batch);
+          } else {
+            for (int p0 = 0; p0 < fill; p0 += a->batch) {
+              const int m = std::min(a->batch, fill - p0);
+              MPKV_CHECK(cache->reserve(s, m), "bench: the KV budget cannot hold the decode context");
+              std::vector<BatchToken> b;
+              for (int i = p0; i < p0 + m; ++i) b.push_back({ids[i], i, s, false});
+              std::vector<float> logits;
+              fwd.run(*cache, b, logits);
+            }
+          }
+        }
         std::vector<float> logits;
         const double t0 = now_s();
-        for (int i = 0; i < a->decode; ++i) fwd.run(cache, {{ids[fill + i], fill + i, 0, true}}, logits);
-        dv.push_back(a->decode / (now_s() - t0));
+        for (int i = 0; i < a->decode; ++i) {
+          std::vector<BatchToken> b;
+          for (int s = 0; s < a->parallel; ++s) {
+            MPKV_CHECK(cache->reserve(s, 1), "bench: the KV budget cannot hold the decode context");
+            b.push_back({ids[fill + i], fill + i, s, true});
+          }
+          fwd.run(*cache, b, logits);
+        }
+        dv.push_back((double)a->decode * a->parallel / (now_s() - t0));
+        kv_mib = cache->pool().peak_used() / 1048576.0;
       }
-      std::printf("decode  @ context %5d   %8.1f tok/s\n", ctx, median(dv));
-      out["decode"].push_back({{"context", ctx}, {"tok_s", median(dv)}});
+      std::printf("decode  @ context %5d   %8.1f tok/s%s   (KV %.1f MiB)\n", ctx, median(dv),
+                  a->parallel > 1 ? (" (" + std::to_string(a->parallel) + " sequences)").c_str() : "", kv_mib);
+      out["decode"].push_back({{"context", ctx}, {"tok_s", median(dv)}, {"kv_mib", kv_mib}});
     }
     if (!a->json.empty()) write_file_atomic(a->json, out.dump(2) + "\n");
   });

@@ -7,14 +7,14 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "eval/perplexity.h"
-#include "kvcache/f16_kv_cache.h"
+#include "kvcache/kv_cache_factory.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace mpkv::cli {
 
 void register_ppl(CLI::App& app) {
-  struct Args { std::string model, file, json; int n_ctx = 512, chunks = -1, threads = 0; };
+  struct Args { std::string model, file, json; int n_ctx = 512, chunks = -1, threads = 0; KvCacheOptions kv; };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("ppl", "perplexity of a text file (llama.cpp protocol)");
   sub->add_option("-m,--model", a->model, "GGUF model file")->required();
@@ -23,7 +23,9 @@ void register_ppl(CLI::App& app) {
   sub->add_option("--chunks", a->chunks, "score at most this many windows (-1: all)")->capture_default_str();
   sub->add_option("-t,--threads", a->threads, "threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--json", a->json, "also write the result as JSON to this file");
+  add_kv_cache_options(sub, a->kv);
   sub->callback([a] {
+    validate(a->kv);
     set_num_threads(a->threads);
     auto model = Model::load(a->model);
     const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
@@ -38,14 +40,16 @@ void register_ppl(CLI::App& app) {
     MPKV_CHECK(a->n_ctx <= c.n_ctx_train * 4, "context " + std::to_string(a->n_ctx) + " is far beyond the model's trained context");
     std::fprintf(stderr, "ppl: %zu tokens in %s; windows of %d, second half scored\n", tokens.size(), a->file.c_str(), a->n_ctx);
     const KvDims dims{c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
-    const PerplexityResult r = perplexity(*model, tokens, o, [&] { return std::make_unique<F16KvCache>(dims); });
-    std::printf("PPL = %.4f +/- %.4f  (kv f16, %d windows x %d tokens = %lld tokens used of %zu, %lld scored, %.1f s, %.0f tok/s)\n",
-                r.ppl, r.ppl_stderr, r.n_chunks, a->n_ctx, (long long)r.n_tokens_used, tokens.size(),
+    make_kv_cache(a->kv, dims);  // validates the options and the budget before any work
+    const std::string kv = describe(a->kv);
+    const PerplexityResult r = perplexity(*model, tokens, o, [&] { return make_kv_cache(a->kv, dims); });
+    std::printf("PPL = %.4f +/- %.4f  (kv %s, %d windows x %d tokens = %lld tokens used of %zu, %lld scored, %.1f s, %.0f tok/s)\n",
+                r.ppl, r.ppl_stderr, kv.c_str(), r.n_chunks, a->n_ctx, (long long)r.n_tokens_used, tokens.size(),
                 (long long)r.n_scored, r.seconds, r.n_tokens_used / r.seconds);
     if (!a->json.empty()) {
       nlohmann::json j = {{"model", a->model}, {"file", a->file}, {"n_ctx", a->n_ctx}, {"chunks", r.n_chunks},
                           {"tokens_in_file", tokens.size()}, {"tokens_used", r.n_tokens_used}, {"scored", r.n_scored},
-                          {"ppl", r.ppl}, {"ppl_stderr", r.ppl_stderr}, {"mean_nll", r.mean_nll}, {"kv", "f16"},
+                          {"ppl", r.ppl}, {"ppl_stderr", r.ppl_stderr}, {"mean_nll", r.mean_nll}, {"kv", kv},
                           {"seconds", r.seconds}};
       write_file_atomic(a->json, j.dump(2) + "\n");
     }

@@ -35,25 +35,41 @@ std::vector<SequenceResult> generate(const Model& model, const Tokenizer& tok, K
   std::vector<int> pos(prompts.size());
   std::vector<float> logits;
 
-  // Prefill each prompt in chunks; the last chunk yields the first sampled token.
+  std::vector<bool> active(prompts.size(), true);
+  auto finish = [&](size_t s, const char* reason) {
+    res[s].stop_reason = reason;
+    active[s] = false;
+    if (!opts.keep_finished) cache.remove((int)s);
+  };
+
+  // Prefill each prompt in chunks; the last chunk yields the first sampled token. A chunk the
+  // cache cannot reserve is retried in halves (smaller chunks need fewer fresh pages at once).
   auto t0 = std::chrono::steady_clock::now();
   for (size_t s = 0; s < prompts.size(); ++s) {
     const auto& p = prompts[s];
-    for (size_t start = 0; start < p.size(); start += opts.prefill_chunk) {
-      const size_t end = std::min(p.size(), start + opts.prefill_chunk);
+    for (size_t start = 0; start < p.size();) {
+      size_t n = std::min(p.size() - start, (size_t)opts.prefill_chunk);
+      while (n > 1 && !cache.reserve((int)s, (int)n)) n /= 2;
+      if (n == 1 && !cache.reserve((int)s, 1)) break;
+      const size_t end = start + n;
       std::vector<BatchToken> batch;
       for (size_t i = start; i < end; ++i) batch.push_back({p[i], (int)i, (int)s, i + 1 == p.size()});
       fwd.run(cache, batch, logits);
+      start = end;
+    }
+    stats.n_prompt_tokens += cache.length((int)s, 0);
+    if (cache.length((int)s, 0) < (int)p.size()) {
+      finish(s, "kv_budget");
+      stats.n_kv_budget_stops++;
+      continue;
     }
     next[s] = samplers[s].sample(logits.data(), n_vocab);
     pos[s] = (int)p.size();
-    stats.n_prompt_tokens += (int)p.size();
   }
   stats.prefill_seconds += seconds_since(t0);
 
   // Decode: one batch per step with one token of every active sequence.
   t0 = std::chrono::steady_clock::now();
-  std::vector<bool> active(prompts.size(), true);
   for (;;) {
     std::vector<BatchToken> batch;
     std::vector<int> batch_seq;
@@ -64,17 +80,18 @@ std::vector<SequenceResult> generate(const Model& model, const Tokenizer& tok, K
       stats.n_generated++;
       if (on_token) on_token((int)s, t);
       if (opts.stop_at_eog && tok.is_end_of_generation(t)) {
-        res[s].stop_reason = "eog";
+        finish(s, "eog");
       } else if (opts.n_predict >= 0 && (int)res[s].tokens.size() >= opts.n_predict) {
-        res[s].stop_reason = "n_predict";
+        finish(s, "n_predict");
       } else if (pos[s] + 1 >= opts.n_ctx) {
-        res[s].stop_reason = "n_ctx";
+        finish(s, "n_ctx");
+      } else if (!cache.reserve((int)s, 1)) {
+        finish(s, "kv_budget");
+        stats.n_kv_budget_stops++;
       } else {
         batch.push_back({t, pos[s]++, (int)s, true});
         batch_seq.push_back((int)s);
-        continue;
       }
-      active[s] = false;
     }
     if (batch.empty()) break;
     fwd.run(cache, batch, logits);
