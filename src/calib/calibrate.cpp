@@ -42,8 +42,12 @@ KeyMaxima collect_key_maxima(ActivationBackward<float>& ab, const std::vector<st
   return m;
 }
 
-CalibrationReport run_calibration(const Model& model, const CalibrationData& data, const CalibrationOptions& o) {
+CalibrationReport run_calibration(const Model& model, const CalibrationData& data, const CalibrationOptions& opts) {
   validate(data.options);
+  // The quantizers work on this model's heads whatever head_dim the options were built with.
+  CalibrationOptions o = opts;
+  for (QuantOptions* q : {&o.sensitivity.key, &o.sensitivity.value, &o.smoothing.key, &o.smoothing.value})
+    q->head_dim = model.config().head_dim;
   MPKV_CHECK(!data.samples.empty(), "calibration: no calibration windows");
   MPKV_CHECK(o.alpha_samples >= 1, "calibration: alpha_samples must be at least 1");
   const auto t_start = std::chrono::steady_clock::now();
@@ -64,9 +68,6 @@ CalibrationReport run_calibration(const Model& model, const CalibrationData& dat
   SensitivityAccumulator check(c, o.sensitivity);
   (void)check;
   if (o.smooth) {
-    MPKV_CHECK(o.smoothing.key.head_dim == c.head_dim && o.smoothing.value.head_dim == c.head_dim,
-               "calibration: the smoothing quantizers' head_dim does not match the model's " +
-                   std::to_string(c.head_dim));
     KvQuantizer kq(o.smoothing.key), vq(o.smoothing.value);
   }
 

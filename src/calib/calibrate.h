@@ -5,7 +5,8 @@
 //   3. gradients: forward + backward over every window (positions t * gradient_pos_scale), feeding
 //      the sensitivity accumulator (with the smoothing of step 2, so key errors are those of the
 //      keys as they will be stored).
-// Returns a report (JSON-serialisable) with per-phase wall times.
+// Returns a report (JSON-serialisable) with per-phase wall times. The quantizer options' head_dim
+// is taken from the model. Every option is validated before any pass starts.
 #pragma once
 #include <functional>
 #include <nlohmann/json.hpp>
