@@ -84,13 +84,20 @@ template <typename Real>
 double ActivationBackward<Real>::loss(const std::vector<int32_t>& tokens, double pos_scale,
                                       const KvPerturbation* perturb, const QkvObserver<Real>& observer) {
   BlasSingleThread blas_guard;
-  return forward(tokens, pos_scale, perturb, observer, false);
+  return forward(tokens, pos_scale, perturb, observer, false, false);
+}
+
+template <typename Real>
+void ActivationBackward<Real>::observe(const std::vector<int32_t>& tokens, double pos_scale,
+                                       const QkvObserver<Real>& observer) {
+  BlasSingleThread blas_guard;
+  forward(tokens, pos_scale, nullptr, observer, false, true);
 }
 
 template <typename Real>
 double ActivationBackward<Real>::forward(const std::vector<int32_t>& tokens, double pos_scale,
                                          const KvPerturbation* perturb, const QkvObserver<Real>& observer,
-                                         bool keep) {
+                                         bool keep, bool observe_only) {
   const ModelConfig& c = config_;
   const int T = (int)tokens.size();
   MPKV_CHECK(T >= 2, "calibration backward: a sequence needs at least 2 tokens (got " + std::to_string(T) + ")");
@@ -113,7 +120,9 @@ double ActivationBackward<Real>::forward(const std::vector<int32_t>& tokens, dou
     std::copy(row.begin(), row.end(), x_.begin() + t * d);
   }
   saved_.resize(keep ? c.n_layer : 1);
-  for (int l = 0; l < c.n_layer; ++l) layer_forward(l, T, perturb, observer, saved_[keep ? l : 0], keep);
+  for (int l = 0; l < c.n_layer; ++l)
+    layer_forward(l, T, perturb, observer, saved_[keep ? l : 0], keep, observe_only && l == c.n_layer - 1);
+  if (observe_only) return 0.0;
 
   xf_.resize(T * d);
   inv_rms_f_.resize(T);
@@ -123,7 +132,8 @@ double ActivationBackward<Real>::forward(const std::vector<int32_t>& tokens, dou
 
 template <typename Real>
 void ActivationBackward<Real>::layer_forward(int l, int T, const KvPerturbation* perturb,
-                                             const QkvObserver<Real>& observer, Saved& s, bool keep) {
+                                             const QkvObserver<Real>& observer, Saved& s, bool keep,
+                                             bool qkv_only) {
   const ModelConfig& c = config_;
   const DenseLayer& W = layers_[l];
   const int d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, ff = c.d_ffn;
@@ -156,6 +166,7 @@ void ActivationBackward<Real>::layer_forward(int l, int T, const KvPerturbation*
   rope_rotate(s.k.data(), pos_.data(), T, c.n_head_kv, hd, c.rope_style, c.rope_base, +1);
   if (perturb && perturb->layer == l) (perturb->role == KvRole::key ? s.k : s.v)[perturb->index] += (Real)perturb->delta;
   if (observer) observer(l, T, s.q.data(), s.k.data(), s.v.data());
+  if (qkv_only) return;
 
   s.attn.resize(n * qd);
   s.lse.resize(n * c.n_head);
@@ -258,7 +269,7 @@ void ActivationBackward<Real>::run(const std::vector<int32_t>& tokens, double po
                                    const QkvObserver<Real>& observer) {
   const ModelConfig& c = config_;
   BlasSingleThread blas_guard;
-  out.loss = forward(tokens, pos_scale, nullptr, observer, true);
+  out.loss = forward(tokens, pos_scale, nullptr, observer, true, false);
   const int T = (int)tokens.size();
   out.n_tokens = T;
   out.k.resize(c.n_layer);

@@ -57,6 +57,10 @@ class ActivationBackward {
   double loss(const std::vector<int32_t>& tokens, double pos_scale, const KvPerturbation* perturb = nullptr,
               const QkvObserver<Real>& observer = {});
 
+  // Forward only as far as the observer needs: every layer's q, k, v, without the last layer's
+  // attention and FFN or the LM head (key maxima, smoothing samples).
+  void observe(const std::vector<int32_t>& tokens, double pos_scale, const QkvObserver<Real>& observer);
+
   // Forward and backward; fills out (resized). observer as in loss().
   void run(const std::vector<int32_t>& tokens, double pos_scale, KvGradients<Real>& out,
            const QkvObserver<Real>& observer = {});
@@ -79,9 +83,10 @@ class ActivationBackward {
   };
 
   double forward(const std::vector<int32_t>& tokens, double pos_scale, const KvPerturbation* perturb,
-                 const QkvObserver<Real>& observer, bool keep);
+                 const QkvObserver<Real>& observer, bool keep, bool observe_only);
+  // qkv_only: stop after the observer (the last layer of observe()).
   void layer_forward(int l, int T, const KvPerturbation* perturb, const QkvObserver<Real>& observer, Saved& s,
-                     bool keep);
+                     bool keep, bool qkv_only);
   void attention_forward(int T, const Real* q, const Real* k, const Real* v, Real* out, Real* lse);
   // Mean NLL; when grad, dxf_ = dL/d(final normed stream).
   double lm_head(const std::vector<int32_t>& tokens, bool grad);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <cstdio>
 
 #include "quant/kv_quantizer.h"
@@ -26,7 +27,7 @@ KeyMaxima collect_key_maxima(ActivationBackward<float>& ab, const std::vector<st
   if (keep) keep->assign(c.n_layer, {});
   for (size_t w = 0; w < windows.size(); ++w) {
     const bool keep_this = keep && (int)w < keep_samples;
-    ab.loss(windows[w], pos_scale, nullptr, [&](int layer, int n, const float* q, const float* k, const float* v) {
+    ab.observe(windows[w], pos_scale, [&](int layer, int n, const float* q, const float* k, const float* v) {
       m.observe(layer, n, k);
       if (keep_this) {
         AttentionSample s;
@@ -51,6 +52,7 @@ CalibrationReport run_calibration(const Model& model, const CalibrationData& dat
   MPKV_CHECK(!data.samples.empty(), "calibration: no calibration windows");
   MPKV_CHECK(o.alpha_samples >= 1, "calibration: alpha_samples must be at least 1");
   const auto t_start = std::chrono::steady_clock::now();
+  const std::clock_t cpu_start = std::clock();
   const ModelConfig& c = model.config();
   CalibrationReport r;
   r.model_name = c.name;
@@ -128,6 +130,7 @@ CalibrationReport run_calibration(const Model& model, const CalibrationData& dat
   r.sensitivity = acc.report();
   r.timings.gradients_s = seconds_since(t0);
   r.timings.total_s = seconds_since(t_start);
+  r.timings.cpu_s = (double)(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   return r;
 }
 
@@ -136,7 +139,8 @@ void to_json(nlohmann::json& j, const CalibrationTimings& t) {
                      {"key_maxima_s", t.key_maxima_s},
                      {"alpha_search_s", t.alpha_search_s},
                      {"gradients_s", t.gradients_s},
-                     {"total_s", t.total_s}};
+                     {"total_s", t.total_s},
+                     {"cpu_s", t.cpu_s}};
 }
 
 void to_json(nlohmann::json& j, const CalibrationReport& r) {

@@ -36,6 +36,8 @@ struct CalibrationTimings {
   double alpha_search_s = 0;  // step 2
   double gradients_s = 0;     // step 3, sensitivities included
   double total_s = 0;
+  double cpu_s = 0;           // process CPU time over the whole call (all threads): on a shared
+                              // machine, cpu_s / threads is what the wall time would be alone
 };
 
 struct CalibrationReport {

@@ -74,7 +74,7 @@ struct SmoothingSearchOptions {
   std::vector<double> alphas = default_alpha_grid();
   // Queries scored: t = T-1, T-1-stride, ... (each attends to all its keys). The MSE is an average,
   // so a subsample estimates it; the stride keeps the search at a few percent of calibration time.
-  int query_stride = 8;
+  int query_stride = 16;
 };
 
 struct LayerAlphaSearch {
