@@ -83,6 +83,9 @@ void run_generate(const GenerateArgs& a) {
     const std::string piece = tok.token_piece(t);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
+  }, [&](int s, const SequenceResult& r) {
+    if (a.verbose) std::fprintf(stderr, "\n[kv] sequence %d stops (%s) at %d tokens; before freeing it:\n%s\n", s,
+                                r.stop_reason.c_str(), cache->length(s, 0), cache->stats().c_str());
   });
   std::fputs("\n", stdout);
   if (!stream) {
@@ -106,7 +109,6 @@ void run_generate(const GenerateArgs& a) {
                a.kv.budget_mib > 0 ? (" of " + std::to_string(a.kv.budget_mib).substr(0, 7) + " MiB budget").c_str() : "",
                st.page_shrinks, st.pauses, 1e3 * st.max_pause_seconds, 1e3 * st.seconds,
                stats.n_kv_budget_stops ? (", " + std::to_string(stats.n_kv_budget_stops) + " sequence(s) stopped by kv_budget").c_str() : "");
-  if (a.verbose) std::fprintf(stderr, "%s\n", cache->stats().c_str());
 }
 }  // namespace
 

@@ -36,7 +36,16 @@ struct AttnQueries {
   size_t ldq = 0;
   int nq = 0;
   const int* visible = nullptr;
+  // When set, packed key blocks that q8_scores_apply() are scored with these int8 queries
+  // (quantized from q_code) instead of the float ones.
+  const Q8Queries* q8 = nullptr;
 };
+
+// Quantizes nq queries [nq, d] (row stride ldq) by the Q8Queries rule; storage receives the three
+// byte layouts (3 * nq * d), params the scales and sums (2 * nq). perm4 / perm2 are only filled
+// when d % 64 == 0.
+Q8Queries quantize_queries_q8(const float* q, size_t ldq, int nq, int d, std::vector<int8_t>& storage,
+                              std::vector<float>& params);
 
 // Partial state of the queries over the segments: m[nq], l[nq] and acc[nq, 2 * head_dim], where
 // acc[j][0, d) sums fp16 (model-space) values and acc[j][d, 2d) packed values in the V code space;

@@ -20,8 +20,15 @@
 //                          then q . x_hat = q' . code + sum_c q_c Z_c
 //   lloyd_max              centroid[code] * norm[t] / sqrt(head_dim)   (turbo)
 //
+//   packed_scores_q8   packed_scores with the queries quantized to int8 (Q8Queries below) for
+//                      keys of 2 or 4 bits: s = S * qs * (q8 . code) + Z * sum(q), the integer dot
+//                      exact. Like llama.cpp's q8 activations: a few byte multiplies per code
+//                      instead of a float decode; the cost is the query's rounding (tested
+//                      end to end against float queries with its own tolerance).
+//
 // SIMD coverage (everything else forwards to _ref): AVX2 and AVX-512 handle uniform token-axis
-// blocks at every bit-width, channel-axis key scores (KIVI), fp16 rows and exp_sum.
+// blocks at every bit-width, channel-axis key scores (KIVI), fp16 rows and exp_sum; the q8
+// scores are AVX2 (the AVX-512 table uses them too).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -39,6 +46,27 @@ struct PackedBlockView {
   const float* centroids = nullptr;
 };
 
+// Queries quantized to int8, one scale per query: scale = max_c |q_c| / 127 (0 for q = 0),
+// q8_c = nearest integer to q_c / scale (ties to even). `natural` holds q8 in channel order; the
+// SIMD kernels read the same values reordered to match unpacked code planes, per 64 channels:
+//   perm4: channels 2i (i < 32), then 2i + 1        (low / high nibbles of 32 bytes of 4-bit codes)
+//   perm2: channels 4i, then 4i + 1, 4i + 2, 4i + 3 (i < 16; the four 2-bit fields of 16 bytes)
+struct Q8Queries {
+  int nq = 0, d = 0;
+  const int8_t* natural = nullptr;  // [nq, d]
+  const int8_t* perm4 = nullptr;    // [nq, d]
+  const int8_t* perm2 = nullptr;    // [nq, d]
+  const float* scale = nullptr;     // [nq]
+  const float* sum = nullptr;       // [nq] sum_c q_c of the float query
+};
+
+// Whether packed_scores_q8 handles a key block: uniform codes, token axis, one group per row,
+// 2 or 4 bits, head_dim a multiple of 64.
+inline bool q8_scores_apply(const KvBlockLayout& L) {
+  return L.codec == Codec::uniform && L.axis == GroupAxis::token && L.group == L.head_dim &&
+         (L.bits == 2 || L.bits == 4) && L.head_dim % 64 == 0;
+}
+
 // Most rows one kernel call may cover (callers split longer stretches; kernels keep per-row
 // scratch on the stack).
 inline constexpr int kMaxKernelRows = 256;
@@ -52,6 +80,8 @@ using F16ScoresFn = void (*)(const uint16_t* x, size_t stride, int d, const floa
 using F16AccumulateFn = void (*)(const uint16_t* x, size_t stride, int d, const float* w, size_t ldw, int nq, int n,
                                  float* acc, size_t ldacc);
 using ExpSumFn = float (*)(float* s, int n, float m);
+// Precondition: q8_scores_apply(*b.layout).
+using PackedScoresQ8Fn = void (*)(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
 
 struct PagedAttentionKernels {
   Isa isa;
@@ -60,6 +90,7 @@ struct PagedAttentionKernels {
   F16ScoresFn f16_scores;
   F16AccumulateFn f16_accumulate;
   ExpSumFn exp_sum;
+  PackedScoresQ8Fn packed_scores_q8;
 };
 
 // The table for active_isa() (chosen once), and the table of one variant (Error when this CPU
@@ -75,6 +106,7 @@ void f16_scores_ref(const uint16_t* x, size_t stride, int d, const float* q, siz
 void f16_accumulate_ref(const uint16_t* x, size_t stride, int d, const float* w, size_t ldw, int nq, int n, float* acc,
                         size_t ldacc);
 float exp_sum_ref(float* s, int n, float m);
+void packed_scores_q8_ref(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
 
 void packed_scores_avx2(const PackedBlockView& b, const float* q, size_t ldq, int nq, int t0, int n, float* s, size_t lds);
 void packed_accumulate_avx2(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
@@ -84,6 +116,7 @@ void f16_scores_avx2(const uint16_t* x, size_t stride, int d, const float* q, si
 void f16_accumulate_avx2(const uint16_t* x, size_t stride, int d, const float* w, size_t ldw, int nq, int n, float* acc,
                          size_t ldacc);
 float exp_sum_avx2(float* s, int n, float m);
+void packed_scores_q8_avx2(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
 
 void packed_scores_avx512(const PackedBlockView& b, const float* q, size_t ldq, int nq, int t0, int n, float* s,
                           size_t lds);

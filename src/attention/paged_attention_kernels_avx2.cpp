@@ -190,6 +190,87 @@ bool channel_fast(const KvBlockLayout& L) {
   return L.codec == Codec::uniform && L.axis == GroupAxis::channel && L.head_dim <= kMaxFoldDim;
 }
 
+// ---- int8 queries (q8_scores_apply layouts) ----------------------------------------------------
+
+// s32 lanes whose sum is q8_j . code of one row: per 64 channels the codes are unpacked into two
+// vectors of byte planes (A, B) matching perm4 / perm2, multiplied by the query bytes with
+// maddubs (u8 x s8 pairs -> s16: at most 2 x 15 x 127, no saturation) and widened with madd.
+template <int BITS>
+struct RowPlanes {
+  __m256i a[kMaxFoldDim / 64], b[kMaxFoldDim / 64];
+  void load(const uint8_t* codes, int chunks) {
+    for (int c = 0; c < chunks; ++c) {
+      if constexpr (BITS == 4) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * c));
+        a[c] = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+        b[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+      } else {
+        const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + 16 * c)));
+        // 64-bit lanes shifted by 0 / 2 (A: fields 0 and 1) and 4 / 6 (B: fields 2 and 3); the bits
+        // shifted in from the next byte are masked off.
+        a[c] = _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(2, 2, 0, 0)), _mm256_set1_epi8(0x03));
+        b[c] = _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(6, 6, 4, 4)), _mm256_set1_epi8(0x03));
+      }
+    }
+  }
+  __m256i dot(const int8_t* q, int chunks) const {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i acc = _mm256_setzero_si256();
+    for (int c = 0; c < chunks; ++c) {
+      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * c));
+      const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * c + 32));
+      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(a[c], qa), _mm256_maddubs_epi16(b[c], qb));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+    }
+    return acc;
+  }
+};
+
+inline int32_t hsum_epi32(__m256i v) {
+  __m128i a = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  a = _mm_add_epi32(a, _mm_shuffle_epi32(a, 0x4E));
+  a = _mm_add_epi32(a, _mm_shuffle_epi32(a, 0xB1));
+  return _mm_cvtsi128_si32(a);
+}
+
+// [sum(r0), ..., sum(r7)] of eight vectors of 8 s32.
+inline __m256i sum8x8(const __m256i* r) {
+  const __m256i h0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(r[0], r[1]), _mm256_hadd_epi32(r[2], r[3]));
+  const __m256i h4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(r[4], r[5]), _mm256_hadd_epi32(r[6], r[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20), _mm256_permute2x128_si256(h0123, h4567, 0x31));
+}
+
+constexpr int kMaxQ8Queries = 32;
+
+template <int BITS>
+void scores_q8(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int t0, int n, float* s, size_t lds) {
+  const int d = L.head_dim, chunks = d / 64;
+  const int8_t* qp = BITS == 4 ? q.perm4 : q.perm2;
+  const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
+  RowPlanes<BITS> rp;
+  int i = 0;
+  alignas(32) __m256i r[kMaxQ8Queries][8];
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) {
+      rp.load(codes + (size_t)(i + k) * L.row_bytes, chunks);
+      for (int j = 0; j < q.nq; ++j) r[j][k] = rp.dot(qp + (size_t)j * d, chunks);
+    }
+    // One group per row: the params of rows t0 + i .. + 7 are 8 consecutive halves.
+    const __m256 S = load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i));
+    const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
+    for (int j = 0; j < q.nq; ++j) {
+      const __m256 dotf = _mm256_mul_ps(_mm256_cvtepi32_ps(sum8x8(r[j])), _mm256_set1_ps(q.scale[j]));
+      _mm256_storeu_ps(s + j * lds + i, _mm256_fmadd_ps(S, dotf, _mm256_mul_ps(Z, _mm256_set1_ps(q.sum[j]))));
+    }
+  }
+  for (; i < n; ++i) {
+    rp.load(codes + (size_t)i * L.row_bytes, chunks);
+    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
+    for (int j = 0; j < q.nq; ++j)
+      s[j * lds + i] = S * (q.scale[j] * (float)hsum_epi32(rp.dot(qp + (size_t)j * d, chunks))) + Z * q.sum[j];
+  }
+}
+
 // ---- exp -----------------------------------------------------------------------------------------
 
 // exp(x) for x <= 0 (Cephes' expf: range reduction by ln 2 in two parts, degree-6 polynomial,
@@ -286,6 +367,13 @@ void f16_accumulate_avx2(const uint16_t* x, size_t stride, int d, const float* w
       }
     });
   }
+}
+
+void packed_scores_q8_avx2(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds) {
+  const KvBlockLayout& L = *b.layout;
+  if (q.nq > kMaxQ8Queries || L.head_dim > kMaxFoldDim) return packed_scores_q8_ref(b, q, t0, n, s, lds);
+  if (L.bits == 4) return scores_q8<4>(L, b.data, q, t0, n, s, lds);
+  scores_q8<2>(L, b.data, q, t0, n, s, lds);
 }
 
 float exp_sum_avx2(float* s, int n, float m) {

@@ -65,6 +65,20 @@ void f16_accumulate_ref(const uint16_t* x, size_t stride, int d, const float* w,
   }
 }
 
+void packed_scores_q8_ref(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds) {
+  const KvBlockLayout& L = *b.layout;
+  for (int j = 0; j < q.nq; ++j) {
+    const int8_t* qj = q.natural + (size_t)j * q.d;
+    for (int i = 0; i < n; ++i) {
+      int32_t acc = 0;
+      for (int c = 0; c < q.d; ++c) acc += (int32_t)qj[c] * (int32_t)get_code(L, b.data, t0 + i, c);
+      const float S = fp16_to_fp32(load_half(b.data, L.scales_offset, (size_t)(t0 + i)));
+      const float Z = fp16_to_fp32(load_half(b.data, L.zeros_offset, (size_t)(t0 + i)));
+      s[(size_t)j * lds + i] = S * (q.scale[j] * (float)acc) + Z * q.sum[j];
+    }
+  }
+}
+
 float exp_sum_ref(float* s, int n, float m) {
   float sum = 0.0f;
   for (int i = 0; i < n; ++i) {

@@ -14,7 +14,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 std::vector<SequenceResult> generate(const Model& model, const Tokenizer& tok, KvCache& cache,
                                      const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opts,
-                                     GenerateStats& stats, const TokenCallback& on_token) {
+                                     GenerateStats& stats, const TokenCallback& on_token,
+                                     const FinishCallback& on_finish) {
   const int n_vocab = model.config().n_vocab;
   MPKV_CHECK(opts.prefill_chunk > 0, "prefill chunk must be positive");
   for (size_t s = 0; s < prompts.size(); ++s) {
@@ -39,6 +40,7 @@ std::vector<SequenceResult> generate(const Model& model, const Tokenizer& tok, K
   auto finish = [&](size_t s, const char* reason) {
     res[s].stop_reason = reason;
     active[s] = false;
+    if (on_finish) on_finish((int)s, res[s]);
     if (!opts.keep_finished) cache.remove((int)s);
   };
 

@@ -44,10 +44,13 @@ struct GenerateStats {
 
 // Called for each new token of sequence `seq` (index into prompts) as it is generated.
 using TokenCallback = std::function<void(int seq, int32_t token)>;
+// Called when sequence `seq` stops, before the cache frees it.
+using FinishCallback = std::function<void(int seq, const SequenceResult& result)>;
 
 // Validates every prompt (non-empty, shorter than n_ctx) before any work starts; throws Error.
 std::vector<SequenceResult> generate(const Model& model, const Tokenizer& tok, KvCache& cache,
                                      const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opts,
-                                     GenerateStats& stats, const TokenCallback& on_token = {});
+                                     GenerateStats& stats, const TokenCallback& on_token = {},
+                                     const FinishCallback& on_finish = {});
 
 }  // namespace mpkv

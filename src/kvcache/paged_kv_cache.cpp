@@ -536,6 +536,8 @@ void PagedKvCache::attend(int seq, int layer, int n_tokens, const float* q, floa
 #pragma omp parallel if (units.size() > 1)
   {
     std::vector<float> scratch((size_t)std::max(kMaxQueriesPerCall, group) * kMaxKernelRows);
+    std::vector<int8_t> q8_bytes;
+    std::vector<float> q8_params;
 #pragma omp for schedule(dynamic, 1)
     for (size_t ui = 0; ui < units.size(); ++ui) {
       const Unit& u = units[ui];
@@ -547,6 +549,11 @@ void PagedKvCache::attend(int seq, int layer, int n_tokens, const float* q, floa
       aq.ldq = d;
       aq.nq = u.nq;
       aq.visible = &visible[u.j0];
+      Q8Queries q8;
+      if (q8_queries_) {
+        q8 = quantize_queries_q8(aq.q_code, aq.ldq, u.nq, d, q8_bytes, q8_params);
+        aq.q8 = &q8;
+      }
       attend_segments(*kern_, d, aq, segs[u.h].data() + u.s0, u.s1 - u.s0, scratch.data(), st);
     }
   }

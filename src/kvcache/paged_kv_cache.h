@@ -103,6 +103,9 @@ class PagedKvCache final : public KvCache {
   // Blocks (one per page, KV head and K|V) by current bits: {bits -> count}; fp16 blocks count as 16.
   std::map<int, size_t> bits_histogram() const;
   const ShrinkTotals& shrink_totals() const { return shrink_totals_; }
+  // Score 2- and 4-bit key pages with int8 queries (paged_attention_kernels.h, default on);
+  // off: float queries everywhere (tests, comparisons).
+  void set_q8_queries(bool on) { q8_queries_ = on; }
   void set_shrink_listener(std::function<void(const ShrinkPause&)> f) { on_pause_ = std::move(f); }
 
   // Inspection (tests): pages of (seq, layer), and a page's block b = head * 2 + (K ? 0 : 1).
@@ -154,6 +157,7 @@ class PagedKvCache final : public KvCache {
   std::map<int, std::unique_ptr<SeqState>> seqs_;
   std::unordered_map<uint64_t, Page*> pages_by_id_;
   uint64_t next_page_id_ = 1;
+  bool q8_queries_ = true;
   size_t reclaimable_ = 0;  // bytes all full pages would free if shrunk to their final bits
   ShrinkTotals shrink_totals_;
   std::function<void(const ShrinkPause&)> on_pause_;

@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "attention/paged_attention.h"
 #include "attention/paged_attention_kernels.h"
 #include "quant/kv_quantizer.h"
 #include "quant/lloyd_max.h"
@@ -184,6 +185,64 @@ TEST(PagedAttentionKernels, ExpSumMatchesStdExpAndZeroesMinusInfinity) {
         }
       }
       ASSERT_NEAR(sum, ref_sum, exp_tolerance(93) * ref_sum + 1e-37) << isa_name(isa) << " n " << n;
+    }
+  }
+}
+
+// The int8-query scores: the integer dot is exact, so every variant matches the definition
+// S * (scale * sum_c q8_c code_c) + Z * sum(q) up to the fp32 rounding of that epilogue.
+constexpr double kQ8EpilogueRel = 4 * FLT_EPSILON;
+
+TEST(PagedAttentionKernels, Q8ScoresMatchTheIntegerDefinition) {
+  for (int d : {64, 128}) {
+    for (int b : {2, 4}) {
+      QuantOptions o;
+      o.bits = b;
+      o.head_dim = d;
+      const KvQuantizer qz(o, quant_kernels_for(Isa::scalar));
+      const int T = 45;  // 5 groups of 8 rows and a tail
+      const KvBlockLayout L = qz.block_layout(T);
+      ASSERT_TRUE(q8_scores_apply(L));
+      std::vector<uint8_t> blk(L.bytes);
+      const auto x = gaussian((size_t)T * d, 3 + b, 4.0f);
+      quant_kernels_for(Isa::scalar).quantize(L, x.data(), d, 0, T, blk.data());
+      for (int nq : {1, 3, 16}) {
+        const auto q = gaussian((size_t)nq * d, 50 + nq);
+        std::vector<int8_t> bytes;
+        std::vector<float> params;
+        const Q8Queries q8 = quantize_queries_q8(q.data(), d, nq, d, bytes, params);
+        // The rule, restated: scale = max|q| / 127, q8 = nearest integer to q / scale.
+        for (int j = 0; j < nq; ++j) {
+          float amax = 0, sum = 0;
+          for (int c = 0; c < d; ++c) amax = std::max(amax, std::abs(q[(size_t)j * d + c])), sum += q[(size_t)j * d + c];
+          ASSERT_FLOAT_EQ(q8.scale[j], amax / 127.0f);
+          ASSERT_FLOAT_EQ(q8.sum[j], sum);
+          for (int c = 0; c < d; ++c) {
+            ASSERT_NEAR(q8.natural[(size_t)j * d + c], q[(size_t)j * d + c] / q8.scale[j], 0.5 + 1e-4);
+            const int c0 = c / 64 * 64, k = c % 64;
+            ASSERT_EQ(q8.perm4[(size_t)j * d + c0 + (k % 2) * 32 + k / 2], q8.natural[(size_t)j * d + c]);
+            ASSERT_EQ(q8.perm2[(size_t)j * d + c0 + (k % 4) * 16 + k / 4], q8.natural[(size_t)j * d + c]);
+          }
+        }
+        for (Isa isa : variants()) {
+          for (auto [t0, n] : {std::pair<int, int>{0, T}, {3, 17}}) {
+            std::vector<float> s((size_t)nq * kMaxKernelRows);
+            paged_attention_kernels_for(isa).packed_scores_q8({&L, blk.data(), nullptr}, q8, t0, n, s.data(), kMaxKernelRows);
+            for (int j = 0; j < nq; ++j) {
+              for (int i = 0; i < n; ++i) {
+                int64_t acc = 0;
+                for (int c = 0; c < d; ++c) acc += (int64_t)q8.natural[(size_t)j * d + c] * get_code(L, blk.data(), t0 + i, c);
+                const double S = fp16_to_fp32(load_half(blk.data(), L.scales_offset, t0 + i));
+                const double Z = fp16_to_fp32(load_half(blk.data(), L.zeros_offset, t0 + i));
+                const double ref = S * q8.scale[j] * (double)acc + Z * q8.sum[j];
+                const double mag = std::abs(S * q8.scale[j] * (double)acc) + std::abs(Z * q8.sum[j]);
+                ASSERT_NEAR(s[(size_t)j * kMaxKernelRows + i], ref, kQ8EpilogueRel * mag + 1e-30)
+                    << isa_name(isa) << " d " << d << " bits " << b << " nq " << nq << " row " << t0 + i;
+              }
+            }
+          }
+        }
+      }
     }
   }
 }

@@ -115,6 +115,7 @@ TEST(PagedAttention, EveryMethodMatchesDequantizeThenAttend) {
     for (Isa isa : isas()) {
       const KvPlan plan = make_kv_plan(mc.opt, d);
       PagedKvCache cache(d, plan, 0, paged_attention_kernels_for(isa));
+      cache.set_q8_queries(false);  // float queries: the kernels' only error is fp32 rounding
       const std::string what = mc.name + " / " + isa_name(isa);
       // Prefill chunks (one spanning several pages, one not a multiple of anything), then decode.
       run_and_check(cache, 3, {37, 1, 1, 70, 5, 1, 1, 1, 16, 1}, 100, what);
@@ -139,12 +140,69 @@ TEST(PagedAttention, ProgressiveUnderBudgetMatchesDequantizeThenAttend) {
     const size_t budget = probe.sequence_fixed_bytes() + 6 * (size_t)d.n_layer *
                                                              (probe.page_data_bytes(0, false) + probe.page_metadata_bytes());
     PagedKvCache cache(d, plan, budget, paged_attention_kernels_for(isa));
+    cache.set_q8_queries(false);
     // Chunks of 20 need at most 2 fresh 16-bit pages per layer at once, which shrinking can free.
     run_and_check(cache, 0, {40, 1, 1, 20, 1, 1, 20, 1, 20, 1, 20, 1, 20, 1, 20, 1, 20}, 300, std::string("progressive budget / ") + isa_name(isa));
     const auto hist = cache.bits_histogram();
     EXPECT_GT(cache.shrink_totals().page_shrinks, 0u);
     EXPECT_GT(hist.count(2) + hist.count(4) + hist.count(8), 0u) << "nothing was shrunk";
     EXPECT_LE(cache.pool().peak_used(), budget);
+  }
+}
+
+// Int8 queries for 2- and 4-bit keys (the default) add far less error than the key codes
+// themselves: against attention over the unquantized (fp16) K/V, the RMS error with int8 queries
+// must stay within (1 + kQ8ExtraErrorRatio) of the float-query RMS error.
+constexpr double kQ8ExtraErrorRatio = 0.25;
+
+TEST(PagedAttention, Q8QueriesAddLittleToTheKeyQuantizationError) {
+  const KvDims d = test::small_dims();
+  const size_t row = (size_t)d.n_head_kv * d.head_dim;
+  for (const char* m : {"uniform2", "uniform4", "progressive4", "rotated4", "rotated2"}) {
+    KvCacheOptions o;
+    o.method = std::string(m).substr(0, std::string(m).size() - 1);
+    o.bits = m[std::string(m).size() - 1] - '0';
+    o.window = 8;
+    o.page_tokens = 16;
+    const KvPlan plan = make_kv_plan(o, d);
+    PagedKvCache probe(d, plan, 0);
+    // progressive: a budget that forces pages down to their final 4 bits.
+    const size_t budget = o.method == "progressive" ? probe.sequence_bytes_bound(400) + 2 * probe.page_data_bytes(0, false) : 0;
+    for (Isa isa : isas()) {
+      PagedKvCache q8(d, plan, budget, paged_attention_kernels_for(isa)), fl(d, plan, budget, paged_attention_kernels_for(isa));
+      fl.set_q8_queries(false);
+      History h;
+      double se_q8 = 0, se_fl = 0;
+      size_t count = 0;
+      for (int step = 0; step < 16; ++step) {
+        const int n = step == 0 ? 40 : 20;  // 340 tokens; chunks small enough for the progressive budget
+        const auto k = test::random_kv(n, d, 40 + step, true), v = test::random_kv(n, d, 60 + step, false);
+        const auto q = test::random_q(n, d, 80 + step);
+        for (PagedKvCache* c : {&q8, &fl}) {
+          ASSERT_TRUE(c->reserve(0, n));
+          for (int l = 0; l < d.n_layer; ++l) c->append(0, l, n, k.data(), v.data());
+        }
+        h.add(n, k.data(), v.data(), row);
+        std::vector<double> K(h.k.size()), V(h.v.size());
+        for (size_t i = 0; i < K.size(); ++i) K[i] = test::round_fp16(h.k[i]), V[i] = test::round_fp16(h.v[i]);
+        const auto exact = test::reference_attention(d, K, V, h.n, q.data(), n);
+        std::vector<float> a(q.size()), b(q.size());
+        q8.attend(0, 1, n, q.data(), a.data());
+        fl.attend(0, 1, n, q.data(), b.data());
+        for (size_t i = 0; i < exact.size(); ++i) {
+          se_q8 += (a[i] - exact[i]) * (a[i] - exact[i]);
+          se_fl += (b[i] - exact[i]) * (b[i] - exact[i]);
+        }
+        count += exact.size();
+      }
+      const double rms_q8 = std::sqrt(se_q8 / count), rms_fl = std::sqrt(se_fl / count);
+      EXPECT_LE(rms_q8, rms_fl * (1 + kQ8ExtraErrorRatio)) << m << " / " << isa_name(isa);
+      if (o.method == "progressive") {
+        EXPECT_GT(q8.shrink_totals().page_shrinks, 0u);
+      }
+      std::printf("%-13s %-6s RMS error vs fp16 attention: float queries %.4f, int8 queries %.4f\n", m, isa_name(isa),
+                  rms_fl, rms_q8);
+    }
   }
 }
 
