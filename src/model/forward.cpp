@@ -1,6 +1,5 @@
 #include "model/forward.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <thread>
@@ -10,14 +9,12 @@
 #include "model/ops.h"
 #include "util/error.h"
 
-extern "C" void openblas_set_num_threads(int);
 
 namespace mpkv {
 
 void set_num_threads(int n) {
   if (n <= 0) n = default_num_threads();
   omp_set_num_threads(n);
-  openblas_set_num_threads(n);
 }
 
 int default_num_threads() {

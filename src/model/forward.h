@@ -49,7 +49,7 @@ class Forward {
   std::vector<float> dequant_scratch_;
 };
 
-// Sets the thread count for OpenMP regions and OpenBLAS.
+// Sets the OpenMP thread count; OpenBLAS runs single-threaded inside OpenMP regions (linear.cpp).
 void set_num_threads(int n);
 int default_num_threads();
 
