@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <cmath>
 #include <thread>
 
 #include "gguf/dequant.h"
@@ -23,6 +24,19 @@ int default_num_threads() {
 }
 
 Forward::Forward(const Model& model) : model_(model) {}
+
+void Forward::set_qk_smoothing(std::vector<std::vector<float>> lambda) {
+  const ModelConfig& c = model_.config();
+  MPKV_CHECK(lambda.empty() || (int)lambda.size() == c.n_layer,
+             "key smoothing has " + std::to_string(lambda.size()) + " layers, the model " + std::to_string(c.n_layer));
+  for (const auto& l : lambda) {
+    MPKV_CHECK(l.empty() || (int)l.size() == c.kv_dim(), "key smoothing has " + std::to_string(l.size()) +
+                                                             " scales for a layer, expected n_head_kv * head_dim = " +
+                                                             std::to_string(c.kv_dim()));
+    for (float x : l) MPKV_CHECK(std::isfinite(x) && x > 0.0f, "key smoothing scales must be finite and positive");
+  }
+  qk_lambda_ = std::move(lambda);
+}
 
 void Forward::run(KvCache& cache, const std::vector<BatchToken>& batch, std::vector<float>& logits_out) {
   const ModelConfig& c = model_.config();
@@ -84,6 +98,16 @@ void Forward::layer_forward(KvCache& cache, const std::vector<BatchToken>& batch
   if (c.qk_norm) {
     rmsnorm_forward(q_.data(), L.q_norm.data, q_.data(), n * c.n_head, c.head_dim, c.rms_eps);
     rmsnorm_forward(k_.data(), L.k_norm.data, k_.data(), n * c.n_head_kv, c.head_dim, c.rms_eps);
+  }
+  if (!qk_lambda_.empty() && !qk_lambda_[l].empty()) {
+    // q [n, n_head, hd] *= lambda of its KV head's channels; k [n, n_head_kv, hd] /= lambda.
+    const float* lam = qk_lambda_[l].data();
+    const int hd = c.head_dim, group = c.group_size();
+    for (int i = 0; i < n; ++i) {
+      for (int h = 0; h < c.n_head; ++h)
+        for (int j = 0; j < hd; ++j) q_[((size_t)i * c.n_head + h) * hd + j] *= lam[(h / group) * hd + j];
+      for (int j = 0; j < c.kv_dim(); ++j) k_[(size_t)i * c.kv_dim() + j] /= lam[j];
+    }
   }
   rope_forward(q_.data(), pos_.data(), n, c.n_head, c.head_dim, c.rope_style, c.rope_base, c.rope_scale, pos_scale_);
   rope_forward(k_.data(), pos_.data(), n, c.n_head_kv, c.head_dim, c.rope_style, c.rope_base, c.rope_scale, pos_scale_);

@@ -36,6 +36,11 @@ class Forward {
   // observer of K/V. Defaults: 1 and none.
   void set_pos_scale(float s) { pos_scale_ = s; }
   void set_kv_observer(KvObserver obs) { observer_ = std::move(obs); }
+  // Key smoothing from a plan (SmoothAttention, the folding of calib/smoothing.h): per layer a
+  // lambda per KV channel, [n_layer][n_head_kv * head_dim]; queries are multiplied and keys divided
+  // by it right after their projections (and biases / QK norms), before RoPE. An empty vector, or
+  // an empty layer entry, means no smoothing. Throws Error on a shape mismatch.
+  void set_qk_smoothing(std::vector<std::vector<float>> lambda);
 
  private:
   void layer_forward(KvCache& cache, const std::vector<BatchToken>& batch, int layer);
@@ -43,6 +48,7 @@ class Forward {
   const Model& model_;
   float pos_scale_ = 1.0f;
   KvObserver observer_;
+  std::vector<std::vector<float>> qk_lambda_;
   // Activations, row-major [n, width]:
   std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;
   std::vector<int> pos_;

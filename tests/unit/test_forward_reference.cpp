@@ -203,3 +203,62 @@ TEST(Forward, RejectsBadBatches) {
 
 }  // namespace
 }  // namespace mpkv
+
+namespace mpkv {
+namespace {
+
+// Key smoothing scales equal on both channels of each RoPE pair leave q.k, hence the logits,
+// unchanged up to float rounding; scales that differ within a pair do not commute with RoPE.
+constexpr double kSmoothingInvarianceRel = 1e-4;
+
+TEST(Forward, PairEqualKeySmoothingLeavesLogitsUnchanged) {
+  for (const std::string arch : {"llama", "qwen2"}) {
+    test::TinyModelSpec spec;
+    spec.arch = arch;
+    const std::string path = test::temp_dir() + "/tiny_smooth_" + arch + ".gguf";
+    test::write_tiny_model(path, spec);
+    auto model = Model::load(path);
+    const ModelConfig& c = model->config();
+    const int hd = c.head_dim;
+    std::vector<BatchToken> b;
+    for (int i = 0; i < 20; ++i) b.push_back({(i * 41 + 3) % c.n_vocab, i, 0, true});
+    auto logits_with = [&](const std::vector<std::vector<float>>& lam) {
+      Forward fwd(*model);
+      fwd.set_qk_smoothing(lam);
+      F16KvCache cache({c.n_layer, c.n_head, c.n_head_kv, hd});
+      std::vector<float> lg;
+      fwd.run(cache, b, lg);
+      return lg;
+    };
+    const auto base = logits_with({});
+    std::vector<std::vector<float>> paired(c.n_layer, std::vector<float>(c.kv_dim())), unpaired = paired;
+    for (int l = 0; l < c.n_layer; ++l)
+      for (int h = 0; h < c.n_head_kv; ++h)
+        for (int j = 0; j < hd / 2; ++j) {
+          const float lam = 0.25f + 0.1f * ((j * 7 + h * 3 + l) % 20);
+          const int a = c.rope_style == RopeStyle::adjacent ? 2 * j : j;
+          const int bb = c.rope_style == RopeStyle::adjacent ? 2 * j + 1 : j + hd / 2;
+          paired[l][h * hd + a] = paired[l][h * hd + bb] = lam;
+          unpaired[l][h * hd + a] = lam;
+          unpaired[l][h * hd + bb] = 1.0f / lam;
+        }
+    double scale = 0, d_paired = 0, d_unpaired = 0;
+    const auto lp = logits_with(paired), lu = logits_with(unpaired);
+    for (size_t i = 0; i < base.size(); ++i) {
+      scale = std::max(scale, (double)std::fabs(base[i]));
+      d_paired = std::max(d_paired, (double)std::fabs(lp[i] - base[i]));
+      d_unpaired = std::max(d_unpaired, (double)std::fabs(lu[i] - base[i]));
+    }
+    EXPECT_LT(d_paired / scale, kSmoothingInvarianceRel) << arch;
+    EXPECT_GT(d_unpaired / scale, 100 * kSmoothingInvarianceRel) << arch << ": the check must be able to fail";
+  }
+  test::TinyModelSpec spec;
+  const std::string path = test::temp_dir() + "/tiny_smooth_bad.gguf";
+  test::write_tiny_model(path, spec);
+  auto model = Model::load(path);
+  Forward fwd(*model);
+  EXPECT_THROW(fwd.set_qk_smoothing({{1.0f}}), Error);
+}
+
+}  // namespace
+}  // namespace mpkv
