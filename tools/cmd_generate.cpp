@@ -48,7 +48,9 @@ void run_generate(const GenerateArgs& a) {
   auto model = Model::load(a.model);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   const ModelConfig& c = model->config();
-  auto cache = make_kv_cache(a.kv, {c.n_layer, c.n_head, c.n_head_kv, c.head_dim});
+  KvCacheOptions kv = a.kv;
+  kv.model = kv_model_identity(*model);  // a --kv-plan for another model is an Error
+  auto cache = make_kv_cache(kv, {c.n_layer, c.n_head, c.n_head_kv, c.head_dim});
   std::vector<std::vector<int32_t>> ids;
   for (const std::string& p : texts) {
     const std::string text = a.chat ? tok.format_chat({{"user", p}}, true) : p;

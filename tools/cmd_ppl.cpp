@@ -28,6 +28,7 @@ void register_ppl(CLI::App& app) {
     validate(a->kv);
     set_num_threads(a->threads);
     auto model = Model::load(a->model);
+    a->kv.model = kv_model_identity(*model);  // a --kv-plan for another model is an Error
     const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
     const std::string text = read_text_file(a->file);
     const auto tokens = tok.encode(text, tok.add_bos(), /*parse_special=*/false);

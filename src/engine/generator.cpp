@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "kvcache/paged_kv_cache.h"
 #include "util/error.h"
 
 namespace mpkv {
@@ -25,6 +26,8 @@ std::vector<SequenceResult> generate(const Model& model, const Tokenizer& tok, K
                    " tokens, which does not fit the context of " + std::to_string(opts.n_ctx) + " (-c)");
   }
   Forward fwd(model);
+  // A calibrated plan's key smoothing (q *= lambda, k /= lambda before RoPE; kv_plan.h).
+  if (const auto* paged = dynamic_cast<const PagedKvCache*>(&cache)) fwd.set_qk_smoothing(paged->plan().smoothing);
   std::vector<Sampler> samplers;
   for (size_t s = 0; s < prompts.size(); ++s) {
     SamplerOptions so = opts.sampling;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "kvcache/paged_kv_cache.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -40,6 +41,9 @@ PerplexityResult perplexity(const Model& model, const std::vector<int32_t>& toke
     for (int i = 0; i < opts.n_ctx; ++i) batch[i] = {tokens[start + i], i, 0, i >= first && i < opts.n_ctx - 1};
     if (opts.add_bos && opts.bos >= 0) batch[0].token = opts.bos;
     auto cache = make_cache();
+    // A calibrated plan's key smoothing (q *= lambda, k /= lambda before RoPE; kv_plan.h).
+    if (c == 0)
+      if (const auto* paged = dynamic_cast<const PagedKvCache*>(cache.get())) fwd.set_qk_smoothing(paged->plan().smoothing);
     fwd.run(*cache, batch, logits);
     for (int i = first; i < opts.n_ctx - 1; ++i) {
       const double nll = token_nll(logits.data() + (size_t)(i - first) * n_vocab, n_vocab, tokens[start + i + 1]);

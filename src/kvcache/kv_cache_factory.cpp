@@ -34,7 +34,7 @@ KvPlan make_kv_plan(const KvCacheOptions& o, const KvDims& dims) {
   validate(o);
   KvPlan p;
   if (!o.plan_file.empty()) {
-    p = load_kv_plan(o.plan_file, dims);
+    p = load_kv_plan(o.plan_file, dims, o.model);
   } else {
     const int kb = o.k_bits ? o.k_bits : o.bits, vb = o.v_bits ? o.v_bits : o.bits;
     KvComponentPlan k, v;
@@ -60,7 +60,7 @@ KvPlan make_kv_plan(const KvCacheOptions& o, const KvDims& dims) {
   if (o.window >= 0) p.window = o.window;
   if (o.sink >= 0) p.sink = o.sink;
   if (o.page_tokens > 0) p.page_tokens = o.page_tokens;
-  validate(p, dims);
+  validate(p, dims, o.model);
   return p;
 }
 

@@ -9,7 +9,8 @@
 //   turbo        random-sign Hadamard + Lloyd-Max codes (1-4 bits)
 //   progressive  PM-KVQ: uniform pages start at 16 bits and shrink toward --kv-bits under the budget
 // --kv-k-bits / --kv-v-bits override --kv-bits for keys / values. --kv-plan FILE replaces the
-// method, bits and group (window / sink given explicitly still override the file).
+// method, bits and group (window / sink given explicitly still override the file); its smoothing
+// scales travel in cache->plan().smoothing, which the engine hands to Forward::set_qk_smoothing.
 #pragma once
 #include <memory>
 #include <string>
@@ -28,7 +29,15 @@ struct KvCacheOptions {
   double budget_mib = 0;     // 0: unlimited
   std::string plan_file;
   int page_tokens = 0;       // 0: 64, raised to a multiple of the KIVI token group when needed
+  KvModelIdentity model;     // the model's identity: a --kv-plan for another model is an Error (unset: unchecked)
 };
+
+// The identity a plan is checked against (kv_plan.h): arch and tensor layout hash of a loaded Model
+// (a template so this header needs neither model/ nor gguf/).
+template <class M>
+KvModelIdentity kv_model_identity(const M& model) {
+  return {model.config().arch_name, tensor_layout_hash(model.gguf().tensors())};
+}
 
 // Field checks that need no model (method name, bits, budget, window...); throws Error.
 void validate(const KvCacheOptions& o);

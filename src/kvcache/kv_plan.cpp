@@ -1,5 +1,8 @@
 #include "kvcache/kv_plan.h"
 
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -50,7 +53,44 @@ int read_int(const nlohmann::json& j, const char* key, int def) {
   return j[key].get<int>();
 }
 
+double read_double(const nlohmann::json& j, const char* key, double def) {
+  if (!j.contains(key)) return def;
+  MPKV_CHECK(j[key].is_number(), std::string("KV plan: '") + key + "' must be a number");
+  return j[key].get<double>();
+}
+
+std::string read_string(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key)) return "";
+  MPKV_CHECK(j[key].is_string(), std::string("KV plan: '") + key + "' must be a string");
+  return j[key].get<std::string>();
+}
+
+std::string describe_identity(const KvModelIdentity& m) {
+  return (m.arch.empty() ? std::string("?") : m.arch) + ", tensor layout " + format_layout_hash(m.tensor_layout_hash);
+}
+
+void check_identity(const KvModelIdentity& plan, const KvModelIdentity& model) {
+  if (!plan.known() || !model.known()) return;
+  MPKV_CHECK(plan.arch == model.arch && plan.tensor_layout_hash == model.tensor_layout_hash,
+             "KV plan is for another model (" + describe_identity(plan) + "); this model is " +
+                 describe_identity(model) + ". Calibrate a plan for this model with `mpkv calibrate`");
+}
+
 }  // namespace
+
+std::string format_layout_hash(uint64_t h) {
+  char b[32];
+  std::snprintf(b, sizeof b, "fnv1a64:%016" PRIx64, h);
+  return b;
+}
+
+uint64_t parse_layout_hash(const std::string& s) {
+  const std::string prefix = "fnv1a64:";
+  MPKV_CHECK(s.size() == prefix.size() + 16 && s.compare(0, prefix.size(), prefix) == 0 &&
+                 s.find_first_not_of("0123456789abcdef", prefix.size()) == std::string::npos,
+             "KV plan: tensor_layout_hash '" + s + "' is not of the form fnv1a64:<16 lowercase hex digits>");
+  return std::stoull(s.substr(prefix.size()), nullptr, 16);
+}
 
 KvPlan uniform_kv_plan(const KvDims& dims, const KvComponentPlan& key, const KvComponentPlan& value) {
   KvPlan p;
@@ -76,8 +116,9 @@ int component_token_granularity(const KvPlan& plan, const KvComponentPlan& c, Kv
   return groups_along_tokens(o) ? effective_group(o) : 1;
 }
 
-void validate(const KvPlan& plan, const KvDims& md) {
+void validate(const KvPlan& plan, const KvDims& md, const KvModelIdentity& model) {
   const KvDims& d = plan.dims;
+  check_identity(plan.model, model);
   MPKV_CHECK(d.n_layer == md.n_layer && d.n_head_kv == md.n_head_kv && d.head_dim == md.head_dim,
              "KV plan is for a model with " + std::to_string(d.n_layer) + " layers, " + std::to_string(d.n_head_kv) +
                  " KV heads, head_dim " + std::to_string(d.head_dim) + "; this model has " +
@@ -90,6 +131,19 @@ void validate(const KvPlan& plan, const KvDims& md) {
   MPKV_CHECK(plan.sink >= 0 && plan.sink <= (1 << 20), "KV plan: sink " + std::to_string(plan.sink) + " outside [0, 2^20]");
   MPKV_CHECK(plan.page_tokens >= 1 && plan.page_tokens <= (1 << 16),
              "KV plan: page_tokens " + std::to_string(plan.page_tokens) + " outside [1, 65536]");
+  if (!plan.smoothing.empty()) {
+    MPKV_CHECK((int)plan.smoothing.size() == d.n_layer, "KV plan: smoothing.lambda has " +
+                                                            std::to_string(plan.smoothing.size()) + " layers, expected " +
+                                                            std::to_string(d.n_layer));
+    for (int l = 0; l < d.n_layer; ++l) {
+      MPKV_CHECK((int)plan.smoothing[l].size() == d.n_head_kv * d.head_dim,
+                 "KV plan: smoothing.lambda[" + std::to_string(l) + "] has " + std::to_string(plan.smoothing[l].size()) +
+                     " scales, expected n_head_kv * head_dim = " + std::to_string(d.n_head_kv * d.head_dim));
+      for (float x : plan.smoothing[l])
+        MPKV_CHECK(std::isfinite(x) && x > 0.0f,
+                   "KV plan: smoothing.lambda[" + std::to_string(l) + "] holds a scale that is not finite and > 0");
+    }
+  }
   for (int l = 0; l < d.n_layer; ++l) {
     for (int h = 0; h < d.n_head_kv; ++h) {
       for (int r = 0; r < 2; ++r) {
@@ -126,6 +180,19 @@ std::string kv_plan_to_json(const KvPlan& plan) {
   j["version"] = kKvPlanVersion;
   j["method"] = plan.method;
   j["model"] = {{"n_layer", plan.dims.n_layer}, {"n_head_kv", plan.dims.n_head_kv}, {"head_dim", plan.dims.head_dim}};
+  if (plan.model.known()) {
+    j["model"]["arch"] = plan.model.arch;
+    j["model"]["tensor_layout_hash"] = format_layout_hash(plan.model.tensor_layout_hash);
+  }
+  if (!plan.solve.method.empty()) {
+    const KvPlanSolve& s = plan.solve;
+    j["solve"] = {{"method", s.method},     {"target_avg_bits", s.target_avg_bits}, {"avg_bits", s.avg_bits},
+                  {"budget_bytes", s.budget_bytes}, {"bytes", s.bytes},   {"max_len", s.max_len},
+                  {"objective", s.objective}};
+    const KvPlanProvenance& p = plan.provenance;
+    j["provenance"] = {{"calib_file", p.calib_file}, {"calib_n", p.calib_n}, {"calib_len", p.calib_len},
+                       {"pi_scale", p.pi_scale},     {"smooth", p.smooth},   {"report", p.report}};
+  }
   j["progressive"] = plan.progressive;
   j["window"] = plan.window;
   j["sink"] = plan.sink;
@@ -139,10 +206,11 @@ std::string kv_plan_to_json(const KvPlan& plan) {
                          {"quantizer", quantizer_name(c)}, {"bits", c.bits}, {"group", c.group}});
       }
   j["components"] = comps;
+  if (!plan.smoothing.empty()) j["smoothing"] = {{"lambda", plan.smoothing}};
   return j.dump(1) + "\n";
 }
 
-KvPlan kv_plan_from_json(const std::string& text, const KvDims& md) {
+KvPlan kv_plan_from_json(const std::string& text, const KvDims& md, const KvModelIdentity& model) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -151,9 +219,16 @@ KvPlan kv_plan_from_json(const std::string& text, const KvDims& md) {
   }
   MPKV_CHECK(j.is_object() && j.value("format", "") == "mpkv-kv-plan",
              "KV plan: missing \"format\": \"mpkv-kv-plan\" (not a KV plan file)");
-  MPKV_CHECK(j.contains("version") && j["version"].is_number_integer() && j["version"].get<int>() == kKvPlanVersion,
-             "KV plan: unsupported version (this build reads version " + std::to_string(kKvPlanVersion) + ")");
+  MPKV_CHECK(j.contains("version") && j["version"].is_number_integer(), "KV plan: missing integer \"version\"");
+  MPKV_CHECK(j["version"].get<int64_t>() == kKvPlanVersion,
+             "KV plan: unsupported version " + j["version"].dump() + " (this build reads version " +
+                 std::to_string(kKvPlanVersion) + ")");
   MPKV_CHECK(j.contains("model") && j["model"].is_object(), "KV plan: missing \"model\" {n_layer, n_head_kv, head_dim}");
+  KvModelIdentity id;
+  id.arch = read_string(j["model"], "arch");
+  const std::string hash = read_string(j["model"], "tensor_layout_hash");
+  if (!hash.empty()) id.tensor_layout_hash = parse_layout_hash(hash);
+  check_identity(id, model);  // before the dims: "another model" says more than a dims mismatch
   KvDims d = md;
   d.n_layer = read_int(j["model"], "n_layer", -1);
   d.n_head_kv = read_int(j["model"], "n_head_kv", -1);
@@ -174,6 +249,46 @@ KvPlan kv_plan_from_json(const std::string& text, const KvDims& md) {
   p.window = read_int(j, "window", kDefaultKvWindow);
   p.sink = read_int(j, "sink", kDefaultKvSink);
   p.page_tokens = read_int(j, "page_tokens", kDefaultPageTokens);
+  p.model = id;
+  if (j.contains("smoothing")) {
+    const nlohmann::json& s = j["smoothing"];
+    MPKV_CHECK(s.is_object() && s.contains("lambda") && s["lambda"].is_array(),
+               "KV plan: 'smoothing' must be an object with a 'lambda' array (one row per layer)");
+    for (const nlohmann::json& row : s["lambda"]) {
+      MPKV_CHECK(row.is_array(), "KV plan: each smoothing.lambda row must be an array of numbers");
+      std::vector<float> r;
+      r.reserve(row.size());
+      for (const nlohmann::json& x : row) {
+        MPKV_CHECK(x.is_number(), "KV plan: smoothing.lambda holds a value that is not a number");
+        r.push_back(x.get<float>());
+      }
+      p.smoothing.push_back(std::move(r));
+    }
+  }
+  if (j.contains("solve")) {
+    const nlohmann::json& s = j["solve"];
+    MPKV_CHECK(s.is_object(), "KV plan: 'solve' must be an object");
+    p.solve.method = read_string(s, "method");
+    p.solve.target_avg_bits = read_double(s, "target_avg_bits", 0);
+    p.solve.avg_bits = read_double(s, "avg_bits", 0);
+    p.solve.budget_bytes = (int64_t)read_double(s, "budget_bytes", 0);
+    p.solve.bytes = (int64_t)read_double(s, "bytes", 0);
+    p.solve.max_len = (int64_t)read_double(s, "max_len", 0);
+    p.solve.objective = read_double(s, "objective", 0);
+  }
+  if (j.contains("provenance")) {
+    const nlohmann::json& s = j["provenance"];
+    MPKV_CHECK(s.is_object(), "KV plan: 'provenance' must be an object");
+    p.provenance.calib_file = read_string(s, "calib_file");
+    p.provenance.calib_n = read_int(s, "calib_n", 0);
+    p.provenance.calib_len = read_int(s, "calib_len", 0);
+    p.provenance.pi_scale = read_double(s, "pi_scale", 0);
+    if (s.contains("smooth")) {
+      MPKV_CHECK(s["smooth"].is_boolean(), "KV plan: provenance.smooth must be true or false");
+      p.provenance.smooth = s["smooth"].get<bool>();
+    }
+    p.provenance.report = read_string(s, "report");
+  }
   if (j.contains("components")) {
     MPKV_CHECK(j["components"].is_array(), "KV plan: 'components' must be an array");
     for (size_t i = 0; i < j["components"].size(); ++i) {
@@ -187,17 +302,17 @@ KvPlan kv_plan_from_json(const std::string& text, const KvDims& md) {
       read_component(c, p.at(l, h, parse_role(c["role"].get<std::string>())), where);
     }
   }
-  validate(p, md);
+  validate(p, md, model);
   return p;
 }
 
-KvPlan load_kv_plan(const std::string& path, const KvDims& md) {
+KvPlan load_kv_plan(const std::string& path, const KvDims& md, const KvModelIdentity& model) {
   std::ifstream f(path, std::ios::binary);
   MPKV_CHECK(f.good(), "cannot read KV plan file '" + path + "'");
   std::stringstream ss;
   ss << f.rdbuf();
   try {
-    return kv_plan_from_json(ss.str(), md);
+    return kv_plan_from_json(ss.str(), md, model);
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }

@@ -14,7 +14,13 @@
 //   }
 // "quantizer": "f16" (raw fp16 pages, bits must be 16) | "uniform" | "kivi" | "rotated" | "turbo";
 // "group": 0 = the quantizer's default (quant_options.h); "bits" = the FINAL bits of the component.
+// Calibrated plans (`mpkv calibrate`) add, all optional (docs/plan_format.md):
+//   "model": {..., "arch": "llama", "tensor_layout_hash": "fnv1a64:0123abcd..."}  // checked on load
+//   "smoothing": {"lambda": [[...n_head_kv * head_dim...] per layer]}  // q *= lambda, k /= lambda
+//   "solve": {"method", "avg_bits", "target_avg_bits", "budget_bytes", "max_len", "objective", ...}
+//   "provenance": {"calib_file", "calib_n", "calib_len", "pi_scale", "report"}
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,6 +37,63 @@ struct KvComponentPlan {
   int group = 0;                               // 0 = quantizer default
 };
 
+// Which model a plan belongs to beyond its dims: the architecture and a hash of the tensor layout
+// (tensor_layout_hash below). Empty arch / zero hash: unknown, not checked (hand-written plans).
+struct KvModelIdentity {
+  std::string arch;
+  uint64_t tensor_layout_hash = 0;
+  bool known() const { return !arch.empty() || tensor_layout_hash != 0; }
+};
+
+// FNV-1a 64 over every tensor's name, ggml type and dims, in file order: two GGUFs with the same
+// architecture and shapes but other tensors / quantization types get different hashes. `Tensor` is
+// any type with .name (string), .type (enum or integer) and .dims (integers), e.g. GgufTensorInfo.
+inline uint64_t fnv1a64(uint64_t h, const void* data, size_t n) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+template <class Tensors>
+uint64_t tensor_layout_hash(const Tensors& tensors) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& t : tensors) {
+    h = fnv1a64(h, t.name.data(), t.name.size());
+    const uint8_t sep = 0;
+    h = fnv1a64(h, &sep, 1);
+    const int64_t type = (int64_t)t.type, nd = (int64_t)t.dims.size();
+    h = fnv1a64(h, &type, sizeof type);
+    h = fnv1a64(h, &nd, sizeof nd);
+    for (auto d : t.dims) {
+      const int64_t v = (int64_t)d;
+      h = fnv1a64(h, &v, sizeof v);
+    }
+  }
+  return h;
+}
+// "fnv1a64:" + 16 hex digits, and back (Error on another form).
+std::string format_layout_hash(uint64_t h);
+uint64_t parse_layout_hash(const std::string& s);
+
+// What a calibrated plan was solved for (empty method: a hand-written plan, not written out).
+struct KvPlanSolve {
+  std::string method;          // pmkvq | pmkvq-per-head | ratequant | combined
+  double target_avg_bits = 0;  // --avg-bits asked (0 when a byte budget was given)
+  double avg_bits = 0;         // mean final bits over the n_layer * n_head_kv * 2 components
+  int64_t budget_bytes = 0;    // the byte budget for max_len tokens of one sequence (0: none)
+  int64_t bytes = 0;           // bytes of the allocation under the same count (alloc/kv_memory.h)
+  int64_t max_len = 0;
+  double objective = 0;        // the allocator's objective at the chosen bits
+};
+
+// Where the calibration came from (informational).
+struct KvPlanProvenance {
+  std::string calib_file;
+  int calib_n = 0, calib_len = 0;
+  double pi_scale = 0;
+  bool smooth = false;
+  std::string report;  // calibration report file it was read from / written to ("" = none)
+};
+
 inline constexpr int kKvPlanVersion = 1;
 inline constexpr int kDefaultKvWindow = 128;  // recent tokens kept at fp16 (ALGORITHMS.md 3)
 inline constexpr int kDefaultKvSink = 1;      // first tokens kept at fp16
@@ -45,6 +108,12 @@ struct KvPlan {
   int page_tokens = kDefaultPageTokens;  // P: tokens per page, a multiple of every token group
   // [n_layer][n_head_kv][2] row-major; index 0 = key, 1 = value.
   std::vector<KvComponentPlan> components;
+  KvModelIdentity model;  // checked against the model on load when known
+  // Key smoothing scales [n_layer][n_head_kv * head_dim] (smoothing.h): the forward pass multiplies
+  // q by them and divides k before RoPE (Forward::set_qk_smoothing). Empty: no smoothing.
+  std::vector<std::vector<float>> smoothing;
+  KvPlanSolve solve;
+  KvPlanProvenance provenance;
 
   KvComponentPlan& at(int layer, int head, KvRole role) {
     return components[((size_t)layer * dims.n_head_kv + head) * 2 + (role == KvRole::key ? 0 : 1)];
@@ -62,16 +131,17 @@ QuantOptions component_quant_options(const KvPlan& plan, const KvComponentPlan& 
 // Tokens a flush must move at once for this component: the key token group for KIVI, else 1.
 int component_token_granularity(const KvPlan& plan, const KvComponentPlan& c, KvRole role);
 
-// Throws Error naming the bad field unless the plan can run on a model with these dims:
+// Throws Error naming the bad field unless the plan can run on a model with these dims (and, when
+// both the plan's and `model` identities are known, that identity: same arch and layout hash):
 // matching dims, component count, window/sink >= 0, page_tokens a multiple of every token group,
 // quantizer options valid (quant_options.h), progressive plans only with shrinkable quantizers and
 // final bits on the 16 -> 8 -> 4 -> 2 -> 1 ladder.
-void validate(const KvPlan& plan, const KvDims& model_dims);
+void validate(const KvPlan& plan, const KvDims& model_dims, const KvModelIdentity& model = {});
 
 // JSON text of the plan (every component written out) and back. parse throws Error on malformed
 // JSON, another format / version, or a plan for other dims; it validates before returning.
 std::string kv_plan_to_json(const KvPlan& plan);
-KvPlan kv_plan_from_json(const std::string& text, const KvDims& model_dims);
-KvPlan load_kv_plan(const std::string& path, const KvDims& model_dims);
+KvPlan kv_plan_from_json(const std::string& text, const KvDims& model_dims, const KvModelIdentity& model = {});
+KvPlan load_kv_plan(const std::string& path, const KvDims& model_dims, const KvModelIdentity& model = {});
 
 }  // namespace mpkv
