@@ -10,5 +10,6 @@ void register_tokenize(CLI::App& app);
 void register_info(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_distortion(CLI::App& app);
+void register_calibrate(CLI::App& app);
 
 }  // namespace mpkv::cli

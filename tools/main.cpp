@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   mpkv::cli::register_info(app);
   mpkv::cli::register_bench(app);
   mpkv::cli::register_distortion(app);
+  mpkv::cli::register_calibrate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
