@@ -6,7 +6,9 @@
 //   prefill  P tokens in chunks of --batch tokens;
 //   decode@C the cache is first filled with C - D/2 tokens, then D single-token steps are timed,
 //            so the steps attend over contexts centred on C. With --parallel N, N sequences are
-//            filled and decode together (one batch per step; aggregate tok/s). With --synthetic
+//            filled and decode together (one batch per step; aggregate tok/s); --parallel 0 admits
+//            as many as the --kv-budget-mib holds for the whole context (PagedKvCache::
+//            sequence_bytes_bound: full pages at their final bits, the newest at 16). With --synthetic
 //            the fill appends random K/V straight into the cache instead of running the model
 //            (speed only: contexts beyond what prefill can reach in reasonable time, e.g. 32K).
 // The KV cache is built from the --kv-* options (kv_cache_factory.h).
@@ -56,16 +58,18 @@ void prefill(Forward& fwd, KvCache& cache, const std::vector<int32_t>& ids, int 
   }
 }
 
-// Appends n random K/V positions (fixed seed; keys with a few outlier channels) to every layer of seq.
+// Appends n random K/V positions (fixed seed; keys with a few outlier channels) to every layer of
+// seq, in chunks of `batch` halved while the cache cannot reserve them (as generate() does).
 void synthetic_fill(KvCache& cache, int seq, int n, int batch) {
   const KvDims& d = cache.dims();
   const size_t row = (size_t)d.n_head_kv * d.head_dim;
   std::mt19937 rng(1234 + seq);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> k((size_t)batch * row), v((size_t)batch * row);
-  for (int s = 0; s < n; s += batch) {
-    const int m = std::min(batch, n - s);
-    MPKV_CHECK(cache.reserve(seq, m), "bench: the KV budget cannot hold the synthetic context");
+  for (int s = 0; s < n;) {
+    int m = std::min(batch, n - s);
+    while (m > 1 && !cache.reserve(seq, m)) m /= 2;
+    MPKV_CHECK(m > 1 || cache.reserve(seq, 1), "bench: the KV budget cannot hold the synthetic context");
     for (int l = 0; l < d.n_layer; ++l) {
       for (size_t i = 0; i < (size_t)m * row; ++i) {
         k[i] = nd(rng) * (i % 37 == 5 ? 8.0f : 1.0f);
@@ -73,6 +77,7 @@ void synthetic_fill(KvCache& cache, int seq, int n, int batch) {
       }
       cache.append(seq, l, m, k.data(), v.data());
     }
+    s += m;
   }
 }
 
@@ -96,7 +101,7 @@ void register_bench(CLI::App& app) {
   sub->add_option("--ctx", a->contexts, "decode contexts")->capture_default_str();
   sub->add_option("-r,--reps", a->reps, "repetitions (median reported)")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--json", a->json, "write results as JSON");
-  sub->add_option("--parallel", a->parallel, "sequences decoded together at each context")->capture_default_str()->check(CLI::Range(1, 1024));
+  sub->add_option("--parallel", a->parallel, "sequences decoded together at each context")->capture_default_str()->check(CLI::Range(0, 1024));
   sub->add_flag("--synthetic", a->synthetic, "fill decode contexts with random K/V instead of prefill (speed only)");
   add_kv_cache_options(sub, a->kv);
   sub->callback([a] {
@@ -130,20 +135,32 @@ void register_bench(CLI::App& app) {
     for (int ctx : a->contexts) {
       std::vector<double> dv;
       double kv_mib = 0;
+      int parallel = a->parallel;
+      if (parallel == 0) {  // admission: as many sequences as the budget holds to the end of the run
+        MPKV_CHECK(a->kv.budget_mib > 0, "--parallel 0 needs --kv-budget-mib");
+        auto probe = make_kv_cache(a->kv, dims);
+        parallel = (int)(probe->pool().budget() / probe->sequence_bytes_bound(ctx - a->decode / 2 + a->decode));
+        MPKV_CHECK(parallel > 0, "the budget cannot hold one sequence of context " + std::to_string(ctx));
+        std::printf("admitted %d sequences of %d tokens (%.2f MiB each at most) in %.1f MiB\n", parallel,
+                    ctx - a->decode / 2 + a->decode, probe->sequence_bytes_bound(ctx - a->decode / 2 + a->decode) / 1048576.0,
+                    a->kv.budget_mib);
+      }
       for (int r = 0; r < a->reps; ++r) {
         auto cache = make_kv_cache(a->kv, dims);
         const int fill = ctx - a->decode / 2;
-        for (int s = 0; s < a->parallel; ++s) {
+        for (int s = 0; s < parallel; ++s) {
           if (a->synthetic) {
             synthetic_fill(*cache, s, fill, a->batch);
           } else {
-            for (int p0 = 0; p0 < fill; p0 += a->batch) {
-              const int m = std::min(a->batch, fill - p0);
-              MPKV_CHECK(cache->reserve(s, m), "bench: the KV budget cannot hold the decode context");
+            for (int p0 = 0; p0 < fill;) {
+              int m = std::min(a->batch, fill - p0);
+              while (m > 1 && !cache->reserve(s, m)) m /= 2;
+              MPKV_CHECK(m > 1 || cache->reserve(s, 1), "bench: the KV budget cannot hold the decode context");
               std::vector<BatchToken> b;
               for (int i = p0; i < p0 + m; ++i) b.push_back({ids[i], i, s, false});
               std::vector<float> logits;
               fwd.run(*cache, b, logits);
+              p0 += m;
             }
           }
         }
@@ -151,18 +168,18 @@ void register_bench(CLI::App& app) {
         const double t0 = now_s();
         for (int i = 0; i < a->decode; ++i) {
           std::vector<BatchToken> b;
-          for (int s = 0; s < a->parallel; ++s) {
+          for (int s = 0; s < parallel; ++s) {
             MPKV_CHECK(cache->reserve(s, 1), "bench: the KV budget cannot hold the decode context");
             b.push_back({ids[fill + i], fill + i, s, true});
           }
           fwd.run(*cache, b, logits);
         }
-        dv.push_back((double)a->decode * a->parallel / (now_s() - t0));
+        dv.push_back((double)a->decode * parallel / (now_s() - t0));
         kv_mib = cache->pool().peak_used() / 1048576.0;
       }
       std::printf("decode  @ context %5d   %8.1f tok/s%s   (KV %.1f MiB)\n", ctx, median(dv),
-                  a->parallel > 1 ? (" (" + std::to_string(a->parallel) + " sequences)").c_str() : "", kv_mib);
-      out["decode"].push_back({{"context", ctx}, {"tok_s", median(dv)}, {"kv_mib", kv_mib}});
+                  parallel > 1 ? (" (" + std::to_string(parallel) + " sequences)").c_str() : "", kv_mib);
+      out["decode"].push_back({{"context", ctx}, {"tok_s", median(dv)}, {"kv_mib", kv_mib}, {"sequences", parallel}});
     }
     if (!a->json.empty()) write_file_atomic(a->json, out.dump(2) + "\n");
   });

@@ -148,6 +148,62 @@ void accumulate_token_tile(const KvBlockLayout& L, const uint8_t* blk, const flo
   }
 }
 
+// The same for one group per row (group == head_dim, the default layout) at bits 2 and 4, the
+// formats of the low-bit pages: the weights (w_ji S_i) are formed once per row, and one 32-bit
+// broadcast decodes 16 codes (2-bit) or 8 codes (4-bit); two 8-channel runs are accumulated per
+// pass over the rows, so 2 x NJ accumulators stay in registers.
+template <int BITS, int NJ>
+void accumulate_row_group(const KvBlockLayout& L, const uint8_t* blk, const float* w, size_t ldw, int t0, int n,
+                          float* acc, size_t ldacc) {
+  const int d = L.head_dim;
+  alignas(32) float a[NJ][kMaxKernelRows];
+  float bz[NJ] = {};
+  for (int i = 0; i < n; ++i) {
+    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
+    for (int j = 0; j < NJ; ++j) {
+      a[j][i] = w[j * ldw + i] * S;
+      bz[j] += w[j * ldw + i] * Z;
+    }
+  }
+  const __m256i mask = _mm256_set1_epi32((1 << BITS) - 1);
+  // Lane shifts of codes 0..7 and 8..15 of a 32-bit word (2-bit) / of codes 0..7 (4-bit).
+  const __m256i sh_lo = lane_shifts8<BITS>();
+  const __m256i sh_hi = _mm256_add_epi32(sh_lo, _mm256_set1_epi32(8 * BITS));
+  for (int c = 0; c < d; c += 16) {
+    __m256 o0[NJ], o1[NJ];
+    for (int j = 0; j < NJ; ++j) {
+      o0[j] = _mm256_loadu_ps(acc + j * ldacc + c);
+      o1[j] = _mm256_loadu_ps(acc + j * ldacc + c + 8);
+    }
+    const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes + (size_t)c * BITS / 8;
+    for (int i = 0; i < n; ++i, codes += L.row_bytes) {
+      __m256 v0, v1;
+      if constexpr (BITS == 2) {
+        int32_t word;
+        std::memcpy(&word, codes, 4);  // codes c .. c + 15
+        const __m256i wv = _mm256_set1_epi32(word);
+        v0 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(wv, sh_lo), mask));
+        v1 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(wv, sh_hi), mask));
+      } else {
+        int32_t w0, w1;
+        std::memcpy(&w0, codes, 4);  // codes c .. c + 7
+        std::memcpy(&w1, codes + 4, 4);  // codes c + 8 .. c + 15
+        v0 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w0), sh_lo), mask));
+        v1 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w1), sh_lo), mask));
+      }
+      for (int j = 0; j < NJ; ++j) {
+        const __m256 aj = _mm256_broadcast_ss(&a[j][i]);
+        o0[j] = _mm256_fmadd_ps(aj, v0, o0[j]);
+        o1[j] = _mm256_fmadd_ps(aj, v1, o1[j]);
+      }
+    }
+    for (int j = 0; j < NJ; ++j) {
+      _mm256_storeu_ps(acc + j * ldacc + c, _mm256_add_ps(o0[j], _mm256_set1_ps(bz[j])));
+      _mm256_storeu_ps(acc + j * ldacc + c + 8, _mm256_add_ps(o1[j], _mm256_set1_ps(bz[j])));
+    }
+  }
+}
+
 // ---- uniform, channel axis (KIVI keys) ---------------------------------------------------------
 
 // Per token group: q'_j = q_j * S (elementwise), k_j = q_j . Z; then s_j = q'_j . code + k_j.
@@ -242,6 +298,8 @@ inline __m256i sum8x8(const __m256i* r) {
 
 constexpr int kMaxQ8Queries = 32;
 
+// General q8 scores (any nq <= kMaxQ8Queries, head_dim <= kMaxFoldDim): eight rows' s32 vectors
+// per query are kept and reduced together.
 template <int BITS>
 void scores_q8(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int t0, int n, float* s, size_t lds) {
   const int d = L.head_dim, chunks = d / 64;
@@ -268,6 +326,57 @@ void scores_q8(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, i
     const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
     for (int j = 0; j < q.nq; ++j)
       s[j * lds + i] = S * (q.scale[j] * (float)hsum_epi32(rp.dot(qp + (size_t)j * d, chunks))) + Z * q.sum[j];
+  }
+}
+
+// head_dim 64 and NJ <= 4 queries (the decode case): the query bytes stay in registers and each
+// pair of rows is folded with hadd as soon as it is computed, so no row vector is stored.
+template <int BITS, int NJ>
+void scores_q8_d64(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n, float* s,
+                   size_t lds) {
+  const int8_t* qp = (BITS == 4 ? q.perm4 : q.perm2) + (size_t)j0 * 64;
+  const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i qa[NJ], qb[NJ];
+  for (int j = 0; j < NJ; ++j) {
+    qa[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qp + 64 * j));
+    qb[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qp + 64 * j + 32));
+  }
+  auto row_dot = [&](const uint8_t* c, __m256i* out) {
+    RowPlanes<BITS> rp;
+    rp.load(c, 1);
+    for (int j = 0; j < NJ; ++j)
+      out[j] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(rp.a[0], qa[j]), _mm256_maddubs_epi16(rp.b[0], qb[j])), ones);
+  };
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i h[2][NJ];
+    for (int half = 0; half < 2; ++half) {
+      __m256i p[2][NJ];
+      for (int pair = 0; pair < 2; ++pair) {
+        __m256i r0[NJ], r1[NJ];
+        const uint8_t* c = codes + (size_t)(i + 4 * half + 2 * pair) * L.row_bytes;
+        row_dot(c, r0);
+        row_dot(c + L.row_bytes, r1);
+        for (int j = 0; j < NJ; ++j) p[pair][j] = _mm256_hadd_epi32(r0[j], r1[j]);
+      }
+      for (int j = 0; j < NJ; ++j) h[half][j] = _mm256_hadd_epi32(p[0][j], p[1][j]);
+    }
+    const __m256 S = load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i));
+    const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
+    for (int j = 0; j < NJ; ++j) {
+      const __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(h[0][j], h[1][j], 0x20),
+                                           _mm256_permute2x128_si256(h[0][j], h[1][j], 0x31));
+      const __m256 dotf = _mm256_mul_ps(_mm256_cvtepi32_ps(tot), _mm256_set1_ps(q.scale[j0 + j]));
+      _mm256_storeu_ps(s + (j0 + j) * lds + i, _mm256_fmadd_ps(S, dotf, _mm256_mul_ps(Z, _mm256_set1_ps(q.sum[j0 + j]))));
+    }
+  }
+  for (; i < n; ++i) {
+    __m256i r[NJ];
+    row_dot(codes + (size_t)i * L.row_bytes, r);
+    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
+    for (int j = 0; j < NJ; ++j)
+      s[(j0 + j) * lds + i] = S * (q.scale[j0 + j] * (float)hsum_epi32(r[j])) + Z * q.sum[j0 + j];
   }
 }
 
@@ -317,6 +426,18 @@ void packed_accumulate_avx2(const PackedBlockView& b, const float* w, size_t ldw
                             size_t ldacc) {
   const KvBlockLayout& L = *b.layout;
   if (!token_fast(L) || n > kMaxKernelRows) return packed_accumulate_ref(b, w, ldw, nq, t0, n, acc, ldacc);
+  if (L.group == L.head_dim && L.head_dim % 16 == 0 && (L.bits == 2 || L.bits == 4)) {
+    for (int j0 = 0; j0 < nq; j0 += kTile) {
+      with_tile(std::min(kTile, nq - j0), [&](auto NJ) {
+        if (L.bits == 4) {
+          accumulate_row_group<4, decltype(NJ)::value>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
+        } else {
+          accumulate_row_group<2, decltype(NJ)::value>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
+        }
+      });
+    }
+    return;
+  }
   for (int j0 = 0; j0 < nq; j0 += kTile) {
     with_tile(std::min(kTile, nq - j0), [&](auto NJ) {
       with_bits(L.bits, [&](auto B) {
@@ -371,6 +492,18 @@ void f16_accumulate_avx2(const uint16_t* x, size_t stride, int d, const float* w
 
 void packed_scores_q8_avx2(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds) {
   const KvBlockLayout& L = *b.layout;
+  if (L.head_dim == 64) {
+    for (int j0 = 0; j0 < q.nq; j0 += kTile) {
+      with_tile(std::min(kTile, q.nq - j0), [&](auto NJ) {
+        if (L.bits == 4) {
+          scores_q8_d64<4, decltype(NJ)::value>(L, b.data, q, j0, t0, n, s, lds);
+        } else {
+          scores_q8_d64<2, decltype(NJ)::value>(L, b.data, q, j0, t0, n, s, lds);
+        }
+      });
+    }
+    return;
+  }
   if (q.nq > kMaxQ8Queries || L.head_dim > kMaxFoldDim) return packed_scores_q8_ref(b, q, t0, n, s, lds);
   if (L.bits == 4) return scores_q8<4>(L, b.data, q, t0, n, s, lds);
   scores_q8<2>(L, b.data, q, t0, n, s, lds);

@@ -5,6 +5,7 @@
 //   f16          fp16 pages (the 16-bit reference path); sink and window default to 0
 //   uniform      per-token min-max codes at --kv-bits (group: --kv-group channels, default head_dim)
 //   kivi         keys per-channel over groups of --kv-group tokens (default 32), values per-token
+//                over groups of --kv-group channels (default head_dim)
 //   rotated      Walsh-Hadamard rotation, then uniform
 //   turbo        random-sign Hadamard + Lloyd-Max codes (1-4 bits)
 //   progressive  PM-KVQ: uniform pages start at 16 bits and shrink toward --kv-bits under the budget
