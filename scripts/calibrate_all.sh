@@ -14,7 +14,7 @@ OUT=docs/results/plans
 mkdir -p "$OUT"
 CALIB=$BUILD/calib_wikitext_tail.txt
 tail -c 300000 "$WIKI" > "$CALIB"
-REPORT=$BUILD/calibration_report_smollm2.json
+REPORT=$OUT/calibration_report_smollm2.json
 
 $MPKV calibrate -m $MODEL --method ratequant --avg-bits 3 -o "$OUT/ratequant_3.json" --calib-file "$CALIB" \
   --calib-n 16 --calib-len 512 --pi-scale 4 --quantizer uniform --report-out "$REPORT" -t 2 | tee "$OUT/calibrate_log.txt"
