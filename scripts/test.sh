@@ -6,4 +6,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
 scripts/setup.sh "$BUILD_DIR"
 cd "$BUILD_DIR"
+# Tests run in parallel; passive OpenMP waiting keeps oversubscribed cores from spinning
+# (libgomp's default busy-wait makes each test many times slower when cores are shared).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 ctest --output-on-failure -j "$(nproc)" --timeout 900
