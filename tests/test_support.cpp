@@ -1,6 +1,9 @@
 #include "test_support.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <cstdlib>
 #include <filesystem>
@@ -24,6 +27,18 @@ std::string temp_dir() {
     return d;
   }();
   return dir;
+}
+
+CliResult run_cli(const std::string& args) {
+  const std::string cmd = std::string(MPKV_CLI_PATH) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {-1, "popen failed"};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
 }
 
 }  // namespace mpkv::test

@@ -13,4 +13,11 @@ std::string source_path(const std::string& rel);
 // A fresh temporary directory for this test process (created once, not removed on failure).
 std::string temp_dir();
 
+// Runs the built `mpkv` binary with `args` (shell words), stdout and stderr captured together.
+struct CliResult {
+  int exit_code;    // -1 when it did not exit normally
+  std::string out;
+};
+CliResult run_cli(const std::string& args);
+
 }  // namespace mpkv::test

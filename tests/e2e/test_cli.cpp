@@ -1,7 +1,6 @@
 // End-to-end: the `mpkv` binary as a user runs it. Bad input must give a clear message and a
 // non-zero exit; the chat reply to "The capital of France is" must name Paris.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -14,22 +13,7 @@
 namespace mpkv {
 namespace {
 
-struct RunResult {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
-
-RunResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(MPKV_CLI_PATH) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {-1, "popen failed"};
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+using test::run_cli;
 
 std::string tiny_model() {
   static const std::string path = [] {

@@ -2,7 +2,6 @@
 // report reused), `generate --kv-plan` and `ppl --kv-plan` run it; bad options, an infeasible budget
 // and a plan for another model are clear errors that leave no output file.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -17,22 +16,7 @@
 namespace mpkv {
 namespace {
 
-struct RunResult {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
-
-RunResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(MPKV_CLI_PATH) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {-1, "popen failed"};
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+using test::run_cli;
 
 std::string dir() { return test::temp_dir(); }
 
