@@ -77,8 +77,7 @@ void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q
     for (int j = 0; j < nq; ++j) {
       float* s = scratch + j * lds;
       const int seen = std::clamp(q.visible[j] - g.pos0, 0, n);
-      float mseg = -INFINITY;
-      for (int i = 0; i < seen; ++i) mseg = std::max(mseg, s[i]);
+      const float mseg = K.max_value(s, seen);
       if (seen == 0 || mseg == -INFINITY) {
         std::fill(s, s + n, 0.0f);
         continue;
@@ -89,7 +88,11 @@ void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q
         const float r = std::exp(st.m[j] - m);  // 0 when nothing was seen yet
         st.l[j] *= r;
         float* a = st.acc + j * ldacc;
-        for (size_t c = 0; c < ldacc; ++c) a[c] *= r;
+        if (r == 0.0f) {
+          std::fill(a, a + ldacc, 0.0f);
+        } else {
+          for (size_t c = 0; c < ldacc; ++c) a[c] *= r;
+        }
         st.m[j] = m;
       }
       st.l[j] += K.exp_sum(s, n, m);

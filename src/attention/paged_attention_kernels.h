@@ -10,6 +10,7 @@
 //   f16_scores         the same over fp16 rows x_i = x + i * stride (uint16 fp16 bits, head_dim d)
 //   f16_accumulate
 //   exp_sum            s[i] = exp(s[i] - m) (0 when s[i] = -inf), returns sum_i s[i]; m finite
+//   max_value          max_i s[i] (-inf for n = 0)
 //
 // x_hat of a packed block (kv_block_layout.h), in the block's CODE space (the caller rotates q
 // and un-rotates the output for rotated / turbo components):
@@ -91,6 +92,7 @@ struct PagedAttentionKernels {
   F16AccumulateFn f16_accumulate;
   ExpSumFn exp_sum;
   PackedScoresQ8Fn packed_scores_q8;
+  float (*max_value)(const float* s, int n);
 };
 
 // The table for active_isa() (chosen once), and the table of one variant (Error when this CPU
@@ -107,6 +109,7 @@ void f16_accumulate_ref(const uint16_t* x, size_t stride, int d, const float* w,
                         size_t ldacc);
 float exp_sum_ref(float* s, int n, float m);
 void packed_scores_q8_ref(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
+float max_value_ref(const float* s, int n);
 
 void packed_scores_avx2(const PackedBlockView& b, const float* q, size_t ldq, int nq, int t0, int n, float* s, size_t lds);
 void packed_accumulate_avx2(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
@@ -117,6 +120,7 @@ void f16_accumulate_avx2(const uint16_t* x, size_t stride, int d, const float* w
                          size_t ldacc);
 float exp_sum_avx2(float* s, int n, float m);
 void packed_scores_q8_avx2(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
+float max_value_avx2(const float* s, int n);
 
 void packed_scores_avx512(const PackedBlockView& b, const float* q, size_t ldq, int nq, int t0, int n, float* s,
                           size_t lds);

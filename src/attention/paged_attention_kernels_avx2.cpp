@@ -56,6 +56,26 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(a);
 }
 
+// Horizontal sums of 8 rows at once: row(k, out) writes NJ vectors of partial sums for row k
+// (k = 0..7); tot[j] lane k becomes the full sum of row k for query j. Pairs of rows are folded
+// with hadd as soon as they exist, so few vectors are live (no per-row horizontal sum).
+template <int NJ, class RowFn>
+inline void fold8_rows(RowFn&& row, __m256* tot) {
+  __m256 h[2][NJ];
+  for (int half = 0; half < 2; ++half) {
+    __m256 p[2][NJ];
+    for (int pair = 0; pair < 2; ++pair) {
+      __m256 r0[NJ], r1[NJ];
+      row(4 * half + 2 * pair, r0);
+      row(4 * half + 2 * pair + 1, r1);
+      for (int j = 0; j < NJ; ++j) p[pair][j] = _mm256_hadd_ps(r0[j], r1[j]);
+    }
+    for (int j = 0; j < NJ; ++j) h[half][j] = _mm256_hadd_ps(p[0][j], p[1][j]);
+  }
+  for (int j = 0; j < NJ; ++j)
+    tot[j] = _mm256_add_ps(_mm256_permute2f128_ps(h[0][j], h[1][j], 0x20), _mm256_permute2f128_ps(h[0][j], h[1][j], 0x31));
+}
+
 inline float half_at(const uint8_t* block, size_t offset, size_t i) {
   uint16_t h;
   std::memcpy(&h, block + offset + 2 * i, 2);
@@ -100,7 +120,25 @@ void scores_token_tile(const KvBlockLayout& L, const uint8_t* blk, const float* 
       qsum[j][g] = hsum(a);
     }
   }
-  for (int i = 0; i < n; ++i) {
+  int i = 0;
+  if (ng == 1) {  // one group per row: 8 rows at a time, params of 8 consecutive rows in one load
+    for (; i + 8 <= n; i += 8) {
+      __m256 tot[NJ];
+      fold8_rows<NJ>([&](int k, __m256* out) {
+        const uint8_t* codes = blk + L.codes_offset + (size_t)(t0 + i + k) * L.row_bytes;
+        for (int j = 0; j < NJ; ++j) out[j] = _mm256_setzero_ps();
+        for (int c = 0; c < d; c += 8) {
+          const __m256 v = decode8<BITS>(codes + (size_t)c * BITS / 8);
+          for (int j = 0; j < NJ; ++j) out[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + j * ldq + c), v, out[j]);
+        }
+      }, tot);
+      const __m256 S = load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i));
+      const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
+      for (int j = 0; j < NJ; ++j)
+        _mm256_storeu_ps(s + j * lds + i, _mm256_fmadd_ps(S, tot[j], _mm256_mul_ps(Z, _mm256_set1_ps(qsum[j][0]))));
+    }
+  }
+  for (; i < n; ++i) {
     const uint8_t* codes = blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes;
     const size_t p0 = (size_t)(t0 + i) * ng;
     float r[NJ] = {};
@@ -176,21 +214,38 @@ void accumulate_row_group(const KvBlockLayout& L, const uint8_t* blk, const floa
       o1[j] = _mm256_loadu_ps(acc + j * ldacc + c + 8);
     }
     const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes + (size_t)c * BITS / 8;
-    for (int i = 0; i < n; ++i, codes += L.row_bytes) {
-      __m256 v0, v1;
+    auto decode16 = [&](const uint8_t* p, __m256& v0, __m256& v1) {
       if constexpr (BITS == 2) {
         int32_t word;
-        std::memcpy(&word, codes, 4);  // codes c .. c + 15
+        std::memcpy(&word, p, 4);  // codes c .. c + 15
         const __m256i wv = _mm256_set1_epi32(word);
         v0 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(wv, sh_lo), mask));
         v1 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(wv, sh_hi), mask));
       } else {
         int32_t w0, w1;
-        std::memcpy(&w0, codes, 4);  // codes c .. c + 7
-        std::memcpy(&w1, codes + 4, 4);  // codes c + 8 .. c + 15
+        std::memcpy(&w0, p, 4);      // codes c .. c + 7
+        std::memcpy(&w1, p + 4, 4);  // codes c + 8 .. c + 15
         v0 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w0), sh_lo), mask));
         v1 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w1), sh_lo), mask));
       }
+    };
+    // Two rows per step: their products are summed first (mul + fma) and then added to the
+    // accumulator, so each accumulator's dependency chain grows by one add per two rows instead
+    // of one FMA per row (the loop would otherwise wait on FMA latency).
+    int i = 0;
+    for (; i + 2 <= n; i += 2, codes += 2 * L.row_bytes) {
+      __m256 a0, a1, b0, b1;
+      decode16(codes, a0, a1);
+      decode16(codes + L.row_bytes, b0, b1);
+      for (int j = 0; j < NJ; ++j) {
+        const __m256 wa = _mm256_broadcast_ss(&a[j][i]), wb = _mm256_broadcast_ss(&a[j][i + 1]);
+        o0[j] = _mm256_add_ps(o0[j], _mm256_fmadd_ps(wb, b0, _mm256_mul_ps(wa, a0)));
+        o1[j] = _mm256_add_ps(o1[j], _mm256_fmadd_ps(wb, b1, _mm256_mul_ps(wa, a1)));
+      }
+    }
+    for (; i < n; ++i, codes += L.row_bytes) {
+      __m256 v0, v1;
+      decode16(codes, v0, v1);
       for (int j = 0; j < NJ; ++j) {
         const __m256 aj = _mm256_broadcast_ss(&a[j][i]);
         o0[j] = _mm256_fmadd_ps(aj, v0, o0[j]);
@@ -455,7 +510,20 @@ void f16_scores_avx2(const uint16_t* x, size_t stride, int d, const float* q, si
     with_tile(std::min(kTile, nq - j0), [&](auto NJ) {
       constexpr int NJc = decltype(NJ)::value;
       const float* qt = q + j0 * ldq;
-      for (int i = 0; i < n; ++i) {
+      int i = 0;
+      for (; i + 8 <= n; i += 8) {
+        __m256 tot[NJc];
+        fold8_rows<NJc>([&](int k, __m256* out) {
+          const uint16_t* row = x + (size_t)(i + k) * stride;
+          for (int j = 0; j < NJc; ++j) out[j] = _mm256_setzero_ps();
+          for (int c = 0; c < d; c += 8) {
+            const __m256 v = load_h8(row + c);
+            for (int j = 0; j < NJc; ++j) out[j] = _mm256_fmadd_ps(_mm256_loadu_ps(qt + j * ldq + c), v, out[j]);
+          }
+        }, tot);
+        for (int j = 0; j < NJc; ++j) _mm256_storeu_ps(s + (j0 + j) * lds + i, tot[j]);
+      }
+      for (; i < n; ++i) {
         const uint16_t* row = x + (size_t)i * stride;
         __m256 a[NJc];
         for (int j = 0; j < NJc; ++j) a[j] = _mm256_setzero_ps();
@@ -507,6 +575,18 @@ void packed_scores_q8_avx2(const PackedBlockView& b, const Q8Queries& q, int t0,
   if (q.nq > kMaxQ8Queries || L.head_dim > kMaxFoldDim) return packed_scores_q8_ref(b, q, t0, n, s, lds);
   if (L.bits == 4) return scores_q8<4>(L, b.data, q, t0, n, s, lds);
   scores_q8<2>(L, b.data, q, t0, n, s, lds);
+}
+
+float max_value_avx2(const float* s, int n) {
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + i));
+  __m128 a = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+  a = _mm_max_ss(a, _mm_shuffle_ps(a, a, 1));
+  float r = _mm_cvtss_f32(a);
+  for (; i < n; ++i) r = std::max(r, s[i]);
+  return r;
 }
 
 float exp_sum_avx2(float* s, int n, float m) {

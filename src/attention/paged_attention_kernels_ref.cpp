@@ -1,5 +1,6 @@
 // Scalar reference kernels of paged attention: each packed value is dequantized on its own, by
 // the definitions in kv_block_layout.h, and used at once (never stored).
+#include <algorithm>
 #include <cmath>
 
 #include "attention/paged_attention_kernels.h"
@@ -77,6 +78,12 @@ void packed_scores_q8_ref(const PackedBlockView& b, const Q8Queries& q, int t0, 
       s[(size_t)j * lds + i] = S * (q.scale[j] * (float)acc) + Z * q.sum[j];
     }
   }
+}
+
+float max_value_ref(const float* s, int n) {
+  float m = -INFINITY;
+  for (int i = 0; i < n; ++i) m = std::max(m, s[i]);
+  return m;
 }
 
 float exp_sum_ref(float* s, int n, float m) {

@@ -162,7 +162,7 @@ TEST(PagedAttentionKernels, F16RowsMatchDouble) {
   }
 }
 
-TEST(PagedAttentionKernels, ExpSumMatchesStdExpAndZeroesMinusInfinity) {
+TEST(PagedAttentionKernels, ExpSumAndMaxMatchTheDefinitions) {
   for (int n : {1, 7, 8, 9, 64, 250}) {
     std::vector<float> s0(n);
     std::mt19937 rng(n);
@@ -170,6 +170,10 @@ TEST(PagedAttentionKernels, ExpSumMatchesStdExpAndZeroesMinusInfinity) {
     for (int i = 0; i < n; ++i) s0[i] = i % 5 == 4 ? -INFINITY : u(rng);
     const float m = 3.0f;
     for (Isa isa : variants()) {
+      float ref_max = -INFINITY;
+      for (float x : s0) ref_max = std::max(ref_max, x);
+      ASSERT_EQ(paged_attention_kernels_for(isa).max_value(s0.data(), n), ref_max) << isa_name(isa) << " n " << n;
+      ASSERT_EQ(paged_attention_kernels_for(isa).max_value(s0.data(), 0), -INFINITY) << isa_name(isa);
       std::vector<float> s = s0;
       const float sum = paged_attention_kernels_for(isa).exp_sum(s.data(), n, m);
       double ref_sum = 0;
