@@ -6,8 +6,10 @@
 //   prefill  P tokens in chunks of --batch tokens;
 //   decode@C the cache is first filled with C - D/2 tokens, then D single-token steps are timed,
 //            so the steps attend over contexts centred on C. With --parallel N, N sequences are
-//            filled and decode together (one batch per step; aggregate tok/s); --parallel 0 admits
-//            as many as the --kv-budget-mib holds for the whole context (PagedKvCache::
+//            filled and decode together (aggregate tok/s), each step in forward calls of at most
+//            --max-batch tokens (default kLinearSmallBatch = 8, the largest batch the matvec path
+//            serves: one call of 15 tokens would take the sgemm path and dequantize every weight);
+//            --parallel 0 admits as many as the --kv-budget-mib holds for the whole context (PagedKvCache::
 //            sequence_bytes_bound: full pages at their final bits, the newest at 16). With --synthetic
 //            the fill appends random K/V straight into the cache instead of running the model
 //            (speed only: contexts beyond what prefill can reach in reasonable time, e.g. 32K).
@@ -24,6 +26,7 @@
 #include "commands.h"
 #include "kvcache/kv_cache_factory.h"
 #include "model/forward.h"
+#include "model/linear.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
 
@@ -87,6 +90,7 @@ void register_bench(CLI::App& app) {
   struct Args {
     std::string model, json;
     int threads = 0, prompt = 512, batch = 512, decode = 32, reps = 3, parallel = 1;
+    int max_batch = kLinearSmallBatch;  // the largest batch linear_forward serves with matvec
     bool synthetic = false;
     std::vector<int> contexts{128, 4096};
     KvCacheOptions kv;
@@ -102,6 +106,7 @@ void register_bench(CLI::App& app) {
   sub->add_option("-r,--reps", a->reps, "repetitions (median reported)")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--json", a->json, "write results as JSON");
   sub->add_option("--parallel", a->parallel, "sequences decoded together at each context")->capture_default_str()->check(CLI::Range(0, 1024));
+  sub->add_option("--max-batch", a->max_batch, "decode tokens per forward call with --parallel (8: the matvec path's limit)")->capture_default_str()->check(CLI::Range(1, 4096));
   sub->add_flag("--synthetic", a->synthetic, "fill decode contexts with random K/V instead of prefill (speed only)");
   add_kv_cache_options(sub, a->kv);
   sub->callback([a] {
@@ -167,12 +172,14 @@ void register_bench(CLI::App& app) {
         std::vector<float> logits;
         const double t0 = now_s();
         for (int i = 0; i < a->decode; ++i) {
-          std::vector<BatchToken> b;
-          for (int s = 0; s < parallel; ++s) {
-            MPKV_CHECK(cache->reserve(s, 1), "bench: the KV budget cannot hold the decode context");
-            b.push_back({ids[fill + i], fill + i, s, true});
+          for (int s0 = 0; s0 < parallel; s0 += a->max_batch) {  // forward calls of <= max_batch tokens
+            std::vector<BatchToken> b;
+            for (int s = s0; s < std::min(parallel, s0 + a->max_batch); ++s) {
+              MPKV_CHECK(cache->reserve(s, 1), "bench: the KV budget cannot hold the decode context");
+              b.push_back({ids[fill + i], fill + i, s, true});
+            }
+            fwd.run(*cache, b, logits);
           }
-          fwd.run(*cache, b, logits);
         }
         dv.push_back((double)a->decode * parallel / (now_s() - t0));
         kv_mib = cache->pool().peak_used() / 1048576.0;
