@@ -13,7 +13,8 @@
 //            sequence_bytes_bound: full pages at their final bits, the newest at 16). With --synthetic
 //            the fill appends random K/V straight into the cache instead of running the model
 //            (speed only: contexts beyond what prefill can reach in reasonable time, e.g. 32K).
-// The KV cache is built from the --kv-* options (kv_cache_factory.h).
+// The KV cache is built from the --kv-* options (kv_cache_factory.h); a --kv-plan must belong to
+// the model, and its smoothing scales are applied as generate and ppl apply them.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -118,9 +119,12 @@ void register_bench(CLI::App& app) {
     const int max_ctx = std::max(a->prompt, *std::max_element(a->contexts.begin(), a->contexts.end()) + a->decode);
     const auto ids = bench_tokens(max_ctx, c.n_vocab);
     const KvDims dims{c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
+    a->kv.model = kv_model_identity(*model);  // a --kv-plan for another model is an Error
     Forward fwd(*model);
     const int threads = a->threads > 0 ? a->threads : default_num_threads();
-    make_kv_cache(a->kv, dims);  // validates the options and the budget before any work
+    // Validates the options and the budget before any work; a calibrated plan's key smoothing
+    // (q *= lambda, k /= lambda before RoPE; kv_plan.h) goes to the forward, as in generate/ppl.
+    fwd.set_qk_smoothing(make_kv_cache(a->kv, dims)->plan().smoothing);
     const std::string kv = describe(a->kv);
     std::printf("mpkv bench: %s, %d threads, isa %s, kv %s, median of %d\n", c.name.c_str(), threads,
                 isa_name(active_isa()), kv.c_str(), a->reps);

@@ -84,5 +84,16 @@ TEST(Cli, ChatAnswersParis) {
   EXPECT_NE(r.out.find("Paris"), std::string::npos) << r.out;
 }
 
+// bench --kv-plan checks the plan's model identity like generate and ppl (the committed SmolLM2
+// plan does not belong to the tiny model).
+TEST(Cli, BenchWithPlanForAnotherModelIsAClearError) {
+  const std::string plan = test::source_path("docs/results/plans/combined_2.5.json");
+  ASSERT_TRUE(std::filesystem::exists(plan)) << plan;
+  const auto r = run_cli("bench -m " + tiny_model() + " -t 1 --synthetic --ctx 64 -d 4 -r 1 -p 8 --kv-plan " + plan);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("KV plan is for another model"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("decode  @"), std::string::npos) << r.out;  // rejected before any work
+}
+
 }  // namespace
 }  // namespace mpkv
