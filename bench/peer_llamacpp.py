@@ -6,6 +6,8 @@ Each subcommand mirrors an mpkv command's protocol exactly, so the two can be ru
           tests/golden/test_golden_logits.cpp
   ppl     perplexity with llama.cpp's protocol, as `mpkv ppl` (windows of -c, second half scored)
   bench   prefill / decode tok/s with the same token ids as `mpkv bench`
+  eval    perplexity, KL against llama.cpp's own f16 cache and top-1 agreement per KV type, on the
+          same windows and scored positions as `mpkv eval` -> JSON rows for its table and plots
 
 Install the peer with scripts/install_peer.sh (pip install llama-cpp-python, compiled from source).
 """
@@ -159,6 +161,124 @@ def cmd_bench(a):
             json.dump(res, f, indent=2)
 
 
+# Stored bits per element of each llama.cpp KV type: 32-element blocks with one fp16 scale.
+KV_BITS = {"f16": 16.0, "q8_0": 8.5, "q5_0": 5.5, "q4_0": 4.5}
+FLOOR = "f16-no-flash-attn"
+
+
+def log_softmax_rows(scores):
+    """scores: [n, n_vocab] float32 logits -> [n, n_vocab] float64 natural-log softmax."""
+    x = scores.astype(np.float64)
+    x -= x.max(axis=1, keepdims=True)
+    x -= np.log(np.exp(x).sum(axis=1, keepdims=True))
+    return x
+
+
+def nearest_rank(values, q):
+    """Nearest-rank percentile: the ceil(q/100 * n)-th smallest value."""
+    v = np.sort(np.asarray(values, dtype=np.float64))
+    return float(v[max(1, math.ceil(q / 100.0 * len(v))) - 1])
+
+
+def cmd_eval(a):
+    import llama_cpp
+
+    if a.kv_types[0] != "f16":
+        sys.exit("eval: --kv-types must start with f16 (the reference for KL and top-1)")
+    text = open(a.file, encoding="utf-8").read()
+    # Same tokens as `mpkv eval` / `mpkv ppl`: the model's add_bos decides, and when it adds BOS the first
+    # token of every window is replaced by BOS (src/eval/perplexity.cpp). SmolLM2 does not add BOS.
+    tok_llm = load(a.model, 64, a.threads, False)
+    add_bos = bool(tok_llm._model.add_bos_token())
+    bos = tok_llm.token_bos()
+    toks = tok_llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=False)
+    del tok_llm
+    n_ctx = a.ctx
+    if len(toks) < a.windows * n_ctx:
+        sys.exit(f"eval: {len(toks)} tokens in {a.file}, fewer than {a.windows} windows of {n_ctx}")
+    first, last = n_ctx // 2, n_ctx - 1  # scored positions i in [first, last): predict token i+1
+    acc = {t: {"nll": [], "kl": [], "top1": [], "seconds": 0.0} for t in a.kv_types + [FLOOR]}
+    for w in range(a.windows):
+        window = list(toks[w * n_ctx:(w + 1) * n_ctx])
+        if add_bos and bos >= 0:
+            window[0] = bos
+        targets = np.array(window[first + 1:last + 1])
+        ref_ls = ref_top = None
+        # With --flash-attn, one extra run of f16 without it: llama.cpp's own numerical noise floor for KL / top-1.
+        for t, fa in [(t, a.flash_attn) for t in a.kv_types] + ([(FLOOR, False)] if a.flash_attn else []):
+            llm = load(a.model, n_ctx, a.threads, True, "f16" if t == FLOOR else t, fa)
+            llm.reset()
+            t0 = time.time()
+            llm.eval(window)
+            dt = time.time() - t0
+            ls = log_softmax_rows(np.asarray(llm.scores[first:last]))
+            del llm
+            nll = -ls[np.arange(len(targets)), targets]
+            top = ls.argmax(axis=1)
+            if ref_ls is None:  # f16: the reference, kept for this window's other types
+                ref_ls, ref_top = ls, top
+            kl = (np.exp(ref_ls) * (ref_ls - ls)).sum(axis=1)
+            r = acc[t]
+            r["nll"].extend(nll.tolist())
+            r["kl"].extend(kl.tolist())
+            r["top1"].extend((top == ref_top).tolist())
+            r["seconds"] += dt
+            print(f"eval window {w + 1}/{a.windows} kv {t}{'' if fa else ' (no flash attn)'}: {dt:.1f} s, ppl {math.exp(float(nll.mean())):.4f}, "
+                  f"kl {float(kl.mean()):.3e}, top1 {float((top == ref_top).mean()):.4f}", file=sys.stderr, flush=True)
+            del ls
+        del ref_ls
+    def summary(t):
+        r = acc[t]
+        nll = np.array(r["nll"])
+        mean = float(nll.mean())
+        ppl = math.exp(mean)
+        var = float((nll ** 2).mean() - mean * mean)
+        err = ppl * math.sqrt(var / (len(nll) - 1)) if var > 0 else 0.0
+        return {"kv_type": t, "bits": KV_BITS.get(t, 16.0), "ppl": ppl, "ppl_stderr": err, "mean_nll": mean,
+                "kl_mean": float(np.mean(r["kl"])), "kl_p99": nearest_rank(r["kl"], 99),
+                "top1": float(np.mean(r["top1"])), "seconds": r["seconds"]}
+
+    rows = [summary(t) for t in a.kv_types]
+    floor = summary(FLOOR) if a.flash_attn else None
+    scored = len(acc[a.kv_types[0]]["nll"])
+    out = {
+        "what": "llama.cpp KV types on the same windows and scored positions as `mpkv eval`: PPL, KL(p_f16 || p_type) "
+                "against llama.cpp's own f16 cache (natural log, float64), top-1 agreement with f16; seconds = "
+                "llama.cpp evaluation time summed over windows",
+        "command": " ".join(["bench/peer_llamacpp.py"] + sys.argv[1:]),
+        "llama_cpp_python": llama_cpp.__version__,
+        "model_file": os.path.basename(a.model),
+        "file": a.file,
+        "n_ctx": n_ctx,
+        "windows": a.windows,
+        "tokens_used": a.windows * n_ctx,
+        "tokens_in_file": len(toks),
+        "scored": scored,
+        "threads": a.threads,
+        "flash_attn": a.flash_attn,
+        "protocol": "llama.cpp batch evaluation: each token's K/V are stored quantized before attention reads them "
+                    "(per-token blocks of 32, no window), so it equals token-by-token decode up to numerics",
+        "rows": rows,
+        "numerics_floor": None if floor is None else dict(
+            floor, what="f16 cache WITHOUT flash attention against the f16 reference (with it): differences "
+                        "from llama.cpp's arithmetic alone, the floor below which a KV type's KL is noise"),
+    }
+    print(f"llama.cpp (llama-cpp-python {llama_cpp.__version__}), {a.windows} windows x {n_ctx} tokens, "
+          f"{scored} scored, flash_attn {a.flash_attn}")
+    print()
+    print("| kv type | bits | PPL | +/- | KL mean | KL p99 | top-1 | seconds |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows + ([dict(floor, kv_type="f16, no flash attn (numerics floor)")] if floor else []):
+        print(f"| {r['kv_type']} | {r['bits']:g} | {r['ppl']:.4f} | {r['ppl_stderr']:.4f} | {r['kl_mean']:.3e} | "
+              f"{r['kl_p99']:.3e} | {r['top1']:.4f} | {r['seconds']:.1f} |")
+    if a.json:
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+        tmp = a.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(out, f, indent=2)
+        os.replace(tmp, a.json)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -191,6 +311,16 @@ def main():
     b.add_argument("--flash-attn", action="store_true")
     b.add_argument("--json")
     b.set_defaults(fn=cmd_bench)
+    e = sub.add_parser("eval")
+    e.add_argument("-m", "--model", required=True)
+    e.add_argument("-f", "--file", required=True)
+    e.add_argument("-c", "--ctx", type=int, default=2048)
+    e.add_argument("--windows", type=int, default=2)
+    e.add_argument("-t", "--threads", type=int, default=os.cpu_count())
+    e.add_argument("--kv-types", nargs="+", default=["f16", "q8_0", "q5_0", "q4_0"], choices=list(KV_BITS))
+    e.add_argument("--flash-attn", action="store_true")
+    e.add_argument("--json")
+    e.set_defaults(fn=cmd_eval)
     a = p.parse_args()
     a.fn(a)
 
