@@ -14,13 +14,14 @@
 namespace mpkv::cli {
 
 void register_ppl(CLI::App& app) {
-  struct Args { std::string model, file, json; int n_ctx = 512, chunks = -1, threads = 0; KvCacheOptions kv; };
+  struct Args { std::string model, file, json; int n_ctx = 512, chunks = -1, threads = 0, batch = 512; KvCacheOptions kv; };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("ppl", "perplexity of a text file (llama.cpp protocol)");
   sub->add_option("-m,--model", a->model, "GGUF model file")->required();
   sub->add_option("-f,--file", a->file, "text file")->required();
   sub->add_option("-c,--ctx", a->n_ctx, "window size; the second half of each window is scored")->capture_default_str()->check(CLI::Range(8, 1 << 20));
   sub->add_option("--chunks", a->chunks, "score at most this many windows (-1: all)")->capture_default_str();
+  sub->add_option("-b,--batch", a->batch, "prefill a window in forward calls of at most this many tokens (halved while the KV budget cannot take them)")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("-t,--threads", a->threads, "threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--json", a->json, "also write the result as JSON to this file");
   add_kv_cache_options(sub, a->kv);
@@ -35,11 +36,13 @@ void register_ppl(CLI::App& app) {
     PerplexityOptions o;
     o.n_ctx = a->n_ctx;
     o.max_chunks = a->chunks;
+    o.batch = a->batch;
     o.add_bos = tok.add_bos();
     o.bos = tok.bos();
     const ModelConfig& c = model->config();
     MPKV_CHECK(a->n_ctx <= c.n_ctx_train * 4, "context " + std::to_string(a->n_ctx) + " is far beyond the model's trained context");
-    std::fprintf(stderr, "ppl: %zu tokens in %s; windows of %d, second half scored\n", tokens.size(), a->file.c_str(), a->n_ctx);
+    std::fprintf(stderr, "ppl: %zu tokens in %s; windows of %d, second half scored, prefilled in chunks of <= %d\n",
+                 tokens.size(), a->file.c_str(), a->n_ctx, a->batch);
     const KvDims dims{c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
     make_kv_cache(a->kv, dims);  // validates the options and the budget before any work
     const std::string kv = describe(a->kv);
@@ -48,7 +51,7 @@ void register_ppl(CLI::App& app) {
                 r.ppl, r.ppl_stderr, kv.c_str(), r.n_chunks, a->n_ctx, (long long)r.n_tokens_used, tokens.size(),
                 (long long)r.n_scored, r.seconds, r.n_tokens_used / r.seconds);
     if (!a->json.empty()) {
-      nlohmann::json j = {{"model", a->model}, {"file", a->file}, {"n_ctx", a->n_ctx}, {"chunks", r.n_chunks},
+      nlohmann::json j = {{"model", a->model}, {"file", a->file}, {"n_ctx", a->n_ctx}, {"batch", a->batch}, {"chunks", r.n_chunks},
                           {"tokens_in_file", tokens.size()}, {"tokens_used", r.n_tokens_used}, {"scored", r.n_scored},
                           {"ppl", r.ppl}, {"ppl_stderr", r.ppl_stderr}, {"mean_nll", r.mean_nll}, {"kv", kv},
                           {"seconds", r.seconds}};

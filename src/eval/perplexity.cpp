@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 #include "kvcache/paged_kv_cache.h"
 #include "util/error.h"
@@ -17,9 +19,27 @@ double token_nll(const float* logits, int n_vocab, int32_t target) {
   return std::log(sum) + mx - (double)logits[target];
 }
 
+namespace {
+
+// The Error text when `cache` cannot reserve one more token after `held` of a window.
+std::string window_over_budget_message(const KvCache& cache, int n_ctx, int held) {
+  std::string msg = "perplexity: the KV budget cannot hold one window of " + std::to_string(n_ctx) +
+                    " tokens (no room for token " + std::to_string(held + 1) + ")";
+  if (const auto* paged = dynamic_cast<const PagedKvCache*>(&cache)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "; the budget is %.2f MiB, a window of %d tokens surely fits in %.2f MiB",
+                  paged->pool().budget() / 1048576.0, n_ctx, paged->sequence_bytes_bound(n_ctx) / 1048576.0);
+    msg += buf;
+  }
+  return msg + ": raise --kv-budget-mib or lower -c";
+}
+
+}  // namespace
+
 PerplexityResult perplexity(const Model& model, const std::vector<int32_t>& tokens, const PerplexityOptions& opts,
                             const KvCacheFactory& make_cache) {
   MPKV_CHECK(opts.n_ctx >= 8, "perplexity: context must be at least 8 tokens");
+  MPKV_CHECK(opts.batch >= 1, "perplexity: the prefill batch must be at least 1 token");
   const int64_t available = (int64_t)tokens.size() / opts.n_ctx;
   MPKV_CHECK(available >= 1, "perplexity: the text has " + std::to_string(tokens.size()) +
                                  " tokens, fewer than one window of " + std::to_string(opts.n_ctx));
@@ -37,19 +57,29 @@ PerplexityResult perplexity(const Model& model, const std::vector<int32_t>& toke
   double sum = 0.0, sum2 = 0.0;
   for (int c = 0; c < n_chunks; ++c) {
     const size_t start = (size_t)c * opts.n_ctx;
-    std::vector<BatchToken> batch(opts.n_ctx);
-    for (int i = 0; i < opts.n_ctx; ++i) batch[i] = {tokens[start + i], i, 0, i >= first && i < opts.n_ctx - 1};
-    if (opts.add_bos && opts.bos >= 0) batch[0].token = opts.bos;
     auto cache = make_cache();
     // A calibrated plan's key smoothing (q *= lambda, k /= lambda before RoPE; kv_plan.h).
     if (c == 0)
       if (const auto* paged = dynamic_cast<const PagedKvCache*>(cache.get())) fwd.set_qk_smoothing(paged->plan().smoothing);
-    fwd.run(*cache, batch, logits);
-    for (int i = first; i < opts.n_ctx - 1; ++i) {
-      const double nll = token_nll(logits.data() + (size_t)(i - first) * n_vocab, n_vocab, tokens[start + i + 1]);
-      r.nll.push_back(nll);
-      sum += nll;
-      sum2 += nll * nll;
+    // Prefill [p0, p0 + m) per call; logits come back for the scored positions of the chunk, in
+    // order ([n_scored_in_chunk, n_vocab]), and are turned into NLLs before the next chunk.
+    for (int p0 = 0; p0 < opts.n_ctx;) {
+      int m = std::min(opts.batch, opts.n_ctx - p0);
+      while (m > 1 && !cache->reserve(0, m)) m /= 2;
+      if (m == 1 && !cache->reserve(0, 1)) throw Error(window_over_budget_message(*cache, opts.n_ctx, p0));
+      std::vector<BatchToken> batch(m);
+      for (int i = p0; i < p0 + m; ++i)
+        batch[i - p0] = {tokens[start + i], i, 0, i >= first && i < opts.n_ctx - 1};
+      if (p0 == 0 && opts.add_bos && opts.bos >= 0) batch[0].token = opts.bos;
+      fwd.run(*cache, batch, logits);
+      size_t row = 0;
+      for (int i = std::max(p0, first); i < std::min(p0 + m, opts.n_ctx - 1); ++i, ++row) {
+        const double nll = token_nll(logits.data() + row * n_vocab, n_vocab, tokens[start + i + 1]);
+        r.nll.push_back(nll);
+        sum += nll;
+        sum2 += nll * nll;
+      }
+      p0 += m;
     }
     const double mean = sum / r.nll.size();
     char extra[64];

@@ -3,6 +3,9 @@
 // each window is evaluated from an empty cache and only its second half is scored: the logits at
 // positions [n_ctx/2, n_ctx-1) predict the tokens that follow them. PPL = exp(mean NLL), and the
 // standard error is PPL * sqrt(var(NLL) / (count - 1)), as llama.cpp prints it.
+// A window is prefilled in chunks of at most `batch` tokens, each reserved in the cache first and
+// halved while the cache cannot reserve it (as generate() does), so a budgeted progressive cache
+// shrinks pages between chunks instead of needing the whole window at 16 bits at once.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -16,6 +19,7 @@ namespace mpkv {
 struct PerplexityOptions {
   int n_ctx = 512;
   int max_chunks = -1;  // -1: every full window of the text
+  int batch = 512;      // tokens per forward call when prefilling a window (halved under a budget)
   bool add_bos = false;
   int32_t bos = -1;
   bool progress = true;
@@ -35,7 +39,8 @@ struct PerplexityResult {
 // Makes a fresh KV cache for each window.
 using KvCacheFactory = std::function<std::unique_ptr<KvCache>()>;
 
-// Throws Error when the text holds less than one full window of n_ctx tokens.
+// Throws Error when the text holds less than one full window of n_ctx tokens, or when the cache
+// cannot reserve even one more token of a window (its budget is too small for n_ctx).
 PerplexityResult perplexity(const Model& model, const std::vector<int32_t>& tokens, const PerplexityOptions& opts,
                             const KvCacheFactory& make_cache);
 

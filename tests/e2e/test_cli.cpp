@@ -95,5 +95,31 @@ TEST(Cli, BenchWithPlanForAnotherModelIsAClearError) {
   EXPECT_EQ(r.out.find("decode  @"), std::string::npos) << r.out;  // rejected before any work
 }
 
+// ppl under a tight progressive budget: 6 MiB is above sequence_bytes_bound(256) for SmolLM2 at
+// 2 bits (5.93 MiB) but below a 256-token window at 16 bits, which the one-call prefill needed
+// ("KV budget exhausted" before chunking); a 1024-token window does not fit (bound 8.68 MiB) and
+// is a clear error.
+TEST(Cli, PplWithProgressiveCacheUnderTightBudget) {
+  const std::string m = test::default_model_path();
+  const std::string wiki = "/work/shared/data/wikitext-2/test.txt";
+  if (m.empty() || !std::filesystem::exists(wiki)) GTEST_SKIP() << "real model or WikiText-2 absent";
+  const std::string text = test::temp_dir() + "/wiki_head.txt";
+  {
+    std::ifstream in(wiki);
+    std::string head(4000, '\0');  // ~1100 tokens
+    in.read(head.data(), (std::streamsize)head.size());
+    std::ofstream(text) << head.substr(0, (size_t)in.gcount());
+  }
+  const std::string kv = " --chunks 1 -t 1 --kv-method progressive --kv-bits 2 --kv-budget-mib 6";
+  auto r = run_cli("ppl -m " + m + " -f " + text + " -c 256" + kv);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("PPL = "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+  r = run_cli("ppl -m " + m + " -f " + text + " -c 1024" + kv);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("error: perplexity: the KV budget cannot hold one window of 1024 tokens"), std::string::npos)
+      << r.out;
+}
+
 }  // namespace
 }  // namespace mpkv
