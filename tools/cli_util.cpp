@@ -33,3 +33,22 @@ void write_file_atomic(const std::string& path, const std::string& content) {
 }
 
 }  // namespace mpkv::cli
+
+namespace mpkv::cli {
+
+namespace {
+std::string g_command_line;
+}
+
+void set_command_line(int argc, char** argv) {
+  g_command_line = "mpkv";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool quote = a.empty() || a.find_first_of(" \t\"'$") != std::string::npos;
+    g_command_line += " " + (quote ? "'" + a + "'" : a);
+  }
+}
+
+const std::string& command_line() { return g_command_line; }
+
+}  // namespace mpkv::cli

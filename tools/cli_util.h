@@ -8,5 +8,8 @@ namespace mpkv::cli {
 std::string read_text_file(const std::string& path);
 // Writes `content` to `path` atomically (temp file + rename), so a failure leaves no partial file.
 void write_file_atomic(const std::string& path, const std::string& content);
+// The command line as typed ("mpkv eval -m ..."), for reports that record their command.
+void set_command_line(int argc, char** argv);
+const std::string& command_line();
 
 }  // namespace mpkv::cli

@@ -11,5 +11,6 @@ void register_info(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_distortion(CLI::App& app);
 void register_calibrate(CLI::App& app);
+void register_eval(CLI::App& app);
 
 }  // namespace mpkv::cli

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "util/error.h"
 
@@ -15,6 +16,8 @@ int main(int argc, char** argv) {
   mpkv::cli::register_bench(app);
   mpkv::cli::register_distortion(app);
   mpkv::cli::register_calibrate(app);
+  mpkv::cli::register_eval(app);
+  mpkv::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

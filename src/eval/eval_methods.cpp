@@ -1,0 +1,100 @@
+#include "eval/eval_methods.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "util/error.h"
+
+namespace mpkv {
+
+std::string format_bits(double b) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%g", b);
+  return s;
+}
+
+namespace {
+
+bool is_half_step(double b) { return std::fabs(b * 2 - std::round(b * 2)) < 1e-9; }
+
+EvalMethod fixed_bits(const std::string& name, double b) {
+  EvalMethod m;
+  m.method = name;
+  m.bits = b;
+  m.kv.method = name;
+  const int lo = (int)std::floor(b + 1e-9);
+  if (std::fabs(b - lo) < 1e-9) {
+    m.kv.bits = lo;
+    m.label = name + "-" + format_bits(b);
+  } else {
+    m.kv.k_bits = lo + 1;
+    m.kv.v_bits = lo;
+    m.kv.bits = lo;
+    m.label = name + "-" + format_bits(b) + " (K" + std::to_string(lo + 1) + "/V" + std::to_string(lo) + ")";
+  }
+  return m;
+}
+
+bool on_ladder(int b) { return b == 1 || b == 2 || b == 4 || b == 8; }
+
+}  // namespace
+
+EvalMatrix eval_matrix(const std::vector<std::string>& methods, const std::vector<double>& bits,
+                       const std::string& plan_dir, const std::string& model_path) {
+  MPKV_CHECK(!methods.empty(), "eval: no methods");
+  for (double b : bits)
+    MPKV_CHECK(b >= 1 && b < 16 && is_half_step(b), "eval: bits " + format_bits(b) + " must be a multiple of 0.5 in [1, 16)");
+  EvalMatrix r;
+  bool f16_done = false;
+  for (const std::string& name : methods) {
+    if (name == "f16") {
+      if (!f16_done) {
+        EvalMethod m;
+        m.method = m.label = m.kv.method = "f16";
+        m.bits = 16;
+        r.methods.push_back(m);
+      }
+      f16_done = true;
+      continue;
+    }
+    MPKV_CHECK(!bits.empty(), "eval: no bits given for method " + name);
+    for (double b : bits) {
+      if (name == "uniform" || name == "kivi" || name == "rotated" || name == "turbo") {
+        r.methods.push_back(fixed_bits(name, b));
+      } else if (name == "progressive") {
+        const int ib = (int)std::lround(b);
+        if (std::fabs(b - ib) < 1e-9 && on_ladder(ib)) {
+          r.methods.push_back(fixed_bits(name, b));
+        } else if (std::fabs(b - ib) < 1e-9 && (ib == 3 || ib == 6)) {
+          EvalMethod m = fixed_bits(name, b);
+          m.kv.k_bits = ib == 3 ? 4 : 8;
+          m.kv.v_bits = ib == 3 ? 2 : 4;
+          m.label = name + "-" + format_bits(b) + " (K" + std::to_string(m.kv.k_bits) + "/V" + std::to_string(m.kv.v_bits) + ")";
+          r.methods.push_back(m);
+        } else {
+          r.skipped.push_back(name + "-" + format_bits(b) +
+                              ": progressive final bits lie on 16 -> 8 -> 4 -> 2 -> 1 for keys and values; this average "
+                              "needs a per-component plan (combined)");
+        }
+      } else if (name == "pmkvq" || name == "ratequant" || name == "combined") {
+        const std::string file = plan_dir + "/" + name + "_" + format_bits(b) + ".json";
+        MPKV_CHECK(std::filesystem::exists(file),
+                   "eval: plan " + file + " is missing; make it with: mpkv calibrate -m " + model_path + " --method " +
+                       name + " --avg-bits " + format_bits(b) + " -o " + file);
+        EvalMethod m;
+        m.method = name;
+        m.bits = b;
+        m.label = name + "-" + format_bits(b);
+        m.kv.plan_file = file;
+        r.methods.push_back(m);
+      } else {
+        throw Error("eval: unknown method '" + name +
+                    "' (f16, uniform, kivi, rotated, turbo, progressive, pmkvq, ratequant, combined)");
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace mpkv

@@ -1,0 +1,67 @@
+#include "eval/lockstep_decoder.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "model/linear.h"
+#include "util/error.h"
+
+namespace mpkv {
+
+namespace {
+
+KvDims dims_of(const Model& model) {
+  const ModelConfig& c = model.config();
+  return {c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
+}
+
+}  // namespace
+
+LockstepDecoder::LockstepDecoder(const Model& model, std::vector<EvalMethod> methods, int n_streams, int max_len)
+    : model_(model), methods_(std::move(methods)), n_streams_(n_streams), max_len_(max_len),
+      routed_(dims_of(model)), fwd_(model) {
+  MPKV_CHECK(n_streams >= 1 && max_len >= 1, "eval: need at least one stream of one token");
+  const KvDims dims = dims_of(model);
+  KvCacheOptions ref;
+  ref.method = "f16";
+  ref_ = make_kv_cache(ref, dims);
+  for (int w = 0; w < n_streams; ++w) routed_.route(w, ref_.get(), w);
+  for (size_t m = 0; m < methods_.size(); ++m) {
+    KvCacheOptions& kv = methods_[m].kv;
+    validate(kv);
+    std::unique_ptr<PagedKvCache> c = make_kv_cache(kv, dims);
+    if (kv.budget_mib == 0 && c->plan().progressive) {
+      // Just enough for every stream to reach max_len with its full pages at their final bits.
+      const double bytes = (double)n_streams * c->sequence_bytes_bound(max_len);
+      kv.budget_mib = bytes / (1024.0 * 1024.0) + 1e-6;
+      c = make_kv_cache(kv, dims);
+    }
+    for (int w = 0; w < n_streams; ++w)
+      routed_.route((int)(m + 1) * n_streams + w, c.get(), w, c->plan().smoothing);
+    caches_.push_back(std::move(c));
+  }
+}
+
+void LockstepDecoder::step(const std::vector<int32_t>& tokens, int pos, bool want_logits, std::vector<float>& logits) {
+  MPKV_CHECK((int)tokens.size() == n_streams_, "eval: one token per stream expected");
+  MPKV_CHECK(pos < max_len_, "eval: position " + std::to_string(pos) + " is past max_len " + std::to_string(max_len_));
+  const int n_seq = (1 + n_methods()) * n_streams_;
+  const int n_vocab = model_.config().n_vocab;
+  if (want_logits) logits.resize((size_t)n_seq * n_vocab);
+  for (int s0 = 0; s0 < n_seq; s0 += kLinearSmallBatch) {
+    const int s1 = std::min(n_seq, s0 + kLinearSmallBatch);
+    std::vector<BatchToken> batch;
+    for (int s = s0; s < s1; ++s) {
+      if (!routed_.reserve(s, 1)) {
+        const int m = s / n_streams_ - 1;
+        throw Error("eval: the KV budget of " + (m < 0 ? std::string("the reference") : methods_[m].label) +
+                   " cannot hold position " + std::to_string(pos) + " of stream " + std::to_string(s % n_streams_));
+      }
+      batch.push_back({tokens[s % n_streams_], pos, s, want_logits});
+    }
+    fwd_.run(routed_, batch, part_);
+    if (want_logits) std::memcpy(logits.data() + (size_t)s0 * n_vocab, part_.data(), sizeof(float) * part_.size());
+  }
+}
+
+}  // namespace mpkv

@@ -1,0 +1,141 @@
+// mpkv eval: quality of KV methods side by side (eval_protocols.h): a methods x bits matrix under
+// the decode and prefill-fake protocols on a text, and/or long-generation drift. Writes markdown
+// (stdout, --md) and JSON (--json) for scripts/plot_eval.py.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "eval/eval_methods.h"
+#include "eval/eval_protocols.h"
+#include "eval_report.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace mpkv::cli {
+
+namespace {
+
+struct EvalArgs {
+  std::string model, file, json, md, plan_dir = "docs/results/plans";
+  std::string drift_prompt = "Write a long, detailed story about a lighthouse keeper who finds a map in a bottle.";
+  std::vector<std::string> methods{"f16", "uniform", "kivi", "progressive", "pmkvq", "ratequant", "combined"};
+  std::vector<double> bits{2, 2.5, 3, 4};
+  std::vector<std::string> protocols{"decode", "prefill-fake"};
+  std::vector<std::string> drift_methods;
+  std::vector<double> drift_bits;
+  int n_ctx = 2048, windows = 2, threads = 0, drift_tokens = 0, drift_bucket = 256;
+};
+
+// The matrix without f16 (the reference of every protocol), with model identity for plan checks.
+EvalMatrix methods_for(const std::vector<std::string>& names, const std::vector<double>& bits, const EvalArgs& a,
+                       const Model& model) {
+  EvalMatrix m = eval_matrix(names, bits, a.plan_dir, a.model);
+  std::vector<EvalMethod> kept;
+  for (EvalMethod& e : m.methods) {
+    if (e.method == "f16") continue;
+    e.kv.model = kv_model_identity(model);
+    kept.push_back(e);
+  }
+  m.methods = kept;
+  return m;
+}
+
+}  // namespace
+
+void register_eval(CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  CLI::App* sub = app.add_subcommand("eval", "KV methods x bits side by side: decode / prefill-fake quality, drift");
+  sub->add_option("-m,--model", a->model, "GGUF model file")->required();
+  sub->add_option("-f,--file", a->file, "text for perplexity / KL (omit to run only --drift-tokens)");
+  sub->add_option("--methods", a->methods, "f16 uniform kivi rotated turbo progressive pmkvq ratequant combined")
+      ->delimiter(',')->capture_default_str();
+  sub->add_option("--bits", a->bits, "average bits (multiples of 0.5)")->delimiter(',')->capture_default_str();
+  sub->add_option("--protocols", a->protocols, "decode, prefill-fake")->delimiter(',')->capture_default_str();
+  sub->add_option("--plan-dir", a->plan_dir, "where <method>_<bits>.json plans of pmkvq/ratequant/combined are")
+      ->capture_default_str();
+  sub->add_option("-c,--ctx", a->n_ctx, "window size; the second half of each window is scored")
+      ->capture_default_str()->check(CLI::Range(8, 1 << 20));
+  sub->add_option("--windows", a->windows, "windows of the text decoded together")->capture_default_str()->check(CLI::Range(1, 4096));
+  sub->add_option("--drift-tokens", a->drift_tokens, "greedy tokens for the drift curves (0: none)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--drift-prompt", a->drift_prompt, "chat prompt of the drift generation")->capture_default_str();
+  sub->add_option("--drift-methods", a->drift_methods, "methods for drift (default: --methods)")->delimiter(',');
+  sub->add_option("--drift-bits", a->drift_bits, "bits for drift (default: --bits)")->delimiter(',');
+  sub->add_option("--drift-bucket", a->drift_bucket, "generated positions per drift point")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("-t,--threads", a->threads, "threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--json", a->json, "write the results as JSON");
+  sub->add_option("--md", a->md, "write the markdown report to this file too");
+  sub->callback([a] {
+    const auto t0 = std::chrono::steady_clock::now();
+    MPKV_CHECK(!a->file.empty() || a->drift_tokens > 0, "eval: give a text with -f, or --drift-tokens N, or both");
+    bool decode = false, fake = false;
+    for (const auto& p : a->protocols) {
+      MPKV_CHECK(p == "decode" || p == "prefill-fake", "eval: unknown protocol '" + p + "' (decode, prefill-fake)");
+      decode |= p == "decode";
+      fake |= p == "prefill-fake";
+    }
+    set_num_threads(a->threads);
+    auto model = Model::load(a->model);
+    const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
+    // Every method, plan and text is checked before the first forward pass.
+    const EvalMatrix text_m = methods_for(a->methods, a->bits, *a, *model);
+    const EvalMatrix drift_m = methods_for(a->drift_methods.empty() ? a->methods : a->drift_methods,
+                                           a->drift_bits.empty() ? a->bits : a->drift_bits, *a, *model);
+    const ModelConfig& c = model->config();
+    const KvDims dims{c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
+    for (const auto* mm : {&text_m, &drift_m})
+      for (const EvalMethod& e : mm->methods) make_kv_plan(e.kv, dims);
+    std::vector<int32_t> tokens;
+    if (!a->file.empty()) {
+      tokens = tok.encode(read_text_file(a->file), tok.add_bos(), /*parse_special=*/false);
+      MPKV_CHECK((int64_t)tokens.size() >= (int64_t)a->windows * a->n_ctx,
+                 "eval: " + a->file + " has " + std::to_string(tokens.size()) + " tokens, fewer than --windows " +
+                     std::to_string(a->windows) + " x --ctx " + std::to_string(a->n_ctx));
+    }
+    EvalReportInfo info;
+    info.command = command_line();
+    info.model = a->model;
+    info.file = a->file;
+    info.n_ctx = a->n_ctx;
+    info.windows = a->windows;
+    info.threads = a->threads > 0 ? a->threads : default_num_threads();
+    info.tokens_in_file = tokens.size();
+    info.skipped = text_m.skipped;
+
+    std::vector<EvalRow> rows;
+    if (!a->file.empty()) {
+      TextEvalOptions o;
+      o.n_ctx = a->n_ctx;
+      o.windows = a->windows;
+      o.add_bos = tok.add_bos();
+      o.bos = tok.bos();
+      std::fprintf(stderr, "eval: %zu methods, %d windows of %d tokens of %s\n", text_m.methods.size(), a->windows,
+                   a->n_ctx, a->file.c_str());
+      if (decode)
+        for (auto& r : eval_decode(*model, tokens, text_m.methods, o)) rows.push_back(r);
+      if (fake)
+        for (auto& r : eval_prefill_fake(*model, tokens, text_m.methods, o)) rows.push_back(r);
+    }
+    std::unique_ptr<DriftResult> drift;
+    if (a->drift_tokens > 0) {
+      const std::string text = tok.format_chat({{"user", a->drift_prompt}}, true);
+      const auto prompt = tok.encode(text, tok.add_bos(), /*parse_special=*/true);
+      DriftOptions d;
+      d.n_tokens = a->drift_tokens;
+      d.bucket = a->drift_bucket;
+      std::fprintf(stderr, "eval: drift over %d greedy tokens, %zu methods\n", d.n_tokens, drift_m.methods.size());
+      drift = std::make_unique<DriftResult>(
+          eval_drift(*model, prompt, drift_m.methods, d, [&](int32_t id) { return tok.is_end_of_generation(id); }));
+      for (const auto& s : drift_m.skipped) info.skipped.push_back("drift " + s);
+    }
+    info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string md = eval_markdown(info, rows, drift.get(), a->drift_prompt);
+    std::fputs(md.c_str(), stdout);
+    if (!a->md.empty()) write_file_atomic(a->md, md);
+    if (!a->json.empty()) write_file_atomic(a->json, eval_json(info, rows, drift.get(), a->drift_prompt));
+  });
+}
+
+}  // namespace mpkv::cli

@@ -1,0 +1,98 @@
+#include "eval_report.h"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace mpkv::cli {
+
+namespace {
+
+std::string fmt(const char* f, double x) {
+  char s[64];
+  std::snprintf(s, sizeof s, f, x);
+  return s;
+}
+
+}  // namespace
+
+std::string eval_markdown(const EvalReportInfo& info, const std::vector<EvalRow>& rows, const DriftResult* drift,
+                          const std::string& drift_prompt) {
+  std::string s = "# mpkv eval\n\n    " + info.command + "\n\n";
+  s += "Model `" + info.model + "`; " + std::to_string(info.threads) + " threads; " + fmt("%.0f", info.seconds) + " s in all.\n";
+  if (!rows.empty()) {
+    const int64_t scored = rows.front().scored;
+    s += "Text `" + info.file + "`: " + std::to_string(info.windows) + " windows of " + std::to_string(info.n_ctx) +
+         " tokens (" + std::to_string((int64_t)info.windows * info.n_ctx) + " of its " +
+         std::to_string(info.tokens_in_file) + " tokens), the second half of each scored: " + std::to_string(scored) +
+         " positions per row.\n\n";
+    s += "Protocols: **decode** = every token attends to the cache state it would see when generated token by token "
+         "(quantized pages, fp16 window, shrinks); **prefill-fake** = one teacher-forced pass per window with K/V "
+         "quantized and dequantized at their final bits (no window). KL = KL(16-bit || method) in nats, top-1 = "
+         "argmax agreement with the 16-bit cache, both at the scored positions. Stored bits/element = every byte the "
+         "cache holds at the end (codes, scales, zeros, fp16 sink and window, page metadata) * 8 / K and V "
+         "elements; progressive caches ran under a budget that just holds every window at its final bits.\n\n";
+    s += "| method | avg bits | protocol | PPL | dPPL % | KL mean | KL p99 | top-1 % | stored bits/elem | bytes/token |\n";
+    s += "|---|---|---|---|---|---|---|---|---|---|\n";
+    for (const EvalRow& r : rows) {
+      s += "| " + r.label + " | " + fmt("%g", r.bits) + " | " + r.protocol + " | " + fmt("%.4f", r.ppl) + " | " +
+           fmt("%+.2f", r.ppl_delta_pct) + " | " + fmt("%.5f", r.kl_mean) + " | " + fmt("%.4f", r.kl_p99) + " | " +
+           fmt("%.2f", 100 * r.top1) + " | " +
+           (r.stored_bits_per_element >= 0 ? fmt("%.2f", r.stored_bits_per_element) : std::string("-")) + " | " +
+           (r.bytes_per_token >= 0 ? fmt("%.0f", r.bytes_per_token) : std::string("-")) + " |\n";
+    }
+  }
+  if (!info.skipped.empty()) {
+    s += "\nNot run:\n";
+    for (const auto& k : info.skipped) s += "- " + k + "\n";
+  }
+  if (drift) {
+    s += "\n## Drift: " + std::to_string(drift->tokens) + " greedy tokens of the 16-bit cache, teacher-forced through each "
+         "method (decode protocol)\n\nPrompt (" + std::to_string(drift->prompt_tokens) + " tokens): \"" + drift_prompt +
+         "\". KL mean and top-1 agreement (%) per " + std::to_string(drift->bucket) + " generated positions.\n\n";
+    s += "| method | all: KL mean | KL p99 | top-1 % |";
+    for (int b : drift->bucket_start) s += " " + std::to_string(b) + "+ |";
+    s += "\n|---|---|---|---|";
+    for (size_t b = 0; b < drift->bucket_start.size(); ++b) s += "---|";
+    s += "\n";
+    for (const DriftCurve& c : drift->methods) {
+      s += "| " + c.label + " | " + fmt("%.4f", c.kl_mean_all) + " | " + fmt("%.3f", c.kl_p99_all) + " | " +
+           fmt("%.1f", 100 * c.top1_all) + " |";
+      for (size_t b = 0; b < c.kl_mean.size(); ++b) s += " " + fmt("%.3f", c.kl_mean[b]) + " / " + fmt("%.0f", 100 * c.top1[b]) + " |";
+      s += "\n";
+    }
+  }
+  return s;
+}
+
+std::string eval_json(const EvalReportInfo& info, const std::vector<EvalRow>& rows, const DriftResult* drift,
+                      const std::string& drift_prompt) {
+  nlohmann::json j = {{"command", info.command}, {"model", info.model}, {"file", info.file}, {"n_ctx", info.n_ctx},
+                      {"windows", info.windows}, {"tokens_used", (int64_t)info.windows * info.n_ctx},
+                      {"tokens_in_file", info.tokens_in_file}, {"threads", info.threads}, {"seconds", info.seconds},
+                      {"skipped", info.skipped}};
+  j["scored"] = rows.empty() ? 0 : rows.front().scored;
+  j["rows"] = nlohmann::json::array();
+  for (const EvalRow& r : rows) {
+    nlohmann::json x = {{"method", r.method}, {"label", r.label}, {"bits", r.bits}, {"protocol", r.protocol},
+                        {"ppl", r.ppl}, {"ppl_delta_pct", r.ppl_delta_pct}, {"kl_mean", r.kl_mean},
+                        {"kl_p99", r.kl_p99}, {"top1", r.top1}, {"scored", r.scored}, {"seconds", r.seconds}};
+    x["stored_bits_per_element"] = r.stored_bits_per_element >= 0 ? nlohmann::json(r.stored_bits_per_element) : nlohmann::json();
+    x["bytes_per_token"] = r.bytes_per_token >= 0 ? nlohmann::json(r.bytes_per_token) : nlohmann::json();
+    j["rows"].push_back(x);
+  }
+  if (drift) {
+    nlohmann::json d = {{"prompt", drift_prompt}, {"prompt_tokens", drift->prompt_tokens}, {"tokens", drift->tokens},
+                        {"bucket", drift->bucket}, {"bucket_start", drift->bucket_start}, {"seconds", drift->seconds}};
+    d["methods"] = nlohmann::json::array();
+    for (const DriftCurve& c : drift->methods)
+      d["methods"].push_back({{"label", c.label}, {"kl_mean", c.kl_mean}, {"top1", c.top1}, {"kl_mean_all", c.kl_mean_all},
+                              {"kl_p99_all", c.kl_p99_all}, {"top1_all", c.top1_all}});
+    j["drift"] = d;
+  } else {
+    j["drift"] = nullptr;
+  }
+  return j.dump(1) + "\n";
+}
+
+}  // namespace mpkv::cli
