@@ -49,7 +49,7 @@ void register_eval(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("eval", "KV methods x bits side by side: decode / prefill-fake quality, drift");
   sub->add_option("-m,--model", a->model, "GGUF model file")->required();
   sub->add_option("-f,--file", a->file, "text for perplexity / KL (omit to run only --drift-tokens)");
-  sub->add_option("--methods", a->methods, "f16 uniform kivi rotated turbo progressive pmkvq ratequant combined")
+  sub->add_option("--methods", a->methods, "f16 uniform kivi rotated turbo progressive pmkvq ratequant combined; name:b pins bits")
       ->delimiter(',')->capture_default_str();
   sub->add_option("--bits", a->bits, "average bits (multiples of 0.5)")->delimiter(',')->capture_default_str();
   sub->add_option("--protocols", a->protocols, "decode, prefill-fake")->delimiter(',')->capture_default_str();
@@ -131,10 +131,11 @@ void register_eval(CLI::App& app) {
       for (const auto& s : drift_m.skipped) info.skipped.push_back("drift " + s);
     }
     info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const std::string md = eval_markdown(info, rows, drift.get(), a->drift_prompt);
+    DriftText dt{a->drift_prompt, drift ? tok.decode(drift->generated) : std::string()};
+    const std::string md = eval_markdown(info, rows, drift.get(), dt);
     std::fputs(md.c_str(), stdout);
     if (!a->md.empty()) write_file_atomic(a->md, md);
-    if (!a->json.empty()) write_file_atomic(a->json, eval_json(info, rows, drift.get(), a->drift_prompt));
+    if (!a->json.empty()) write_file_atomic(a->json, eval_json(info, rows, drift.get(), dt));
   });
 }
 

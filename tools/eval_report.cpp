@@ -14,10 +14,17 @@ std::string fmt(const char* f, double x) {
   return s;
 }
 
+// At most n bytes of s, not cutting a UTF-8 sequence.
+std::string utf8_prefix(const std::string& s, size_t n) {
+  if (s.size() <= n) return s;
+  while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
 }  // namespace
 
 std::string eval_markdown(const EvalReportInfo& info, const std::vector<EvalRow>& rows, const DriftResult* drift,
-                          const std::string& drift_prompt) {
+                          const DriftText& text) {
   std::string s = "# mpkv eval\n\n    " + info.command + "\n\n";
   s += "Model `" + info.model + "`; " + std::to_string(info.threads) + " threads; " + fmt("%.0f", info.seconds) + " s in all.\n";
   if (!rows.empty()) {
@@ -48,8 +55,8 @@ std::string eval_markdown(const EvalReportInfo& info, const std::vector<EvalRow>
   }
   if (drift) {
     s += "\n## Drift: " + std::to_string(drift->tokens) + " greedy tokens of the 16-bit cache, teacher-forced through each "
-         "method (decode protocol)\n\nPrompt (" + std::to_string(drift->prompt_tokens) + " tokens): \"" + drift_prompt +
-         "\". KL mean and top-1 agreement (%) per " + std::to_string(drift->bucket) + " generated positions.\n\n";
+         "method (decode protocol)\n\nPrompt (" + std::to_string(drift->prompt_tokens) + " tokens): \"" + text.prompt +
+         "\". Reference answer (first 300 bytes): \"" + utf8_prefix(text.generated, 300) + "...\"\n\nKL mean and top-1 agreement (%) per " + std::to_string(drift->bucket) + " generated positions.\n\n";
     s += "| method | all: KL mean | KL p99 | top-1 % |";
     for (int b : drift->bucket_start) s += " " + std::to_string(b) + "+ |";
     s += "\n|---|---|---|---|";
@@ -66,7 +73,7 @@ std::string eval_markdown(const EvalReportInfo& info, const std::vector<EvalRow>
 }
 
 std::string eval_json(const EvalReportInfo& info, const std::vector<EvalRow>& rows, const DriftResult* drift,
-                      const std::string& drift_prompt) {
+                      const DriftText& text) {
   nlohmann::json j = {{"command", info.command}, {"model", info.model}, {"file", info.file}, {"n_ctx", info.n_ctx},
                       {"windows", info.windows}, {"tokens_used", (int64_t)info.windows * info.n_ctx},
                       {"tokens_in_file", info.tokens_in_file}, {"threads", info.threads}, {"seconds", info.seconds},
@@ -82,7 +89,7 @@ std::string eval_json(const EvalReportInfo& info, const std::vector<EvalRow>& ro
     j["rows"].push_back(x);
   }
   if (drift) {
-    nlohmann::json d = {{"prompt", drift_prompt}, {"prompt_tokens", drift->prompt_tokens}, {"tokens", drift->tokens},
+    nlohmann::json d = {{"prompt", text.prompt}, {"generated", text.generated}, {"prompt_tokens", drift->prompt_tokens}, {"tokens", drift->tokens},
                         {"bucket", drift->bucket}, {"bucket_start", drift->bucket_start}, {"seconds", drift->seconds}};
     d["methods"] = nlohmann::json::array();
     for (const DriftCurve& c : drift->methods)
@@ -92,7 +99,7 @@ std::string eval_json(const EvalReportInfo& info, const std::vector<EvalRow>& ro
   } else {
     j["drift"] = nullptr;
   }
-  return j.dump(1) + "\n";
+  return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";  // model text may hold broken UTF-8
 }
 
 }  // namespace mpkv::cli

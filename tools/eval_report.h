@@ -16,9 +16,14 @@ struct EvalReportInfo {
   double seconds = 0;
 };
 
+// What the drift generation was: its chat prompt and the reference's text.
+struct DriftText {
+  std::string prompt, generated;
+};
+
 std::string eval_markdown(const EvalReportInfo& info, const std::vector<EvalRow>& rows, const DriftResult* drift,
-                          const std::string& drift_prompt);
+                          const DriftText& text);
 std::string eval_json(const EvalReportInfo& info, const std::vector<EvalRow>& rows, const DriftResult* drift,
-                      const std::string& drift_prompt);
+                      const DriftText& text);
 
 }  // namespace mpkv::cli

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "util/error.h"
@@ -47,7 +48,19 @@ EvalMatrix eval_matrix(const std::vector<std::string>& methods, const std::vecto
     MPKV_CHECK(b >= 1 && b < 16 && is_half_step(b), "eval: bits " + format_bits(b) + " must be a multiple of 0.5 in [1, 16)");
   EvalMatrix r;
   bool f16_done = false;
-  for (const std::string& name : methods) {
+  for (const std::string& spec : methods) {
+    // "name:b" runs that method at b alone instead of at every entry of `bits`.
+    const size_t colon = spec.find(':');
+    const std::string name = spec.substr(0, colon);
+    std::vector<double> own = bits;
+    if (colon != std::string::npos) {
+      char* end = nullptr;
+      const std::string b = spec.substr(colon + 1);
+      const double v = std::strtod(b.c_str(), &end);
+      MPKV_CHECK(!b.empty() && end && *end == '\0', "eval: bad bits in '" + spec + "' (e.g. kivi:2)");
+      MPKV_CHECK(v >= 1 && v < 16 && is_half_step(v), "eval: bits " + b + " must be a multiple of 0.5 in [1, 16)");
+      own = {v};
+    }
     if (name == "f16") {
       if (!f16_done) {
         EvalMethod m;
@@ -58,8 +71,8 @@ EvalMatrix eval_matrix(const std::vector<std::string>& methods, const std::vecto
       f16_done = true;
       continue;
     }
-    MPKV_CHECK(!bits.empty(), "eval: no bits given for method " + name);
-    for (double b : bits) {
+    MPKV_CHECK(!own.empty(), "eval: no bits given for method " + name);
+    for (double b : own) {
       if (name == "uniform" || name == "kivi" || name == "rotated" || name == "turbo") {
         r.methods.push_back(fixed_bits(name, b));
       } else if (name == "progressive") {

@@ -7,6 +7,7 @@
 //                                for both, 3 as K4/V2, 6 as K8/V4; other b cannot be expressed
 //                                without a per-component plan and are skipped (with the reason)
 //   pmkvq, ratequant, combined   the calibrated plan <plan_dir>/<method>_<b>.json (`mpkv calibrate`)
+// A method written "name:b" (e.g. "kivi:2") runs at b only, whatever the bits list says.
 #pragma once
 #include <string>
 #include <vector>

@@ -257,6 +257,11 @@ TEST(EvalMatrix, LabelsBitsAndSkips) {
   EXPECT_EQ(m.methods[2].kv.v_bits, 2);
   EXPECT_EQ(m.methods[8].kv.k_bits, 4);
   EXPECT_EQ(m.methods[8].kv.v_bits, 2);
+  // "name:b" pins one method's bits.
+  const EvalMatrix p = eval_matrix({"kivi:2", "uniform"}, {4}, ".", "m");
+  ASSERT_EQ(p.methods.size(), 2u);
+  EXPECT_EQ(p.methods[0].label, "kivi-2");
+  EXPECT_EQ(p.methods[1].label, "uniform-4");
 }
 
 TEST(EvalMatrix, Errors) {
@@ -268,6 +273,8 @@ TEST(EvalMatrix, Errors) {
     EXPECT_NE(std::string(e.what()).find("mpkv calibrate"), std::string::npos) << e.what();
   }
   EXPECT_THROW(eval_matrix({"uniform"}, {2.3}, ".", "m"), Error);
+  EXPECT_THROW(eval_matrix({"kivi:2x"}, {2}, ".", "m"), Error);
+  EXPECT_THROW(eval_matrix({"kivi:17"}, {2}, ".", "m"), Error);
   EXPECT_THROW(eval_matrix({"uniform"}, {16}, ".", "m"), Error);
   EXPECT_THROW(eval_matrix({"nope"}, {2}, ".", "m"), Error);
   EXPECT_THROW(eval_matrix({}, {2}, ".", "m"), Error);
