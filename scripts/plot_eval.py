@@ -95,7 +95,9 @@ def plot_vs_bits(ev, peer, metric, ylabel, out, log_y):
             color, marker = style[m]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color, label=m, lw=1.3, ms=5)
             xs_all += [p[0] for p in pts]
-        ref = [r for r in here if is_reference(r) and ok(r.get(metric))]
+        # The 16-bit row of this protocol, else of any (f16 is the same under both: nothing is quantized).
+        ref = [r for r in here if is_reference(r) and ok(r.get(metric))] or \
+            [r for r in rows if is_reference(r) and ok(r.get(metric))]
         if ref:
             ax.axhline(ref[0][metric], color="k", ls="--", lw=1, label=f"mpkv f16 ({ref[0][metric]:.4g})")
         if peer and proto == "decode":
