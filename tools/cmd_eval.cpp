@@ -84,7 +84,7 @@ void register_eval(CLI::App& app) {
     const EvalMatrix drift_m = methods_for(a->drift_methods.empty() ? a->methods : a->drift_methods,
                                            a->drift_bits.empty() ? a->bits : a->drift_bits, *a, *model);
     const ModelConfig& c = model->config();
-    const KvDims dims{c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
+    const KvDims dims = c.kv_dims();
     for (const auto* mm : {&text_m, &drift_m})
       for (const EvalMethod& e : mm->methods) make_kv_plan(e.kv, dims);
     std::vector<int32_t> tokens;

@@ -14,11 +14,6 @@ namespace {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-KvDims dims_of(const Model& model) {
-  const ModelConfig& c = model.config();
-  return {c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
-}
-
 // Window w of the text, as `mpkv ppl` cuts it.
 std::vector<std::vector<int32_t>> text_windows(const std::vector<int32_t>& tokens, const TextEvalOptions& o) {
   MPKV_CHECK(o.n_ctx >= 8 && o.windows >= 1, "eval: need a context of at least 8 tokens and at least one window");
@@ -112,7 +107,7 @@ std::vector<EvalRow> eval_decode(const Model& model, const std::vector<int32_t>&
   bar.finish();
   std::vector<EvalRow> rows = make_rows("decode", ref, methods, acc, now_s() - t0);
   const double tokens_held = (double)W * (o.n_ctx - 1);
-  const KvDims d = dims_of(model);
+  const KvDims d = model.config().kv_dims();
   const double elements = tokens_held * d.n_layer * d.n_head_kv * d.head_dim * 2;
   for (int m = -1; m < M; ++m) {
     const double bytes = (double)dec.cache(m).bytes_used();
@@ -126,7 +121,7 @@ std::vector<EvalRow> eval_prefill_fake(const Model& model, const std::vector<int
                                        const std::vector<EvalMethod>& methods, const TextEvalOptions& o) {
   check_no_f16(methods);
   const auto win = text_windows(tokens, o);
-  const KvDims dims = dims_of(model);
+  const KvDims dims = model.config().kv_dims();
   const int M = (int)methods.size(), n_vocab = model.config().n_vocab, first = o.n_ctx / 2;
   const int n_scored = o.n_ctx - 1 - first;
   std::vector<KvPlan> plans;

@@ -10,26 +10,20 @@ namespace mpkv {
 
 namespace {
 
-KvDims dims_of(const Model& model) {
-  const ModelConfig& c = model.config();
-  return {c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
-}
-
 }  // namespace
 
 LockstepDecoder::LockstepDecoder(const Model& model, std::vector<EvalMethod> methods, int n_streams, int max_len)
     : model_(model), methods_(std::move(methods)), n_streams_(n_streams), max_len_(max_len),
-      routed_(dims_of(model)), fwd_(model) {
+      routed_(model.config().kv_dims()), fwd_(model) {
   MPKV_CHECK(n_streams >= 1 && max_len >= 1, "eval: need at least one stream of one token");
-  const KvDims dims = dims_of(model);
+  const KvDims dims = model.config().kv_dims();
   KvCacheOptions ref;
   ref.method = "f16";
   ref_ = make_kv_cache(ref, dims);
   for (int w = 0; w < n_streams; ++w) routed_.route(w, ref_.get(), w);
   for (size_t m = 0; m < methods_.size(); ++m) {
     KvCacheOptions& kv = methods_[m].kv;
-    validate(kv);
-    std::unique_ptr<PagedKvCache> c = make_kv_cache(kv, dims);
+    std::unique_ptr<PagedKvCache> c = make_kv_cache(kv, dims);  // validates the options
     if (kv.budget_mib == 0 && c->plan().progressive) {
       // Just enough for every stream to reach max_len with its full pages at their final bits.
       const double bytes = (double)n_streams * c->sequence_bytes_bound(max_len);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gguf/gguf_reader.h"
+#include "model/kv_cache.h"
 
 namespace mpkv {
 
@@ -35,6 +36,8 @@ struct ModelConfig {
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
+  // The shapes a KV cache for this model is built with.
+  KvDims kv_dims() const { return {n_layer, n_head, n_head_kv, head_dim}; }
   int group_size() const { return n_head / n_head_kv; }  // query heads per KV head
 
   // Reads and validates; throws Error naming the architecture or key when unsupported/missing.

@@ -34,17 +34,6 @@ void expect_error(const std::function<void()>& f, const std::string& fragment) {
   }
 }
 
-std::unique_ptr<Model> load_tiny(const std::string& name, const test::TinyModelSpec& spec) {
-  const std::string path = test::temp_dir() + "/" + name + ".gguf";
-  test::write_tiny_model(path, spec);
-  return Model::load(path);
-}
-
-KvDims dims_of(const Model& m) {
-  const ModelConfig& c = m.config();
-  return {c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
-}
-
 std::string write_file(const std::string& name, const std::string& text) {
   const std::string path = test::temp_dir() + "/" + name;
   std::ofstream(path, std::ios::binary) << text;
@@ -53,7 +42,7 @@ std::string write_file(const std::string& name, const std::string& text) {
 
 // A calibrated-looking plan for `m`: mixed bits, identity, smoothing, solve and provenance.
 KvPlan calibrated_plan(const Model& m) {
-  const KvDims d = dims_of(m);
+  const KvDims d = m.config().kv_dims();
   KvComponentPlan c;
   c.quantizer = QuantMethod::uniform;
   c.bits = 4;
@@ -73,9 +62,9 @@ KvPlan calibrated_plan(const Model& m) {
 }
 
 TEST(PlanModel, RoundTripKeepsIdentitySmoothingSolveAndProvenance) {
-  auto m = load_tiny("plan_rt", {});
+  auto m = test::load_tiny_model("plan_rt", {});
   const KvPlan p = calibrated_plan(*m);
-  const KvPlan q = kv_plan_from_json(kv_plan_to_json(p), dims_of(*m), kv_model_identity(*m));
+  const KvPlan q = kv_plan_from_json(kv_plan_to_json(p), m->config().kv_dims(), kv_model_identity(*m));
   EXPECT_EQ(q.model.arch, "llama");
   EXPECT_EQ(q.model.tensor_layout_hash, p.model.tensor_layout_hash);
   EXPECT_NE(q.model.tensor_layout_hash, 0u);
@@ -95,7 +84,7 @@ TEST(PlanModel, RoundTripKeepsIdentitySmoothingSolveAndProvenance) {
   EXPECT_TRUE(q.provenance.smooth);
   EXPECT_EQ(q.provenance.report, "report.json");
   EXPECT_EQ(q.at(0, 1, KvRole::key).bits, 2);
-  EXPECT_EQ(q.at(dims_of(*m).n_layer - 1, 0, KvRole::value).bits, 8);
+  EXPECT_EQ(q.at(m->config().kv_dims().n_layer - 1, 0, KvRole::value).bits, 8);
   EXPECT_EQ(q.window, 4);
 }
 
@@ -113,30 +102,30 @@ TEST(PlanModel, LayoutHashIsFnv1aOverNamesTypesAndDims) {
 }
 
 TEST(PlanModel, PlanForAnotherModelIsRejectedBeforeAnyWork) {
-  auto a = load_tiny("plan_model_a", {});
+  auto a = test::load_tiny_model("plan_model_a", {});
   test::TinyModelSpec other;
   other.d_ffn = 128;  // same KV dims, another tensor layout
-  auto b = load_tiny("plan_model_b", other);
-  ASSERT_EQ(dims_of(*a).n_layer, dims_of(*b).n_layer);
+  auto b = test::load_tiny_model("plan_model_b", other);
+  ASSERT_EQ(a->config().kv_dims().n_layer, b->config().kv_dims().n_layer);
   ASSERT_NE(kv_model_identity(*a).tensor_layout_hash, kv_model_identity(*b).tensor_layout_hash);
   const std::string path = write_file("plan_for_a.json", kv_plan_to_json(calibrated_plan(*a)));
   KvCacheOptions o;
   o.plan_file = path;
   o.model = kv_model_identity(*a);
-  EXPECT_NO_THROW(make_kv_cache(o, dims_of(*a)));
+  EXPECT_NO_THROW(make_kv_cache(o, a->config().kv_dims()));
   o.model = kv_model_identity(*b);
-  expect_error([&] { make_kv_cache(o, dims_of(*b)); }, "KV plan is for another model");
+  expect_error([&] { make_kv_cache(o, b->config().kv_dims()); }, "KV plan is for another model");
   // A model with other KV dims: the dims message.
   test::TinyModelSpec wide;
   wide.n_layer = 3;
-  auto c = load_tiny("plan_model_c", wide);
+  auto c = test::load_tiny_model("plan_model_c", wide);
   o.model = {};
-  expect_error([&] { make_kv_plan(o, dims_of(*c)); }, "KV plan is for a model with 2 layers");
+  expect_error([&] { make_kv_plan(o, c->config().kv_dims()); }, "KV plan is for a model with 2 layers");
 }
 
 TEST(PlanModel, CorruptPlansAreRejectedWithClearMessages) {
-  auto m = load_tiny("plan_corrupt", {});
-  const KvDims d = dims_of(*m);
+  auto m = test::load_tiny_model("plan_corrupt", {});
+  const KvDims d = m->config().kv_dims();
   const std::string good = kv_plan_to_json(calibrated_plan(*m));
   expect_error([&] { kv_plan_from_json(good.substr(0, good.size() / 2), d); }, "not valid JSON");
   nlohmann::json j = nlohmann::json::parse(good);
@@ -163,12 +152,12 @@ double mean_nll_with(const Model& m, const std::vector<int32_t>& tokens, const K
   PerplexityOptions po;
   po.n_ctx = 48;
   po.progress = false;
-  return perplexity(m, tokens, po, [&] { return make_kv_cache(o, dims_of(m)); }).mean_nll;
+  return perplexity(m, tokens, po, [&] { return make_kv_cache(o, m.config().kv_dims()); }).mean_nll;
 }
 
 TEST(PlanModel, SmoothingScalesFromThePlanReachThePerplexityForward) {
-  auto m = load_tiny("plan_smooth", {});
-  const KvDims d = dims_of(*m);
+  auto m = test::load_tiny_model("plan_smooth", {});
+  const KvDims d = m->config().kv_dims();
   std::vector<int32_t> tokens;
   for (int i = 0; i < 96; ++i) tokens.push_back(1 + (i * 37 + i / 5) % 250);
   // Pair-equal lambda (adjacent RoPE pairs of the llama tiny model), far from 1 on half the pairs.
