@@ -113,18 +113,20 @@ void Forward::layer_forward(KvCache& cache, const std::vector<BatchToken>& batch
   rope_forward(k_.data(), pos_.data(), n, c.n_head_kv, c.head_dim, c.rope_style, c.rope_base, c.rope_scale, pos_scale_);
   if (observer_) observer_(l, n, k_.data(), v_.data());
 
+  // Append every sequence's K/V, then one attention call for the whole batch.
+  spans_.clear();
   for (int i = 0; i < n;) {
     int j = i + 1;
     while (j < n && batch[j].seq == batch[i].seq) ++j;
-    const int cnt = j - i;
     const int seq = batch[i].seq;
     MPKV_CHECK(cache.length(seq, l) == batch[i].pos,
                "forward: sequence " + std::to_string(seq) + " is at position " + std::to_string(cache.length(seq, l)) +
                    " in the KV cache but the batch continues it at " + std::to_string(batch[i].pos));
-    cache.append(seq, l, cnt, k_.data() + (size_t)i * c.kv_dim(), v_.data() + (size_t)i * c.kv_dim());
-    cache.attend(seq, l, cnt, q_.data() + (size_t)i * c.q_dim(), attn_.data() + (size_t)i * c.q_dim());
+    cache.append(seq, l, j - i, k_.data() + (size_t)i * c.kv_dim(), v_.data() + (size_t)i * c.kv_dim());
+    spans_.push_back({seq, i, j - i});
     i = j;
   }
+  cache.attend_batch(l, spans_, q_.data(), attn_.data());
   linear_forward(L.wo, attn_.data(), tmp_.data(), n, dequant_scratch_);
   add_inplace(x_.data(), tmp_.data(), (int64_t)n * d);
 

@@ -52,6 +52,7 @@ class Forward {
   // Activations, row-major [n, width]:
   std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;
   std::vector<int> pos_;
+  std::vector<AttendSpan> spans_;
   std::vector<float> dequant_scratch_;
 };
 

@@ -8,8 +8,17 @@
 // Query head h reads KV head h / (n_head / n_head_kv) (grouped-query attention).
 #pragma once
 #include <string>
+#include <vector>
 
 namespace mpkv {
+
+// One sequence's rows in a batch: rows [row0, row0 + n_tokens) of q / out are the last n_tokens
+// positions appended to (seq, layer).
+struct AttendSpan {
+  int seq = 0;
+  int row0 = 0;
+  int n_tokens = 0;
+};
 
 struct KvDims {
   int n_layer = 0;
@@ -31,6 +40,14 @@ class KvCache {
   // Causal attention for the last n_tokens appended to (seq, layer): query i sees cache positions
   // [0, length - n_tokens + i]. Scores are scaled by 1/sqrt(head_dim).
   virtual void attend(int seq, int layer, int n_tokens, const float* q, float* out) = 0;
+
+  // attend() for every span of one layer's batch; q, out: [rows, n_head, head_dim]. The forward
+  // pass calls this once per layer after appending every span's K/V. The default loops over
+  // attend(); a cache may run all spans in one parallel region (PagedKvCache does).
+  virtual void attend_batch(int layer, const std::vector<AttendSpan>& spans, const float* q, float* out) {
+    const size_t row = (size_t)dims_.n_head * dims_.head_dim;
+    for (const AttendSpan& s : spans) attend(s.seq, layer, s.n_tokens, q + s.row0 * row, out + s.row0 * row);
+  }
 
   // Tokens held for (seq, layer); 0 for an unknown sequence.
   virtual int length(int seq, int layer) const = 0;

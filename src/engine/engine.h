@@ -1,0 +1,109 @@
+// The serving engine: continuous batching over one model and one KV cache whose byte budget every
+// request shares (docs/serving.md). Shape of nano-vllm's engine: sequences (sequence.h), a
+// scheduler (scheduler.h) and this object, which owns the forward pass (model_runner.h).
+//
+// Each step():
+//   1. finishes aborted requests (their pages are freed);
+//   2. admits waiting requests, oldest first, while fewer than max_seqs run and the projected
+//      footprint of every running request plus the new one, each at its plan's final bits for
+//      min(prompt + max_tokens, n_ctx) tokens (PagedKvCache::sequence_bytes_bound), fits the
+//      budget; the oldest waiting request is always admitted when nothing runs;
+//   3. builds one batch under max_batch_tokens: one decode token of every running sequence that
+//      has finished its prompt, then chunks of prompts still being prefilled, oldest first;
+//   4. reserves KV room for each entry (the cache shrinks pages first); only when a reservation
+//      fails with every page at its floor is the newest running sequence preempted: its pages are
+//      freed and it is requeued at the front, to be recomputed from its prompt and the tokens it
+//      had generated (its sampler state is kept, so the continuation is the same);
+//   5. runs the forward pass once for the whole batch, samples, applies stop rules and calls
+//      each request's callback.
+// A request that fits the budget alone never fails for memory.
+//
+// Threads: add_request, abort, metrics and wait_for_work may be called from any thread; step()
+// from one thread at a time (the serving loop, or the caller of a synchronous run).
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "engine/request.h"
+#include "kvcache/paged_kv_cache.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace mpkv {
+
+class ModelRunner;
+class Scheduler;
+struct Sequence;
+
+struct EngineOptions {
+  int n_ctx = 4096;             // prompt + generated tokens per request
+  int max_seqs = 16;            // requests running at once
+  int max_batch_tokens = 512;   // tokens per step: decode tokens plus prefill chunks
+  int max_queue = 256;          // requests waiting; add_request beyond it throws QueueFull
+};
+
+// add_request when max_queue requests already wait (an HTTP server answers 503 + Retry-After).
+class QueueFull : public Error {
+ public:
+  using Error::Error;
+};
+
+// A snapshot for /metrics and reports. Totals count since the engine was made.
+struct EngineMetrics {
+  int running = 0, waiting = 0;
+  size_t kv_bytes_used = 0, kv_budget_bytes = 0;  // budget 0: unlimited
+  size_t kv_tokens = 0;                           // positions held over all sequences (layer 0)
+  double kv_effective_bits = 0.0;  // stored bits per cached K/V element, every byte counted (0: empty)
+  uint64_t requests_finished_total = 0, preemptions_total = 0;
+  uint64_t prompt_tokens_total = 0, generation_tokens_total = 0, steps_total = 0;
+  std::map<std::pair<int, int>, uint64_t> page_shrinks;  // (from bits, to bits) -> block halvings
+};
+
+class Engine {
+ public:
+  // Validates the options (Error). The cache's plan smoothing is applied to the forward pass once.
+  Engine(const Model& model, const Tokenizer& tok, std::unique_ptr<PagedKvCache> cache, EngineOptions opts);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request; returns its id. Throws Error for bad parameters (empty prompt, prompt not
+  // shorter than n_ctx, max_tokens < -1 or 0, bad sampling values, top_logprobs out of range, a
+  // request whose footprint alone exceeds the budget) and QueueFull; nothing changes then.
+  uint64_t add_request(RequestParams params, OutputCallback on_output);
+  // Ends the request at the next step (final event with FinishReason::abort, pages freed).
+  // Unknown or finished ids are ignored.
+  void abort(uint64_t id);
+
+  // One scheduling step (see the header comment). Returns false when there was nothing to do.
+  bool step();
+  // Steps until no request waits or runs.
+  void run_until_idle();
+  // Blocks until a request waits or runs, or the timeout passes; true when there is work.
+  bool wait_for_work(std::chrono::milliseconds timeout);
+  bool has_work() const;
+
+  EngineMetrics metrics() const;
+  const EngineOptions& options() const { return opts_; }
+  const PagedKvCache& cache() const { return *cache_; }
+  const Tokenizer& tokenizer() const { return tok_; }
+
+ private:
+  const Model& model_;
+  const Tokenizer& tok_;
+  std::unique_ptr<PagedKvCache> cache_;
+  EngineOptions opts_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<Scheduler> sched_;
+  mutable std::mutex mu_;  // guards the scheduler's queues, pending aborts and the metrics
+  std::condition_variable work_cv_;
+};
+
+}  // namespace mpkv

@@ -1,0 +1,73 @@
+// What a client asks the engine for, and what the engine tells it back (docs/serving.md).
+//
+// A request is a tokenized prompt plus sampling and stop rules. The engine answers with a stream
+// of RequestOutput events on its stepping thread: one per step in which the request produced
+// tokens, and exactly one final event (finished = true) carrying the finish reason and the
+// request's timings. Text is detokenized in the engine so stop strings end a sequence (and free
+// its pages) as soon as they appear; text_delta never holds a partial UTF-8 character nor text
+// that might still turn out to be the start of a stop string.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace mpkv {
+
+// Why a request ended. The names of to_string() are OpenAI's finish_reason values where one exists.
+enum class FinishReason : uint8_t {
+  none,     // still running
+  stop,     // end-of-generation token or a stop string
+  length,   // max_tokens generated
+  context,  // the sequence filled the context (n_ctx); reported as "length" to OpenAI clients
+  abort,    // abort() (client gone, shutdown)
+};
+const char* to_string(FinishReason r);
+
+struct RequestParams {
+  std::vector<int32_t> prompt;      // token ids; non-empty and shorter than the engine's n_ctx
+  int max_tokens = 128;             // >= 1; -1: until end of generation or the context is full
+  SamplerOptions sampling;
+  std::vector<std::string> stop;    // stop strings, matched on the detokenized output (not returned)
+  bool ignore_eos = false;          // keep going past end-of-generation tokens
+  int top_logprobs = -1;            // -1: no logprobs; 0..kMaxTopLogprobs: the sampled token's logprob
+                                    // and that many most likely alternatives per token
+};
+inline constexpr int kMaxTopLogprobs = 20;
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;  // natural log of the softmax probability of the raw logits (temperature 1)
+};
+struct TokenLogprobs {
+  TokenLogprob sampled;
+  std::vector<TokenLogprob> top;  // most likely first
+};
+
+// Figures of one request, complete in its final event (seconds since add_request unless said).
+struct RequestStats {
+  int n_prompt_tokens = 0;
+  int n_generated = 0;
+  int n_preemptions = 0;        // times its pages were freed and its tokens recomputed
+  double queue_seconds = 0.0;   // until first scheduled
+  double first_token_seconds = 0.0;
+  double total_seconds = 0.0;
+};
+
+struct RequestOutput {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;          // tokens generated in this step (usually one; none in the final
+                                        // event of an aborted request)
+  std::string text_delta;               // text now safe to show (see the header comment)
+  std::vector<TokenLogprobs> logprobs;  // one per entry of `tokens` when top_logprobs >= 0
+  bool finished = false;
+  FinishReason reason = FinishReason::none;
+  RequestStats stats;                   // complete when finished
+};
+
+// Called on the engine's stepping thread; must not call back into the engine's step().
+using OutputCallback = std::function<void(const RequestOutput&)>;
+
+}  // namespace mpkv
