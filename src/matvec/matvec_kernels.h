@@ -43,7 +43,7 @@ using QuantDotFn = float (*)(const void* row, const BlockQ8Act* xq, int64_t n);
 // (activation row v at xq + v * xq_stride), 1 <= nr, nv <= kQuantTileMax, n columns:
 //   y[v * ldy + r] = QuantDotFn(row r, activation row v, n), bit for bit, whatever nr and nv.
 // So a row's result does not depend on the batch it is computed in nor on how rows are split
-// over threads (docs/design: batch-invariant numerics). Each weight block is decoded once per tile.
+// over threads (docs/numerics.md). Each weight block is decoded once per tile.
 using QuantTileFn = void (*)(const uint8_t* rows, size_t row_bytes, int nr, const BlockQ8Act* xq, size_t xq_stride,
                              int nv, int64_t n, float* y, size_t ldy);
 constexpr int kQuantTileMax = 4;
