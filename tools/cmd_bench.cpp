@@ -7,8 +7,8 @@
 //   decode@C the cache is first filled with C - D/2 tokens, then D single-token steps are timed,
 //            so the steps attend over contexts centred on C. With --parallel N, N sequences are
 //            filled and decode together (aggregate tok/s), each step in forward calls of at most
-//            --max-batch tokens (default kLinearSmallBatch = 8, the largest batch the matvec path
-//            serves: one call of 15 tokens would take the sgemm path and dequantize every weight);
+//            --max-batch tokens (default kLinearSmallBatch = 8; linear_forward takes any count and
+//            decodes each weight block once per tile of 4 tokens, so larger calls cost less per token);
 //            --parallel 0 admits as many as the --kv-budget-mib holds for the whole context (PagedKvCache::
 //            sequence_bytes_bound: full pages at their final bits, the newest at 16). With --synthetic
 //            the fill appends random K/V straight into the cache instead of running the model
@@ -91,7 +91,7 @@ void register_bench(CLI::App& app) {
   struct Args {
     std::string model, json;
     int threads = 0, prompt = 512, batch = 512, decode = 32, reps = 3, parallel = 1;
-    int max_batch = kLinearSmallBatch;  // the largest batch linear_forward serves with matvec
+    int max_batch = kLinearSmallBatch;  // decode tokens per forward call
     bool synthetic = false;
     std::vector<int> contexts{128, 4096};
     KvCacheOptions kv;
@@ -107,7 +107,7 @@ void register_bench(CLI::App& app) {
   sub->add_option("-r,--reps", a->reps, "repetitions (median reported)")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--json", a->json, "write results as JSON");
   sub->add_option("--parallel", a->parallel, "sequences decoded together at each context")->capture_default_str()->check(CLI::Range(0, 1024));
-  sub->add_option("--max-batch", a->max_batch, "decode tokens per forward call with --parallel (8: the matvec path's limit)")->capture_default_str()->check(CLI::Range(1, 4096));
+  sub->add_option("--max-batch", a->max_batch, "decode tokens per forward call with --parallel")->capture_default_str()->check(CLI::Range(1, 4096));
   sub->add_flag("--synthetic", a->synthetic, "fill decode contexts with random K/V instead of prefill (speed only)");
   add_kv_cache_options(sub, a->kv);
   sub->callback([a] {

@@ -63,8 +63,12 @@ void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q
   for (int j = 0; j < nq; ++j) max_visible = std::max(max_visible, q.visible[j]);
   for (size_t si = 0; si < n_segs; ++si) {
     const AttnSegment& g = segs[si];
+    // Segments no query sees are skipped (for every query they would add exact zeros). A segment
+    // some query sees is processed whole, rows past a query's horizon masked: the kernels' per-row
+    // arithmetic may depend on the row count (8-row folds vs. a tail), so the count must not depend
+    // on which other queries share the call (batch-invariant results; see paged_attention.h).
     if (g.pos0 >= max_visible) break;
-    const int n = std::min(g.n, max_visible - g.pos0);
+    const int n = g.n;
     // Scores [nq, n] at row stride lds.
     if (g.k_packed && q.q8 && q8_scores_apply(*g.k.layout)) {
       K.packed_scores_q8(g.k, *q.q8, g.t0, n, scratch, lds);

@@ -51,6 +51,9 @@ Q8Queries quantize_queries_q8(const float* q, size_t ldq, int nq, int d, std::ve
 // acc[j][0, d) sums fp16 (model-space) values and acc[j][d, 2d) packed values in the V code space;
 // the caller un-rotates the second half and adds it to the first after normalising. Segments must
 // be in increasing position order. `scratch`: at least nq * kMaxKernelRows floats.
+// Each query's state is bit for bit what it would be if that query were alone in the call: rows
+// past its horizon get weight 0 (adding exact zeros) and every segment is processed at its full
+// length, so neither nq nor the other queries' horizons change any query's arithmetic.
 void attend_segments(const PagedAttentionKernels& kernels, int head_dim, const AttnQueries& q,
                      const AttnSegment* segments, size_t n_segments, float* scratch, SoftmaxPartialView state);
 

@@ -8,8 +8,10 @@
 //   Q4_K, Q5_K, Q6_K, BF16        SLOW PATH: each row is dequantized into a thread-local fp32 buffer
 //                                 and then float-dotted; about 3-10x slower than the integer paths.
 //   anything else                 Error naming the type.
-// Rows are independent: they are split across OpenMP threads (static schedule, one contiguous chunk
-// each); the caller sets the thread count with omp_set_num_threads.
+// Rows are independent: they are split across OpenMP threads (one contiguous chunk each); the caller
+// sets the thread count with omp_set_num_threads. Batch- and thread-invariant: y for one activation
+// row is bit for bit the same whatever other rows are multiplied in the same call and however many
+// threads run (the integer-dot types through QuantTileFn, the others one dot per row).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -32,8 +34,8 @@ struct WeightMatrix {
 // y[rows] = W x[cols].
 void matvec(const WeightMatrix& w, const float* x, float* y);
 
-// n vectors at once (a few sequences decoding together): x is [n, cols], y is [n, rows], both
-// row-major. Each x is quantized once; each weight row is used for all n vectors while in cache.
+// n vectors at once (decode of several sequences, or a prefill): x is [n, cols], y is [n, rows], both
+// row-major. Each x is quantized once; each weight block is decoded once per tile of activation rows.
 // Results equal n separate matvec calls bit for bit. n == 0 does nothing.
 void matmul_rows(const WeightMatrix& w, const float* x, float* y, int n);
 

@@ -1,9 +1,10 @@
 // AVX2 + FMA + F16C kernels: the same integer math as matvec_ref.cpp, 32 weights per step.
-// Per block: codes expanded to 32 bytes, _mm256_maddubs_epi16 (unsigned codes x signed activation
-// codes) + _mm256_madd_epi16 -> 8 int32 partial sums, converted and fma'd with dw*dx into an fp32
-// accumulator. Two blocks per iteration on two accumulators to hide the fma latency.
+// The integer-dot types run through the tile kernel of matvec_tile_x86.h (per block: codes expanded
+// to 32 bytes, _mm256_maddubs_epi16 + _mm256_madd_epi16 -> 8 int32 partial sums, converted and
+// fma'd with dw*dx into one fp32 accumulator per row pair); the single-row dot is its 1 x 1 tile, so
+// a row's result is the same in any tile (matvec_kernels.h, QuantTileFn).
 #include "matvec/matvec_kernels.h"
-#include "matvec/matvec_x86_helpers.h"
+#include "matvec/matvec_tile_x86.h"
 
 namespace mpkv {
 
@@ -47,118 +48,6 @@ void quantize_act_avx2(const float* x, BlockQ8Act* out, int64_t n) {
   }
 }
 
-inline __m256i load_act(const BlockQ8Act& a) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)); }
-
-float dot_q4_0_avx2(const void* row, const BlockQ8Act* xq, int64_t n) {
-  const BlockQ4_0* w = static_cast<const BlockQ4_0*>(row);
-  const int64_t nb = n / QK4_0;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  float offs = 0.0f;
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    const float dw0 = x86_fp16(w[b].d), dw1 = x86_fp16(w[b + 1].d);
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * xq[b].d),
-                           x86_dot_us8_groups(x86_bytes_from_nibbles_32(w[b].qs), load_act(xq[b])), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * xq[b + 1].d),
-                           x86_dot_us8_groups(x86_bytes_from_nibbles_32(w[b + 1].qs), load_act(xq[b + 1])), acc1);
-    offs += dw0 * xq[b].s + dw1 * xq[b + 1].s;
-  }
-  for (; b < nb; ++b) {
-    const float dw = x86_fp16(w[b].d);
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw * xq[b].d),
-                           x86_dot_us8_groups(x86_bytes_from_nibbles_32(w[b].qs), load_act(xq[b])), acc0);
-    offs += dw * xq[b].s;
-  }
-  return x86_hsum_ps(_mm256_add_ps(acc0, acc1)) - 8.0f * offs;
-}
-
-float dot_q4_1_avx2(const void* row, const BlockQ8Act* xq, int64_t n) {
-  const BlockQ4_1* w = static_cast<const BlockQ4_1*>(row);
-  const int64_t nb = n / QK4_1;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  float offs = 0.0f;
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b].d) * xq[b].d),
-                           x86_dot_us8_groups(x86_bytes_from_nibbles_32(w[b].qs), load_act(xq[b])), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b + 1].d) * xq[b + 1].d),
-                           x86_dot_us8_groups(x86_bytes_from_nibbles_32(w[b + 1].qs), load_act(xq[b + 1])), acc1);
-    offs += x86_fp16(w[b].m) * xq[b].s + x86_fp16(w[b + 1].m) * xq[b + 1].s;
-  }
-  for (; b < nb; ++b) {
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b].d) * xq[b].d),
-                           x86_dot_us8_groups(x86_bytes_from_nibbles_32(w[b].qs), load_act(xq[b])), acc0);
-    offs += x86_fp16(w[b].m) * xq[b].s;
-  }
-  return x86_hsum_ps(_mm256_add_ps(acc0, acc1)) + offs;
-}
-
-float dot_q5_0_avx2(const void* row, const BlockQ8Act* xq, int64_t n) {
-  const BlockQ5_0* w = static_cast<const BlockQ5_0*>(row);
-  const int64_t nb = n / QK5_0;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  float offs = 0.0f;
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    const float dw0 = x86_fp16(w[b].d), dw1 = x86_fp16(w[b + 1].d);
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * xq[b].d),
-                           x86_dot_us8_groups(x86_q5_codes_32(w[b].qs, w[b].qh), load_act(xq[b])), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * xq[b + 1].d),
-                           x86_dot_us8_groups(x86_q5_codes_32(w[b + 1].qs, w[b + 1].qh), load_act(xq[b + 1])),
-                           acc1);
-    offs += dw0 * xq[b].s + dw1 * xq[b + 1].s;
-  }
-  for (; b < nb; ++b) {
-    const float dw = x86_fp16(w[b].d);
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw * xq[b].d),
-                           x86_dot_us8_groups(x86_q5_codes_32(w[b].qs, w[b].qh), load_act(xq[b])), acc0);
-    offs += dw * xq[b].s;
-  }
-  return x86_hsum_ps(_mm256_add_ps(acc0, acc1)) - 16.0f * offs;
-}
-
-float dot_q5_1_avx2(const void* row, const BlockQ8Act* xq, int64_t n) {
-  const BlockQ5_1* w = static_cast<const BlockQ5_1*>(row);
-  const int64_t nb = n / QK5_1;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  float offs = 0.0f;
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b].d) * xq[b].d),
-                           x86_dot_us8_groups(x86_q5_codes_32(w[b].qs, w[b].qh), load_act(xq[b])), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b + 1].d) * xq[b + 1].d),
-                           x86_dot_us8_groups(x86_q5_codes_32(w[b + 1].qs, w[b + 1].qh), load_act(xq[b + 1])),
-                           acc1);
-    offs += x86_fp16(w[b].m) * xq[b].s + x86_fp16(w[b + 1].m) * xq[b + 1].s;
-  }
-  for (; b < nb; ++b) {
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b].d) * xq[b].d),
-                           x86_dot_us8_groups(x86_q5_codes_32(w[b].qs, w[b].qh), load_act(xq[b])), acc0);
-    offs += x86_fp16(w[b].m) * xq[b].s;
-  }
-  return x86_hsum_ps(_mm256_add_ps(acc0, acc1)) + offs;
-}
-
-inline __m256i load_q8(const BlockQ8_0& blk) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs)); }
-
-float dot_q8_0_avx2(const void* row, const BlockQ8Act* xq, int64_t n) {
-  const BlockQ8_0* w = static_cast<const BlockQ8_0*>(row);
-  const int64_t nb = n / QK8_0;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b].d) * xq[b].d),
-                           x86_dot_ss8_groups(load_q8(w[b]), load_act(xq[b])), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b + 1].d) * xq[b + 1].d),
-                           x86_dot_ss8_groups(load_q8(w[b + 1]), load_act(xq[b + 1])), acc1);
-  }
-  for (; b < nb; ++b) {
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(x86_fp16(w[b].d) * xq[b].d),
-                           x86_dot_ss8_groups(load_q8(w[b]), load_act(xq[b])), acc0);
-  }
-  return x86_hsum_ps(_mm256_add_ps(acc0, acc1));
-}
-
 float dot_f32_avx2(const void* row, const float* x, int64_t n) {
   const float* w = static_cast<const float*>(row);
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
@@ -200,7 +89,9 @@ float dot_f16_avx2(const void* row, const float* x, int64_t n) {
 // Constant-initialized (no code runs to build it; see matvec_dispatch.cpp).
 extern const MatvecKernels kMatvecKernelsAvx2;
 constinit const MatvecKernels kMatvecKernelsAvx2{
-    Isa::avx2, "avx2", quantize_act_avx2, dot_q4_0_avx2, dot_q4_1_avx2, dot_q5_0_avx2,
-    dot_q5_1_avx2, dot_q8_0_avx2, dot_f32_avx2, dot_f16_avx2};
+    Isa::avx2, "avx2", quantize_act_avx2,
+    quant_dot_as_tile<TileQ4_0>, quant_dot_as_tile<TileQ4_1>, quant_dot_as_tile<TileQ5_0>,
+    quant_dot_as_tile<TileQ5_1>, quant_dot_as_tile<TileQ8_0>, dot_f32_avx2, dot_f16_avx2,
+    quant_tile<TileQ4_0>, quant_tile<TileQ4_1>, quant_tile<TileQ5_0>, quant_tile<TileQ5_1>, quant_tile<TileQ8_0>};
 
 }  // namespace mpkv

@@ -21,6 +21,17 @@ QuantDotFn MatvecKernels::quant_dot(GgmlType type) const {
   }
 }
 
+QuantTileFn MatvecKernels::quant_tile(GgmlType type) const {
+  switch (type) {
+    case GgmlType::Q4_0: return tile_q4_0;
+    case GgmlType::Q4_1: return tile_q4_1;
+    case GgmlType::Q5_0: return tile_q5_0;
+    case GgmlType::Q5_1: return tile_q5_1;
+    case GgmlType::Q8_0: return tile_q8_0;
+    default: return nullptr;
+  }
+}
+
 FloatDotFn MatvecKernels::float_dot(GgmlType type) const {
   switch (type) {
     case GgmlType::F32: return dot_f32;

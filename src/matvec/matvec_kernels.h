@@ -10,6 +10,7 @@
 // _ref only in the order of the fp32 summation. The table in use is chosen once from
 // active_isa() (active_matvec_kernels()); tests fetch each variant's table directly.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "gguf/ggml_types.h"
@@ -38,6 +39,14 @@ using QuantizeActFn = void (*)(const float* x, BlockQ8Act* out, int64_t n);
 // Dot product of one weight row (n elements, n a multiple of 32, in the type's block layout)
 // with the quantized activation xq[n/32].
 using QuantDotFn = float (*)(const void* row, const BlockQ8Act* xq, int64_t n);
+// A tile of nr weight rows (row r at rows + r * row_bytes) times nv quantized activation rows
+// (activation row v at xq + v * xq_stride), 1 <= nr, nv <= kQuantTileMax, n columns:
+//   y[v * ldy + r] = QuantDotFn(row r, activation row v, n), bit for bit, whatever nr and nv.
+// So a row's result does not depend on the batch it is computed in nor on how rows are split
+// over threads (docs/numerics.md). Each weight block is decoded once per tile.
+using QuantTileFn = void (*)(const uint8_t* rows, size_t row_bytes, int nr, const BlockQ8Act* xq, size_t xq_stride,
+                             int nv, int64_t n, float* y, size_t ldy);
+constexpr int kQuantTileMax = 4;
 // Dot product of one float-typed weight row (F32 or F16 bits) with x[n]; any n >= 0.
 using FloatDotFn = float (*)(const void* row, const float* x, int64_t n);
 
@@ -47,9 +56,12 @@ struct MatvecKernels {
   QuantizeActFn quantize_act;
   QuantDotFn dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0;
   FloatDotFn dot_f32, dot_f16;
+  QuantTileFn tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q8_0;
 
   // The integer-dot kernel for `type`, or nullptr when `type` is not an integer-dot type.
   QuantDotFn quant_dot(GgmlType type) const;
+  // The tile kernel for `type`, or nullptr when `type` is not an integer-dot type.
+  QuantTileFn quant_tile(GgmlType type) const;
   // The float-dot kernel for F32 / F16, or nullptr.
   FloatDotFn float_dot(GgmlType type) const;
 };

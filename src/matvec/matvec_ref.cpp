@@ -127,12 +127,22 @@ float dot_f16_ref(const void* row, const float* x, int64_t n) {
   return acc;
 }
 
+// The reference tile: one dot per (weight row, activation row) pair, so it equals Dot by definition.
+template <QuantDotFn Dot>
+void tile_ref(const uint8_t* rows, size_t row_bytes, int nr, const BlockQ8Act* xq, size_t xq_stride, int nv, int64_t n,
+              float* y, size_t ldy) {
+  for (int r = 0; r < nr; ++r)
+    for (int v = 0; v < nv; ++v) y[(size_t)v * ldy + r] = Dot(rows + (size_t)r * row_bytes, xq + (size_t)v * xq_stride, n);
+}
+
 }  // namespace
 
 // Constant-initialized (no code runs to build it; see matvec_dispatch.cpp).
 extern const MatvecKernels kMatvecKernelsRef;
 constinit const MatvecKernels kMatvecKernelsRef{
     Isa::scalar, "ref", quantize_act_ref, dot_q4_0_ref, dot_q4_1_ref, dot_q5_0_ref,
-    dot_q5_1_ref, dot_q8_0_ref, dot_f32_ref, dot_f16_ref};
+    dot_q5_1_ref, dot_q8_0_ref, dot_f32_ref, dot_f16_ref,
+    tile_ref<dot_q4_0_ref>, tile_ref<dot_q4_1_ref>, tile_ref<dot_q5_0_ref>, tile_ref<dot_q5_1_ref>,
+    tile_ref<dot_q8_0_ref>};
 
 }  // namespace mpkv

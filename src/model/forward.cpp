@@ -76,7 +76,7 @@ void Forward::run(KvCache& cache, const std::vector<BatchToken>& batch, std::vec
   if (rows.empty()) return;
   for (size_t r = 0; r < rows.size(); ++r)
     rmsnorm_forward(x_.data() + rows[r] * d, w.output_norm.data, xn_.data() + r * d, 1, c.d_model, c.rms_eps);
-  linear_forward(w.output, xn_.data(), logits_out.data(), (int)rows.size(), dequant_scratch_);
+  linear_forward(w.output, xn_.data(), logits_out.data(), (int)rows.size());
 }
 
 void Forward::layer_forward(KvCache& cache, const std::vector<BatchToken>& batch, int l) {
@@ -87,9 +87,9 @@ void Forward::layer_forward(KvCache& cache, const std::vector<BatchToken>& batch
 
   // Attention block.
   rmsnorm_forward(x_.data(), L.attn_norm.data, xn_.data(), n, c.d_model, c.rms_eps);
-  linear_forward(L.wq, xn_.data(), q_.data(), n, dequant_scratch_);
-  linear_forward(L.wk, xn_.data(), k_.data(), n, dequant_scratch_);
-  linear_forward(L.wv, xn_.data(), v_.data(), n, dequant_scratch_);
+  linear_forward(L.wq, xn_.data(), q_.data(), n);
+  linear_forward(L.wk, xn_.data(), k_.data(), n);
+  linear_forward(L.wv, xn_.data(), v_.data(), n);
   if (c.qkv_bias) {
     add_bias(q_.data(), L.bq.data, n, c.q_dim());
     add_bias(k_.data(), L.bk.data, n, c.kv_dim());
@@ -127,15 +127,15 @@ void Forward::layer_forward(KvCache& cache, const std::vector<BatchToken>& batch
     i = j;
   }
   cache.attend_batch(l, spans_, q_.data(), attn_.data());
-  linear_forward(L.wo, attn_.data(), tmp_.data(), n, dequant_scratch_);
+  linear_forward(L.wo, attn_.data(), tmp_.data(), n);
   add_inplace(x_.data(), tmp_.data(), (int64_t)n * d);
 
   // Feed-forward block (SwiGLU).
   rmsnorm_forward(x_.data(), L.ffn_norm.data, xn_.data(), n, c.d_model, c.rms_eps);
-  linear_forward(L.w_gate, xn_.data(), gate_.data(), n, dequant_scratch_);
-  linear_forward(L.w_up, xn_.data(), up_.data(), n, dequant_scratch_);
+  linear_forward(L.w_gate, xn_.data(), gate_.data(), n);
+  linear_forward(L.w_up, xn_.data(), up_.data(), n);
   swiglu_forward(gate_.data(), up_.data(), (int64_t)n * c.d_ffn);
-  linear_forward(L.w_down, gate_.data(), tmp_.data(), n, dequant_scratch_);
+  linear_forward(L.w_down, gate_.data(), tmp_.data(), n);
   add_inplace(x_.data(), tmp_.data(), (int64_t)n * d);
 }
 

@@ -53,10 +53,9 @@ class Forward {
   std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;
   std::vector<int> pos_;
   std::vector<AttendSpan> spans_;
-  std::vector<float> dequant_scratch_;
 };
 
-// Sets the OpenMP thread count; OpenBLAS runs single-threaded inside OpenMP regions (linear.cpp).
+// Sets the OpenMP thread count (n <= 0: one per hardware thread).
 void set_num_threads(int n);
 int default_num_threads();
 

@@ -1,19 +1,19 @@
-// y = x W^T for a weight in its GGUF encoding, choosing the kernel by batch size:
-// a few rows (decode) use the quantized matrix-vector kernels; many rows (prefill) dequantize W
-// to float32 once and call OpenBLAS sgemm.
+// y = x W^T for a weight in its GGUF encoding, for any number of rows (decode of a batch or a
+// prefill): the matvec driver's tile kernels, so every row's result is independent of how many
+// rows share the call and of the thread count (matvec.h). There is no float-GEMM path: OpenBLAS
+// sgemm's per-row result depended on M and on the per-thread slice of weight rows, which made greedy
+// output change with -t and with the batch a sequence decoded in.
 #pragma once
-#include <vector>
-
 #include "matvec/matvec.h"
 
 namespace mpkv {
 
-// Row counts up to this use matmul_rows (weights read once for all rows, activations quantized
-// like llama.cpp's); above it the sgemm path wins (measured on SmolLM2 shapes, 2 threads).
+// The largest number of tokens callers put in one decode forward call by default (the lockstep
+// evaluator's groups, `mpkv bench --max-batch`). linear_forward itself takes any n.
 constexpr int kLinearSmallBatch = 8;
 
-// x: [n, w.cols], y: [n, w.rows]. scratch grows to w.rows * w.cols floats on the sgemm path.
-void linear_forward(const WeightMatrix& w, const float* x, float* y, int n, std::vector<float>& scratch);
+// x: [n, w.cols], y: [n, w.rows].
+void linear_forward(const WeightMatrix& w, const float* x, float* y, int n);
 
 // Dequantizes the whole matrix to out [rows, cols] (parallel over rows).
 void dequantize_matrix(const WeightMatrix& w, float* out);

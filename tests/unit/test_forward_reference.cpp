@@ -20,12 +20,9 @@ namespace {
 // - decode (matvec) path quantizes activations to 8-bit blocks like llama.cpp (~0.4% per dot
 //   product) and stores K/V in fp16; through 2 layers this stays well under 3%.
 constexpr double kDecodeVsReferenceRel = 3e-2;
-// - prefill (sgemm on dequantized weights, fp32 activations) differs from the reference only by
-//   float32 rounding and the fp16 KV cache.
-constexpr double kPrefillVsReferenceRel = 5e-3;
-// - two paths over identical arithmetic (a sequence alone vs batched with another) only differ
-//   by summation order inside threads.
-constexpr double kSameArithmeticAbs = 1e-4;
+// - prefill runs the same kernels (every linear_forward row is quantized and multiplied on its own),
+//   so it has the decode bound, and its rows equal token-by-token decode bit for bit; so does a
+//   sequence decoded next to another (batch-invariant numerics, matvec.h).
 
 using Mat = std::vector<double>;  // row-major
 
@@ -148,7 +145,8 @@ TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
   ASSERT_GT(scale, 0.1);
 
   Forward fwd(*model);
-  // 1. One prefill batch of T tokens (sgemm path).
+  // 1. One prefill batch of T tokens.
+  std::vector<float> prefill;
   {
     F16KvCache cache(dims);
     std::vector<BatchToken> b;
@@ -158,7 +156,8 @@ TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
     double err = 0;
     for (int i = 0; i < T; ++i)
       for (int v = 0; v < c.n_vocab; ++v) err = std::max(err, std::fabs(lg[(size_t)i * c.n_vocab + v] - ref[i][v]));
-    EXPECT_LT(err / scale, kPrefillVsReferenceRel) << "prefill vs reference, max abs err " << err;
+    EXPECT_LT(err / scale, kDecodeVsReferenceRel) << "prefill vs reference, max abs err " << err;
+    prefill = lg;
   }
   // 2. Token by token (matvec path), and 3. two sequences decoded in one batch.
   std::vector<std::vector<float>> single(T);
@@ -172,6 +171,9 @@ TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
       for (int v = 0; v < c.n_vocab; ++v) err = std::max(err, std::fabs(lg[v] - ref[i][v]));
     }
     EXPECT_LT(err / scale, kDecodeVsReferenceRel) << "decode vs reference, max abs err " << err;
+    for (int i = 0; i < T; ++i)
+      for (int v = 0; v < c.n_vocab; ++v)
+        ASSERT_EQ(prefill[(size_t)i * c.n_vocab + v], single[i][v]) << "prefill row " << i << " vs decode, logit " << v;
   }
   {
     F16KvCache cache(dims);
@@ -181,7 +183,7 @@ TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
       fwd.run(cache, {{toks2[i], i, 7, true}, {toks[i], i, 3, true}}, lg);
       for (int v = 0; v < c.n_vocab; ++v) err = std::max(err, (double)std::fabs(lg[c.n_vocab + v] - single[i][v]));
     }
-    EXPECT_LT(err, kSameArithmeticAbs) << "a sequence decoded next to another must not change";
+    EXPECT_EQ(err, 0.0) << "a sequence decoded next to another must not change";
   }
 }
 
@@ -207,9 +209,12 @@ TEST(Forward, RejectsBadBatches) {
 namespace mpkv {
 namespace {
 
-// Key smoothing scales equal on both channels of each RoPE pair leave q.k, hence the logits,
-// unchanged up to float rounding; scales that differ within a pair do not commute with RoPE.
-constexpr double kSmoothingInvarianceRel = 1e-4;
+// Key smoothing scales equal on both channels of each RoPE pair leave q.k unchanged up to float
+// rounding (and the fp16 rounding of the stored keys); scales that differ within a pair do not
+// commute with RoPE. The logits see those roundings through the next layers' 8-bit activation
+// quantization (a code can flip by one step, ~0.4% of a block's max), observed up to 0.9% of the
+// largest logit on the tiny models; 2% bounds it, and unpaired scales must move logits 10x more.
+constexpr double kSmoothingInvarianceRel = 2e-2;
 
 TEST(Forward, PairEqualKeySmoothingLeavesLogitsUnchanged) {
   for (const std::string arch : {"llama", "qwen2"}) {
@@ -250,7 +255,7 @@ TEST(Forward, PairEqualKeySmoothingLeavesLogitsUnchanged) {
       d_unpaired = std::max(d_unpaired, (double)std::fabs(lu[i] - base[i]));
     }
     EXPECT_LT(d_paired / scale, kSmoothingInvarianceRel) << arch;
-    EXPECT_GT(d_unpaired / scale, 100 * kSmoothingInvarianceRel) << arch << ": the check must be able to fail";
+    EXPECT_GT(d_unpaired / scale, 10 * kSmoothingInvarianceRel) << arch << ": the check must be able to fail";
   }
   test::TinyModelSpec spec;
   const std::string path = test::temp_dir() + "/tiny_smooth_bad.gguf";

@@ -98,6 +98,71 @@ TEST_P(MatvecDriver, ThreadCountDoesNotChangeResults) {
   expect_within_bound(m, x.data(), y2.data(), "2 threads");
 }
 
+// Batch and thread invariance (issue 15: greedy output must not depend on -t or on the batch a
+// sequence decodes in): each of 17 activation rows multiplied alone at 1 thread is the reference;
+// every batch of 2..17 rows (a window sliding over the 17, so a row sits at every tile position) at
+// 1, 2 and 3 threads must reproduce it bit for bit. 301 x 1536 takes the parallel path.
+TEST_P(MatvecDriver, RowResultIndependentOfBatchAndThreads) {
+  const GgmlType t = GetParam();
+  const TestMatrix m = make_test_matrix(t, 301, 1536, 51);
+  constexpr int kRows = 17;
+  std::vector<float> x;
+  for (int v = 0; v < 2 * kRows; ++v) {
+    const std::vector<float> xv = make_activations(m.cols, 500 + v);
+    x.insert(x.end(), xv.begin(), xv.end());
+  }
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  std::vector<float> alone((size_t)2 * kRows * m.rows);
+  for (int v = 0; v < 2 * kRows; ++v) matvec(m.view(), x.data() + (size_t)v * m.cols, alone.data() + (size_t)v * m.rows);
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    for (int n = 2; n <= kRows; ++n) {
+      const int first = n % kRows;  // where the window starts
+      std::vector<float> y((size_t)n * m.rows);
+      matmul_rows(m.view(), x.data() + (size_t)first * m.cols, y.data(), n);
+      for (int v = 0; v < n; ++v) {
+        for (int64_t r = 0; r < m.rows; ++r) {
+          ASSERT_EQ(y[(size_t)v * m.rows + r], alone[(size_t)(first + v) * m.rows + r])
+              << "batch " << n << " threads " << threads << " vector " << v << " row " << r;
+        }
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+// Every tile shape of every kernel table this CPU runs equals the table's single-row dot, bit for bit.
+TEST_P(MatvecDriver, EveryTileShapeEqualsTheRowDot) {
+  const GgmlType t = GetParam();
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+    if ((int)best_isa() < (int)isa) continue;
+    const MatvecKernels& k = matvec_kernels_for(isa);
+    const QuantTileFn tile = k.quant_tile(t);
+    if (!tile) GTEST_SKIP() << ggml_type_name((uint32_t)t) << " has no integer-dot tile";
+    const TestMatrix m = make_test_matrix(t, kQuantTileMax, 544, 61, /*pad=*/6);
+    const int64_t nb = m.cols / kActBlock;
+    std::vector<BlockQ8Act> xq((size_t)kQuantTileMax * nb);
+    for (int v = 0; v < kQuantTileMax; ++v) {
+      const std::vector<float> xv = make_activations(m.cols, 70 + v);
+      k.quantize_act(xv.data(), xq.data() + (size_t)v * nb, m.cols);
+    }
+    const WeightMatrix w = m.view();
+    for (int nr = 1; nr <= kQuantTileMax; ++nr) {
+      for (int nv = 1; nv <= kQuantTileMax; ++nv) {
+        std::vector<float> y((size_t)nv * 8, -1.0f);
+        tile(w.data, w.row_bytes, nr, xq.data(), (size_t)nb, nv, m.cols, y.data(), 8);
+        for (int v = 0; v < nv; ++v) {
+          for (int r = 0; r < nr; ++r) {
+            const float want = k.quant_dot(t)(w.data + (size_t)r * w.row_bytes, xq.data() + (size_t)v * nb, m.cols);
+            ASSERT_EQ(y[(size_t)v * 8 + r], want) << k.name << " tile " << nr << "x" << nv << " row " << r << " act " << v;
+          }
+        }
+      }
+    }
+  }
+}
+
 void expect_variant_matches_ref(const MatvecKernels& k, GgmlType t) {
   const TestMatrix m = make_test_matrix(t, 45, 768, 41);
   const int n = 3;

@@ -20,8 +20,13 @@ namespace {
 // (and the exp polynomial) in attention, relative to the largest |logit|.
 constexpr double kF16PagesRel = 1e-4;
 // 16-bit min-max codes of fp16 values: each value moves by at most half a step of range / 65535
-// (~1e-5 of the range), plus fp16 scale rounding; through the model's 30 layers under 1e-3.
-constexpr double kSixteenBitCodesRel = 1e-3;
+// (~1e-5 of the range), plus fp16 scale rounding. Every linear layer quantizes its input
+// activations to 8-bit blocks (prefill included since the batch-invariant kernels), where such a
+// change can flip one rounding and move the logits by ~2.5% (measured: 2.48% for 16-bit codes and
+// unshrunk progressive pages on the 32-token run); 5% bounds that and still catches a wrong scale
+// or offset, which moves them by far more. The codes themselves are checked to fp32 rounding
+// against dequantize-then-attend in test_kvcache_paged_attention.cpp (uniform16).
+constexpr double kSixteenBitCodesRel = 5e-2;
 
 struct Tiny {
   std::unique_ptr<Model> model;
@@ -86,10 +91,8 @@ TEST(PagedEngine, F16PagesMatchF16KvCacheThroughTheModel) {
 }
 
 // The random tiny model amplifies 1e-5 perturbations of K/V a hundredfold, so the 16-bit codes
-// are compared on the real model, over the logits of the two 16-token prefill chunks: smaller
-// batches (the last 8-token chunk, decode) go through the matvec path, which quantizes
-// activations to 8 bits, where a 1e-5 change can flip a rounding and move logits by ~2% even
-// for fp16 pages against F16KvCache (measured), so a bound there would test the matvec.
+// are compared on the real model, over the logits of the two 16-token prefill chunks (bound: see
+// kSixteenBitCodesRel).
 TEST(PagedEngine, SixteenBitCodesMatchF16KvCacheOnTheRealModel) {
   const std::string path = test::default_model_path();
   if (path.empty()) GTEST_SKIP() << "real model absent (models/SmolLM2-135M-Instruct.Q4_1.gguf)";
