@@ -9,11 +9,17 @@
 // Last, the per-token matvec time of the whole model (30 layers + the Q8_0 output head, cold,
 // active kernels) and the tokens/s it alone would allow.
 //
-// Usage: bench_matvec [--quick]
+// --batch: only the batch-width table: per shape, the time per activation row of one matmul_rows
+// call with n = 1, 2, 4, 8, 16, 64 rows (1 thread, active kernels, hot matrix), and its ratio to
+// n = 1. Timed in thread CPU time (CLOCK_THREAD_CPUTIME_ID), median of 15+ calls, so time the
+// process spends descheduled on a shared machine does not count (cache sharing still does).
+//
+// Usage: bench_matvec [--quick] [--batch]
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -125,10 +131,66 @@ Timing time_matvec(const MatvecKernels& k, const Shape& s, int threads, bool col
   return {median(times), *std::min_element(times.begin(), times.end())};
 }
 
+double thread_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+// Median thread-CPU seconds of one matmul_rows call with n activation rows (1 thread, hot).
+double cpu_seconds_per_call(const Shape& s, int n) {
+  const std::vector<uint8_t> m = random_matrix_bytes(s.type, s.rows, s.cols, 1);
+  const WeightMatrix w{s.type, s.rows, s.cols, m.data(), ggml_row_bytes(s.type, s.cols)};
+  std::vector<float> x((size_t)n * s.cols), y((size_t)n * s.rows);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (auto& v : x) v = g(rng);
+  omp_set_num_threads(1);
+  matmul_rows(w, x.data(), y.data(), n);  // warm
+  std::vector<double> times;
+  const double start = thread_cpu_seconds();
+  while (times.size() < 15 || (thread_cpu_seconds() - start < 0.2 && times.size() < 10000)) {
+    const double t0 = thread_cpu_seconds();
+    matmul_rows(w, x.data(), y.data(), n);
+    times.push_back(thread_cpu_seconds() - t0);
+  }
+  return median(times);
+}
+
+void print_batch_table() {
+  const int widths[] = {1, 2, 4, 8, 16, 64};
+  std::printf("us of thread CPU time per activation row, matmul_rows with n rows, 1 thread, %s kernels, hot\n",
+              active_matvec_kernels().name);
+  std::printf("%-26s %-10s %-5s", "matrix", "shape", "type");
+  for (int n : widths) std::printf(" %8s%-3d", "n=", n);
+  std::printf("   (n=1 / n=16)\n");
+  for (const Shape& s : kShapes) {
+    char shape[32];
+    std::snprintf(shape, sizeof shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
+    std::printf("%-26s %-10s %-5s", s.what, shape, ggml_type_name((uint32_t)s.type).c_str());
+    double one = 0, sixteen = 0;
+    for (int n : widths) {
+      const double per_row = cpu_seconds_per_call(s, n) / n;
+      if (n == 1) one = per_row;
+      if (n == 16) sixteen = per_row;
+      std::printf(" %11.1f", per_row * 1e6);
+    }
+    std::printf("   %.2fx\n", one / sixteen);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  bool quick = false, batch_only = false;
+  for (int i = 1; i < argc; ++i) {
+    quick = quick || std::string(argv[i]) == "--quick";
+    batch_only = batch_only || std::string(argv[i]) == "--batch";
+  }
+  if (batch_only) {
+    print_batch_table();
+    return 0;
+  }
   const double min_seconds = quick ? 0.05 : 0.3;
   const int saved_threads = omp_get_max_threads();
 

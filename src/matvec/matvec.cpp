@@ -57,13 +57,13 @@ constexpr int kActPanel = 64;
 // so neither n, nor the tile shapes at the edges, nor the thread split change any result.
 void quant_tiles(QuantTileFn tile, const WeightMatrix& w, const BlockQ8Act* xq, float* y, int n) {
   const int64_t rows = w.rows, nb = w.cols / kActBlock;
-  // Tile shape (speed only; results are the same for every shape). Several activation rows: 2 x 4
-  // tiles (8 accumulators) decode each weight block once per 4 activation rows. One row (decode):
-  // 2-row tiles give two independent fma chains, except for matrices far larger than the caches
-  // (the 28 MiB Q8_0 output head), where one row at a time streams best (measured on the 2-core
-  // EPYC VM: 4 interleaved row streams took twice the CPU time of 1).
+  // Tile shape (speed only; results are the same for every shape): 2 weight rows x up to 4
+  // activation rows (8 accumulators; each weight block decoded once per 4 activation rows, two
+  // independent fma chains when n = 1), except for matrices far larger than the caches (the 28 MiB
+  // Q8_0 output head), where one weight row at a time streams best (bench_matvec --batch and a
+  // tile-shape sweep on the 2-core EPYC VM: 2-4 interleaved row streams took 1.5-2x the CPU time).
   constexpr size_t kStreamingBytes = 8u << 20;
-  const int R = n > 1 ? 2 : ((size_t)rows * w.row_bytes > kStreamingBytes ? 1 : 2);
+  const int R = (size_t)rows * w.row_bytes > kStreamingBytes ? 1 : 2;
   const int64_t n_tiles = (rows + R - 1) / R;
   const bool parallel = n_tiles > 1 && (size_t)rows * w.row_bytes * (size_t)n >= kMinParallelBytes;
 #pragma omp parallel if (parallel)
