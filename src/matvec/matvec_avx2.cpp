@@ -2,6 +2,8 @@
 // Per block: codes expanded to 32 bytes, _mm256_maddubs_epi16 (unsigned codes x signed activation
 // codes) + _mm256_madd_epi16 -> 8 int32 partial sums, converted and fma'd with dw*dx into an fp32
 // accumulator. Two blocks per iteration on two accumulators to hide the fma latency.
+#include <cstring>
+
 #include "matvec/matvec_kernels.h"
 #include "matvec/matvec_x86_helpers.h"
 
@@ -171,7 +173,11 @@ float dot_f32_avx2(const void* row, const float* x, int64_t n) {
   }
   for (; j + 8 <= n; j += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x + j), a0);
   float acc = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; j < n; ++j) acc += w[j] * x[j];
+  for (; j < n; ++j) {  // the row may be unaligned (see dot_f32_ref): memcpy, not w[j]
+    float wj;
+    std::memcpy(&wj, w + j, sizeof wj);
+    acc += wj * x[j];
+  }
   return acc;
 }
 
@@ -191,7 +197,11 @@ float dot_f16_avx2(const void* row, const float* x, int64_t n) {
   }
   for (; j + 8 <= n; j += 8) a0 = _mm256_fmadd_ps(load_f16x8(w + j), _mm256_loadu_ps(x + j), a0);
   float acc = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; j < n; ++j) acc += x86_fp16(w[j]) * x[j];
+  for (; j < n; ++j) {
+    uint16_t wj;
+    std::memcpy(&wj, w + j, sizeof wj);
+    acc += x86_fp16(wj) * x[j];
+  }
   return acc;
 }
 
