@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Engine speed side by side with llama.cpp (llama-cpp-python) on the same GGUF, thread count and
-# token ids: prefill of a 512-token prompt, decode at contexts 128 and 4096, f16 KV cache.
+# token ids: prefill of a 512-token prompt, decode of 32 tokens at depths 128 and 4096, f16 KV cache.
 # The two engines run alternately ROUNDS times (each run reports a median of REPS, default 3); the table
 # quotes the median over rounds. Usage: scripts/bench_vs_llamacpp.sh [THREADS=2] [ROUNDS=2] [BUILD=build]
 # Writes docs/results/engine_speed.md.
@@ -12,8 +12,8 @@ scripts/get_model.sh
 scripts/install_peer.sh
 out=$(mktemp -d)
 for r in $(seq 1 "$ROUNDS"); do
-  "$BUILD"/mpkv bench -m "$MODEL" -t "$THREADS" --ctx 128 4096 -r "$REPS" --json "$out/mpkv_$r.json"
-  python3 bench/peer_llamacpp.py bench -m "$MODEL" -t "$THREADS" --ctx 128 4096 -r "$REPS" --json "$out/llama_$r.json"
+  "$BUILD"/mpkv bench -m "$MODEL" -t "$THREADS" -d 128,4096 -r "$REPS" --json "$out/mpkv_$r.json"
+  python3 bench/peer_llamacpp.py bench -m "$MODEL" -t "$THREADS" -d 128,4096 -r "$REPS" --json "$out/llama_$r.json"
 done
 python3 - "$out" "$ROUNDS" "$THREADS" "$REPS" <<'PY'
 import json, sys, statistics, platform, subprocess
