@@ -130,7 +130,7 @@ void add_sampling_options(CLI::App* sub, SamplingArgs& a) {
       ->capture_default_str()->check(unit_interval_open_closed());
   sub->add_option("--min-p", o.min_p, "drop tokens less likely than min-p x the most likely (0: off)")
       ->capture_default_str()->check(number_in(0, 1, "in [0, 1]"));
-  sub->add_option("--repeat-penalty", o.repeat_penalty, "divide the logits of recent tokens by this (1: off)")
+  sub->add_option("--repeat-penalty", o.repeat_penalty, "penalize recent tokens: positive logits / p, negative x p (1: off)")
       ->capture_default_str()->check(number_in(1e-3, 1e3, "in [0.001, 1000]"));
   sub->add_option("--repeat-last-n", o.repeat_last_n, "recent tokens the penalty looks at")
       ->capture_default_str()->check(integer_in(0, 1 << 20, "in [0, 1048576]"));

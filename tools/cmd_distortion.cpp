@@ -131,7 +131,7 @@ void register_distortion(CLI::App& app) {
   sub->add_option("-m,--model", a->model, "GGUF model file")->required();
   sub->add_option("-f,--file", a->file, "calibration text")->required();
   sub->add_option("--tokens", a->tokens, "tokens of text to collect K/V from")->capture_default_str()->check(integer_in(32, 1 << 20, "in [32, 1048576]"));
-  sub->add_option("-c,--ctx", a->ctx, "window size (fresh cache per window)")->capture_default_str()->check(integer_in(8, 1 << 16, "in [8, 65536]"));
+  sub->add_option("-c,--ctx,--ctx-size", a->ctx, "window size (fresh cache per window)")->capture_default_str()->check(integer_in(8, 1 << 16, "in [8, 65536]"));
   add_threads_option(sub, a->threads);
   sub->add_option("--json", a->json, "write curves and fits (per component and pooled) as JSON");
   sub->callback([a] { run_distortion(*a); });
