@@ -36,26 +36,25 @@ CLI::Validator make_validator(std::function<std::string(std::string&)> check, co
 
 }  // namespace
 
-CLI::Validator number_in(double lo, double hi, const std::string& expect) {
+// lo <= x <= hi for a value `parse` accepts; `kind` names what it expects ("a number").
+template <class T, class Parse>
+CLI::Validator bounded(T lo, T hi, const std::string& expect, const char* kind, Parse parse) {
   return make_validator(
       [=](std::string& s) -> std::string {
-        double x;
-        if (!parse_double(s, x)) return "'" + s + "' is not a number (expected " + expect + ")";
+        T x;
+        if (!parse(s, x)) return "'" + s + "' is not " + kind + " (expected " + expect + ")";
         if (x < lo || x > hi) return "must be " + expect + ", not " + s;
         return {};
       },
       expect);
 }
 
+CLI::Validator number_in(double lo, double hi, const std::string& expect) {
+  return bounded(lo, hi, expect, "a number", parse_double);
+}
+
 CLI::Validator integer_in(int64_t lo, int64_t hi, const std::string& expect) {
-  return make_validator(
-      [=](std::string& s) -> std::string {
-        int64_t x;
-        if (!parse_int64(s, x)) return "'" + s + "' is not an integer (expected " + expect + ")";
-        if (x < lo || x > hi) return "must be " + expect + ", not " + s;
-        return {};
-      },
-      expect);
+  return bounded(lo, hi, expect, "an integer", parse_int64);
 }
 
 CLI::Validator minus_one_or_positive() {
