@@ -25,7 +25,7 @@ def med(engine, key):
         vals.append(j["prefill"]["tok_s"] if key == "prefill" else next(d["tok_s"] for d in j["decode"] if d["context"] == key))
     return statistics.median(vals)
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-rows = [("prefill 512 tokens", "prefill", 0.3), ("decode @ context 128", 128, 0.7), ("decode @ context 4096", 4096, 0.7)]
+rows = [("prefill 512 tokens", "prefill", 0.3), ("decode 32 @ depth 128", 128, 0.7), ("decode 32 @ depth 4096", 4096, 0.7)]
 lines = ["# Engine speed: mpkv vs llama.cpp", "",
          f"Command: `REPS={reps} scripts/bench_vs_llamacpp.sh {threads} {rounds}`", "",
          f"SmolLM2-135M-Instruct Q4_1, f16 KV cache, {threads} threads, CPU: {cpu} ({platform.machine()}). "
