@@ -192,6 +192,8 @@ void add_kv_cache_options(CLI::App* sub, KvCacheOptions& o) {
 bool given(const CLI::App* sub, const std::string& name) { return sub->count(name) > 0; }
 
 void check_kv_flags(const CLI::App* sub, const KvCacheOptions& o) {
+  MPKV_CHECK(!(given(sub, "--kv-method") && given(sub, "--cache-type-k")),
+             "-ctk / -ctv and --kv-method both set the cache method; give one");
   const bool method = given(sub, "--kv-method") || given(sub, "--cache-type-k");
   if (given(sub, "--kv-plan")) {
     for (const char* f : {"--kv-method", "--cache-type-k", "--kv-bits", "--kv-k-bits", "--kv-v-bits", "--kv-group"})

@@ -259,6 +259,9 @@ TEST(CliFlags, LlamaCppSpellingsWork) {
   const auto q = run_cli(gen() + "-p hi -ctk q8_0");
   EXPECT_EQ(q.exit_code, 1) << q.out;
   EXPECT_TRUE(has(q, "no cache type 'q8_0' with llama.cpp's meaning")) << q.out;
+  const auto both = run_cli(gen() + "-p hi --kv-method kivi -ctk f16");
+  EXPECT_EQ(both.exit_code, 1) << both.out;
+  EXPECT_TRUE(has(both, "both set the cache method")) << both.out;
 }
 
 TEST(CliFlags, TheLastValueOfARepeatedOptionWins) {
