@@ -127,7 +127,7 @@ def bench_tokens(n, n_vocab):
 def cmd_bench(a):
     import llama_cpp
 
-    max_ctx = max([a.prompt] + [c + a.decode for c in a.ctx])
+    max_ctx = max([a.prompt] + [d + a.n_gen for d in a.depth])
     llm = load(a.model, max_ctx + 16, a.threads, False, a.kv_type, a.flash_attn)
     ids = bench_tokens(max_ctx, llm.n_vocab())
     print(f"llama.cpp bench (llama-cpp-python {llama_cpp.__version__}): {a.threads} threads, kv {a.kv_type}, "
@@ -143,19 +143,19 @@ def cmd_bench(a):
     print(f"prefill {a.prompt:5d} tokens      {pf[len(pf) // 2]:8.1f} tok/s")
     res["prefill"] = {"tokens": a.prompt, "tok_s": pf[len(pf) // 2]}
     res["decode"] = []
-    for ctx in a.ctx:
+    for depth in a.depth:  # as `mpkv bench -d`: fill `depth` tokens, then time n_gen single-token steps
         dv = []
-        fill = ctx - a.decode // 2
         for _ in range(a.reps):
             llm.reset()
-            llm.eval(ids[:fill])
+            if depth:
+                llm.eval(ids[:depth])
             t0 = time.perf_counter()
-            for i in range(a.decode):
-                llm.eval([ids[fill + i]])
-            dv.append(a.decode / (time.perf_counter() - t0))
+            for i in range(a.n_gen):
+                llm.eval([ids[depth + i]])
+            dv.append(a.n_gen / (time.perf_counter() - t0))
         dv.sort()
-        print(f"decode  @ context {ctx:5d}   {dv[len(dv) // 2]:8.1f} tok/s")
-        res["decode"].append({"context": ctx, "tok_s": dv[len(dv) // 2]})
+        print(f"decode {a.n_gen:4d} @ depth {depth:5d} {dv[len(dv) // 2]:8.1f} tok/s")
+        res["decode"].append({"context": depth, "depth": depth, "tok_s": dv[len(dv) // 2], "tok_s_runs": dv})
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=2)
@@ -304,8 +304,8 @@ def main():
     b.add_argument("-m", "--model", required=True)
     b.add_argument("-t", "--threads", type=int, default=os.cpu_count())
     b.add_argument("-p", "--prompt", type=int, default=512)
-    b.add_argument("-d", "--decode", type=int, default=32)
-    b.add_argument("--ctx", type=int, nargs="+", default=[128, 4096])
+    b.add_argument("-n", "--n-gen", type=int, default=32)
+    b.add_argument("-d", "--depth", type=lambda s: [int(x) for x in s.split(",")], default=[128, 4096])
     b.add_argument("-r", "--reps", type=int, default=3)
     b.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q5_0", "q4_0"])
     b.add_argument("--flash-attn", action="store_true")

@@ -16,15 +16,15 @@ PLANS=docs/results/plans
 OUT=docs/results/eval
 mkdir -p "$OUT"
 TMP=$(mktemp -d)
-# fp16 bytes of one sequence of C + 8 tokens (all bytes counted), times 4: ask the f16 cache itself
+# fp16 bytes of one sequence of C + 16 tokens (all bytes counted), times 4: ask the f16 cache itself
 # (a 100 MiB probe admits a couple of sequences and prints the bound per sequence).
-F16_MIB=$($BUILD/mpkv bench -m $MODEL -t $T --synthetic --ctx $C -d 2 -r 1 -p 16 --parallel 0 --kv-budget-mib 100 \
+F16_MIB=$($BUILD/mpkv bench -m $MODEL -t $T --synthetic -d $C -n 16 -r 1 -p 16 --parallel 0 --kv-budget-mib 100 \
   --kv-method f16 | sed -n 's/.*(\([0-9.]*\) MiB each at most).*/\1/p')
 BUDGET=$(python3 -c "print(round(4 * $F16_MIB + 0.05, 1))")
-echo "budget: 4 x $F16_MIB MiB = $BUDGET MiB (fp16, context $C + 8)"
+echo "budget: 4 x $F16_MIB MiB = $BUDGET MiB (fp16, context $C + 16)"
 run() {  # label, options...
   local label=$1; shift
-  $BUILD/mpkv bench -m $MODEL -t $T --synthetic --ctx $C -d 16 -r 2 -p 16 --parallel 0 --kv-budget-mib $BUDGET "$@" \
+  $BUILD/mpkv bench -m $MODEL -t $T --synthetic -d $C -n 16 -r 2 -p 16 --parallel 0 --kv-budget-mib $BUDGET "$@" \
     --json "$TMP/$label.json" > "$TMP/$label.txt"
   python3 - "$label" "$TMP/$label.json" "$*" <<'PY'
 import json, sys

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Engine speed side by side with llama.cpp (llama-cpp-python) on the same GGUF, thread count and
-# token ids: prefill of a 512-token prompt, decode at contexts 128 and 4096, f16 KV cache.
+# token ids: prefill of a 512-token prompt, decode of 32 tokens at depths 128 and 4096, f16 KV cache.
 # The two engines run alternately ROUNDS times (each run reports a median of REPS, default 3); the table
 # quotes the median over rounds. Usage: scripts/bench_vs_llamacpp.sh [THREADS=2] [ROUNDS=2] [BUILD=build]
 # Writes docs/results/engine_speed.md.
@@ -12,8 +12,8 @@ scripts/get_model.sh
 scripts/install_peer.sh
 out=$(mktemp -d)
 for r in $(seq 1 "$ROUNDS"); do
-  "$BUILD"/mpkv bench -m "$MODEL" -t "$THREADS" --ctx 128 4096 -r "$REPS" --json "$out/mpkv_$r.json"
-  python3 bench/peer_llamacpp.py bench -m "$MODEL" -t "$THREADS" --ctx 128 4096 -r "$REPS" --json "$out/llama_$r.json"
+  "$BUILD"/mpkv bench -m "$MODEL" -t "$THREADS" -d 128,4096 -r "$REPS" --json "$out/mpkv_$r.json"
+  python3 bench/peer_llamacpp.py bench -m "$MODEL" -t "$THREADS" -d 128,4096 -r "$REPS" --json "$out/llama_$r.json"
 done
 python3 - "$out" "$ROUNDS" "$THREADS" "$REPS" <<'PY'
 import json, sys, statistics, platform, subprocess
@@ -25,7 +25,7 @@ def med(engine, key):
         vals.append(j["prefill"]["tok_s"] if key == "prefill" else next(d["tok_s"] for d in j["decode"] if d["context"] == key))
     return statistics.median(vals)
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-rows = [("prefill 512 tokens", "prefill", 0.3), ("decode @ context 128", 128, 0.7), ("decode @ context 4096", 4096, 0.7)]
+rows = [("prefill 512 tokens", "prefill", 0.3), ("decode 32 @ depth 128", 128, 0.7), ("decode 32 @ depth 4096", 4096, 0.7)]
 lines = ["# Engine speed: mpkv vs llama.cpp", "",
          f"Command: `REPS={reps} scripts/bench_vs_llamacpp.sh {threads} {rounds}`", "",
          f"SmolLM2-135M-Instruct Q4_1, f16 KV cache, {threads} threads, CPU: {cpu} ({platform.machine()}). "

@@ -1,8 +1,14 @@
 // Small helpers shared by the subcommands.
 #pragma once
+#include <exception>
 #include <string>
 
 namespace mpkv::cli {
+
+// Thrown after a run stopped by Ctrl-C has printed its summary; main exits with 130 (128 + SIGINT).
+struct Interrupted : std::exception {
+  const char* what() const noexcept override { return "interrupted"; }
+};
 
 // The whole file as bytes; throws Error naming the path when it cannot be read.
 std::string read_text_file(const std::string& path);

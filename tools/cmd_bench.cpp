@@ -1,11 +1,12 @@
 // mpkv bench: prefill and decode throughput of the engine (a benchmark, not a test).
 //
 // Token ids are a fixed pseudo-random sequence (speed does not depend on content), so the peer
-// script bench/peer_llamacpp.py feeds llama.cpp exactly the same ids. Each figure is the median
-// of --reps runs, each from an empty cache:
+// script bench/peer_llamacpp.py feeds llama.cpp exactly the same ids. Options as in llama-bench:
+// -p prompt tokens, -n generated tokens, -d context depths, -r repetitions. Each figure is the
+// median of the -r runs (each from an empty cache), with their standard deviation:
 //   prefill  P tokens in chunks of --batch tokens;
-//   decode@C the cache is first filled with C - D/2 tokens, then D single-token steps are timed,
-//            so the steps attend over contexts centred on C. With --parallel N, N sequences are
+//   decode@D the cache is first filled with D tokens, then N single-token steps are timed
+//            (llama-bench's "tg N @ d D"). With --parallel N, N sequences are
 //            filled and decode together (aggregate tok/s), each step in forward calls of at most
 //            --max-batch tokens (default kLinearSmallBatch = 8; linear_forward takes any count and
 //            decodes each weight block once per tile of 4 tokens, so larger calls cost less per token);
@@ -17,12 +18,14 @@
 // the model, and its smoothing scales are applied as generate and ppl apply them.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
+#include "cli_options.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "kvcache/kv_cache_factory.h"
@@ -48,6 +51,25 @@ std::vector<int32_t> bench_tokens(int n, int n_vocab) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Sample standard deviation of the repeated runs (0 for one run).
+double stddev(const std::vector<double>& v) {
+  if (v.size() < 2) return 0.0;
+  double m = 0.0, s = 0.0;
+  for (double x : v) m += x / (double)v.size();
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / (double)(v.size() - 1));
+}
+
+// "  1234.5 +/-   12.3 tok/s" and the JSON fields of one figure.
+std::string figure(const std::vector<double>& runs) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%8.1f +/- %6.1f tok/s", median(runs), stddev(runs));
+  return b;
+}
+nlohmann::json figure_json(const std::vector<double>& runs) {
+  return {{"tok_s", median(runs)}, {"tok_s_stddev", stddev(runs)}, {"tok_s_runs", runs}};
 }
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -93,40 +115,47 @@ void register_bench(CLI::App& app) {
     int threads = 0, prompt = 512, batch = 512, decode = 32, reps = 3, parallel = 1;
     int max_batch = kLinearSmallBatch;  // decode tokens per forward call
     bool synthetic = false;
-    std::vector<int> contexts{128, 4096};
+    std::vector<int> depths{128, 4096};
     KvCacheOptions kv;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("bench", "measure prefill and decode tok/s");
   sub->add_option("-m,--model", a->model, "GGUF model file")->required();
-  sub->add_option("-t,--threads", a->threads, "threads (0: all cores)")->capture_default_str();
-  sub->add_option("-p,--prompt", a->prompt, "prefill tokens")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("-b,--batch", a->batch, "prefill chunk")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("-d,--decode", a->decode, "decode steps timed per context")->capture_default_str()->check(CLI::Range(2, 100000));
-  sub->add_option("--ctx", a->contexts, "decode contexts")->capture_default_str();
-  sub->add_option("-r,--reps", a->reps, "repetitions (median reported)")->capture_default_str()->check(CLI::PositiveNumber);
+  add_threads_option(sub, a->threads);
+  sub->add_option("-p,--n-prompt", a->prompt, "prefill tokens")->capture_default_str()->check(integer_in(1, 1 << 24, ">= 1"));
+  sub->add_option("-b,--batch", a->batch, "prefill chunk")->capture_default_str()->check(integer_in(1, 1 << 24, ">= 1"));
+  sub->add_option("-n,--n-gen", a->decode, "generated tokens timed at each depth")
+      ->capture_default_str()->check(integer_in(1, 100000, "in [1, 100000]"));
+  sub->add_option("-d,--depth", a->depths, "context depths (tokens in the cache before the timed steps), e.g. -d 128,4096")
+      ->capture_default_str()->delimiter(',')->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(integer_in(0, 1 << 24, ">= 0"));
+  sub->add_option("-r,--repetitions", a->reps, "runs of each figure (median and standard deviation reported)")
+      ->capture_default_str()->check(integer_in(1, 1000, "in [1, 1000]"));
   sub->add_option("--json", a->json, "write results as JSON");
-  sub->add_option("--parallel", a->parallel, "sequences decoded together at each context")->capture_default_str()->check(CLI::Range(0, 1024));
-  sub->add_option("--max-batch", a->max_batch, "decode tokens per forward call with --parallel")->capture_default_str()->check(CLI::Range(1, 4096));
+  sub->add_option("--parallel", a->parallel, "sequences decoded together at each depth (0: as many as --kv-budget-mib holds)")
+      ->capture_default_str()->check(integer_in(0, 1024, "in [0, 1024]"));
+  sub->add_option("--max-batch", a->max_batch, "decode tokens per forward call with --parallel")
+      ->capture_default_str()->check(integer_in(1, 4096, "in [1, 4096]"));
   sub->add_flag("--synthetic", a->synthetic, "fill decode contexts with random K/V instead of prefill (speed only)");
   add_kv_cache_options(sub, a->kv);
-  sub->callback([a] {
+  sub->callback([a, sub] {
+    check_kv_flags(sub, a->kv);
+    MPKV_CHECK(!a->depths.empty(), "give at least one depth with -d");
+    const int max_ctx = std::max(a->prompt, *std::max_element(a->depths.begin(), a->depths.end()) + a->decode);
+    cap_kv_sizes(a->kv, max_ctx);
     validate(a->kv);
-    set_num_threads(a->threads);
+    const int threads = apply_threads(a->threads);
     auto model = Model::load(a->model);
     const ModelConfig& c = model->config();
-    for (int ctx : a->contexts) MPKV_CHECK(ctx > a->decode, "each --ctx must exceed --decode");
-    const int max_ctx = std::max(a->prompt, *std::max_element(a->contexts.begin(), a->contexts.end()) + a->decode);
     const auto ids = bench_tokens(max_ctx, c.n_vocab);
-    const KvDims dims{c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
+    const KvDims dims = c.kv_dims();
     a->kv.model = kv_model_identity(*model);  // a --kv-plan for another model is an Error
     Forward fwd(*model);
-    const int threads = a->threads > 0 ? a->threads : default_num_threads();
     // Validates the options and the budget before any work; a calibrated plan's key smoothing
     // (q *= lambda, k /= lambda before RoPE; kv_plan.h) goes to the forward, as in generate/ppl.
     fwd.set_qk_smoothing(make_kv_cache(a->kv, dims)->plan().smoothing);
     const std::string kv = describe(a->kv);
-    std::printf("mpkv bench: %s, %d threads, isa %s, kv %s, median of %d\n", c.name.c_str(), threads,
+    std::printf("mpkv bench: %s, %d threads, isa %s, kv %s, median +/- standard deviation of %d runs\n", c.name.c_str(), threads,
                 isa_name(active_isa()), kv.c_str(), a->reps);
     nlohmann::json out = {{"engine", "mpkv"}, {"model", a->model}, {"threads", threads}, {"isa", isa_name(active_isa())},
                           {"kv", kv}, {"parallel", a->parallel}, {"synthetic", a->synthetic}};
@@ -138,25 +167,27 @@ void register_bench(CLI::App& app) {
       prefill(fwd, *cache, ids, a->prompt, a->batch);
       pf.push_back(a->prompt / (now_s() - t0));
     }
-    std::printf("prefill %5d tokens      %8.1f tok/s\n", a->prompt, median(pf));
-    out["prefill"] = {{"tokens", a->prompt}, {"tok_s", median(pf)}};
+    std::printf("prefill %5d tokens      %s\n", a->prompt, figure(pf).c_str());
+    out["prefill"] = figure_json(pf);
+    out["prefill"]["tokens"] = a->prompt;
+    out["n_gen"] = a->decode;
 
-    for (int ctx : a->contexts) {
+    for (int ctx : a->depths) {
       std::vector<double> dv;
       double kv_mib = 0;
       int parallel = a->parallel;
       if (parallel == 0) {  // admission: as many sequences as the budget holds to the end of the run
         MPKV_CHECK(a->kv.budget_mib > 0, "--parallel 0 needs --kv-budget-mib");
         auto probe = make_kv_cache(a->kv, dims);
-        parallel = (int)(probe->pool().budget() / probe->sequence_bytes_bound(ctx - a->decode / 2 + a->decode));
-        MPKV_CHECK(parallel > 0, "the budget cannot hold one sequence of context " + std::to_string(ctx));
-        std::printf("admitted %d sequences of %d tokens (%.2f MiB each at most) in %.1f MiB\n", parallel,
-                    ctx - a->decode / 2 + a->decode, probe->sequence_bytes_bound(ctx - a->decode / 2 + a->decode) / 1048576.0,
-                    a->kv.budget_mib);
+        parallel = (int)(probe->pool().budget() / probe->sequence_bytes_bound(ctx + a->decode));
+        MPKV_CHECK(parallel > 0, "the budget cannot hold one sequence of " + std::to_string(ctx + a->decode) + " tokens");
+        std::printf("admitted %d sequences of %d tokens (%.2f MiB each at most) in %s MiB\n", parallel,
+                    ctx + a->decode, probe->sequence_bytes_bound(ctx + a->decode) / 1048576.0,
+                    format_number(a->kv.budget_mib).c_str());
       }
       for (int r = 0; r < a->reps; ++r) {
         auto cache = make_kv_cache(a->kv, dims);
-        const int fill = ctx - a->decode / 2;
+        const int fill = ctx;
         for (int s = 0; s < parallel; ++s) {
           if (a->synthetic) {
             synthetic_fill(*cache, s, fill, a->batch);
@@ -188,9 +219,11 @@ void register_bench(CLI::App& app) {
         dv.push_back((double)a->decode * parallel / (now_s() - t0));
         kv_mib = cache->pool().peak_used() / 1048576.0;
       }
-      std::printf("decode  @ context %5d   %8.1f tok/s%s   (KV %.1f MiB)\n", ctx, median(dv),
+      std::printf("decode %4d @ depth %5d %s%s   (KV %.1f MiB)\n", a->decode, ctx, figure(dv).c_str(),
                   parallel > 1 ? (" (" + std::to_string(parallel) + " sequences)").c_str() : "", kv_mib);
-      out["decode"].push_back({{"context", ctx}, {"tok_s", median(dv)}, {"kv_mib", kv_mib}, {"sequences", parallel}});
+      nlohmann::json d = figure_json(dv);
+      d.update({{"context", ctx}, {"depth", ctx}, {"kv_mib", kv_mib}, {"sequences", parallel}});
+      out["decode"].push_back(d);
     }
     if (!a->json.empty()) write_file_atomic(a->json, out.dump(2) + "\n");
   });

@@ -33,6 +33,7 @@
 #include "alloc/ratequant_allocator.h"
 #include "calib/calibrate.h"
 #include "cli_util.h"
+#include "cli_options.h"
 #include "commands.h"
 #include "kvcache/f16_kv_cache.h"
 #include "kvcache/kv_cache_factory.h"
@@ -300,7 +301,7 @@ void run_calibrate(const Args& a, CLI::App* sub) {
   validate_args(a, sub);
   const double t_start = now_s();
   const std::clock_t cpu_start = std::clock();
-  set_num_threads(a.threads);
+  apply_threads(a.threads);
   auto model = Model::load(a.model);
   const ModelConfig& c = model->config();
   const KvModelIdentity id = kv_model_identity(*model);
@@ -472,7 +473,7 @@ void register_calibrate(CLI::App& app) {
   sub->add_flag("--per-head", a->per_head, "pmkvq: one width per (layer, KV head) instead of per layer");
   sub->add_option("--report-out", a->report_out, "save the calibration report (JSON) for --report-in");
   sub->add_option("--report-in", a->report_in, "reuse a saved calibration report instead of calibrating");
-  sub->add_option("-t,--threads", a->threads, "threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  add_threads_option(sub, a->threads);
   sub->callback([a, sub] { run_calibrate(*a, sub); });
 }
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
+#include "cli_options.h"
 #include "commands.h"
 #include "kvcache/f16_kv_cache.h"
 #include "model/forward.h"
@@ -31,7 +32,7 @@ struct Args {
 };
 
 void run_distortion(const Args& a) {
-  set_num_threads(a.threads);
+  apply_threads(a.threads);
   auto model = Model::load(a.model);
   const ModelConfig& c = model->config();
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
@@ -129,9 +130,9 @@ void register_distortion(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("distortion", "measure KV quantizer distortion curves on real keys/values and fit D(b)");
   sub->add_option("-m,--model", a->model, "GGUF model file")->required();
   sub->add_option("-f,--file", a->file, "calibration text")->required();
-  sub->add_option("--tokens", a->tokens, "tokens of text to collect K/V from")->capture_default_str()->check(CLI::Range(32, 1 << 20));
-  sub->add_option("-c,--ctx", a->ctx, "window size (fresh cache per window)")->capture_default_str()->check(CLI::Range(8, 1 << 16));
-  sub->add_option("-t,--threads", a->threads, "threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--tokens", a->tokens, "tokens of text to collect K/V from")->capture_default_str()->check(integer_in(32, 1 << 20, "in [32, 1048576]"));
+  sub->add_option("-c,--ctx,--ctx-size", a->ctx, "window size (fresh cache per window)")->capture_default_str()->check(integer_in(8, 1 << 16, "in [8, 65536]"));
+  add_threads_option(sub, a->threads);
   sub->add_option("--json", a->json, "write curves and fits (per component and pooled) as JSON");
   sub->callback([a] { run_distortion(*a); });
 }

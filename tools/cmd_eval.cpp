@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli_util.h"
+#include "cli_options.h"
 #include "commands.h"
 #include "eval/eval_methods.h"
 #include "eval/eval_protocols.h"
@@ -18,7 +19,8 @@ namespace mpkv::cli {
 namespace {
 
 struct EvalArgs {
-  std::string model, file, json, md, plan_dir = "docs/results/plans";
+  // Default plans: the repository's (MPKV_SOURCE_DIR, set by CMake), whatever the current folder.
+  std::string model, file, json, md, plan_dir = MPKV_SOURCE_DIR "/docs/results/plans";
   std::string drift_prompt = "Write a long, detailed story about a lighthouse keeper who finds a map in a bottle.";
   std::vector<std::string> methods{"f16", "uniform", "kivi", "progressive", "pmkvq", "ratequant", "combined"};
   std::vector<double> bits{2, 2.5, 3, 4};
@@ -55,16 +57,18 @@ void register_eval(CLI::App& app) {
   sub->add_option("--protocols", a->protocols, "decode, prefill-fake")->delimiter(',')->capture_default_str();
   sub->add_option("--plan-dir", a->plan_dir, "where <method>_<bits>.json plans of pmkvq/ratequant/combined are")
       ->capture_default_str();
-  sub->add_option("-c,--ctx", a->n_ctx, "window size; the second half of each window is scored")
-      ->capture_default_str()->check(CLI::Range(8, 1 << 20));
-  sub->add_option("--windows", a->windows, "windows of the text decoded together")->capture_default_str()->check(CLI::Range(1, 4096));
+  sub->add_option("-c,--ctx,--ctx-size", a->n_ctx, "window size; the second half of each window is scored")
+      ->capture_default_str()->check(integer_in(8, 1 << 20, "in [8, 1048576]"));
+  sub->add_option("--windows", a->windows, "windows of the text decoded together")
+      ->capture_default_str()->check(integer_in(1, 4096, "in [1, 4096]"));
   sub->add_option("--drift-tokens", a->drift_tokens, "greedy tokens for the drift curves (0: none)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+      ->capture_default_str()->check(integer_in(0, 1 << 20, "in [0, 1048576]"));
   sub->add_option("--drift-prompt", a->drift_prompt, "chat prompt of the drift generation")->capture_default_str();
   sub->add_option("--drift-methods", a->drift_methods, "methods for drift (default: --methods)")->delimiter(',');
   sub->add_option("--drift-bits", a->drift_bits, "bits for drift (default: --bits)")->delimiter(',');
-  sub->add_option("--drift-bucket", a->drift_bucket, "generated positions per drift point")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("-t,--threads", a->threads, "threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--drift-bucket", a->drift_bucket, "generated positions per drift point")
+      ->capture_default_str()->check(integer_in(1, 1 << 20, ">= 1"));
+  add_threads_option(sub, a->threads);
   sub->add_option("--json", a->json, "write the results as JSON");
   sub->add_option("--md", a->md, "write the markdown report to this file too");
   sub->callback([a] {
@@ -76,7 +80,7 @@ void register_eval(CLI::App& app) {
       decode |= p == "decode";
       fake |= p == "prefill-fake";
     }
-    set_num_threads(a->threads);
+    const int threads = apply_threads(a->threads);
     auto model = Model::load(a->model);
     const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
     // Every method, plan and text is checked before the first forward pass.
@@ -85,8 +89,15 @@ void register_eval(CLI::App& app) {
                                            a->drift_bits.empty() ? a->bits : a->drift_bits, *a, *model);
     const ModelConfig& c = model->config();
     const KvDims dims = c.kv_dims();
+    bool warned = false;  // one warning for the first method whose plan quantizes nothing at -c
     for (const auto* mm : {&text_m, &drift_m})
-      for (const EvalMethod& e : mm->methods) make_kv_plan(e.kv, dims);
+      for (const EvalMethod& e : mm->methods) {
+        const KvPlan plan = make_kv_plan(e.kv, dims);
+        if (!warned && mm == &text_m && !a->file.empty() && plan.method != "f16" && a->n_ctx <= plan.sink + plan.window) {
+          warn_if_nothing_quantized(plan, a->n_ctx);
+          warned = true;
+        }
+      }
     std::vector<int32_t> tokens;
     if (!a->file.empty()) {
       tokens = tok.encode(read_text_file(a->file), tok.add_bos(), /*parse_special=*/false);
@@ -100,7 +111,7 @@ void register_eval(CLI::App& app) {
     info.file = a->file;
     info.n_ctx = a->n_ctx;
     info.windows = a->windows;
-    info.threads = a->threads > 0 ? a->threads : default_num_threads();
+    info.threads = threads;
     info.tokens_in_file = tokens.size();
     info.skipped = text_m.skipped;
 

@@ -1,13 +1,22 @@
 // mpkv generate: stream a completion (or a chat reply with --chat) for a prompt; with --parallel N
 // or --prompts FILE several sequences decode together over one shared KV cache (and budget).
+//
+// A client of the serving engine (engine/engine.h): every prompt becomes a request before anything
+// is printed, so a prompt that can never fit (the context or the whole KV budget) is an error with
+// no output; requests that cannot start yet wait in the engine's queue until others finish, so no
+// work is dropped. Ctrl-C aborts the requests and still prints the summary (exit 130).
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <sstream>
 
+#include "cli_options.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "engine/generator.h"
+#include "engine/engine.h"
 #include "kvcache/kv_cache_factory.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -16,17 +25,33 @@
 namespace mpkv::cli {
 
 namespace {
+
 struct GenerateArgs {
-  std::string model, prompt, prompts_file;
+  std::string model, prompt, prompt_file, prompts_file;
   int n_predict = 128, n_ctx = 4096, threads = 0, parallel = 1;
-  bool chat = false, verbose = false;
-  float temp = 0.8f, top_p = 0.95f;
-  int top_k = 40;
-  int64_t seed = -1;
+  bool chat = false, verbose = false, no_parse_special = false, ignore_eos = false;
+  SamplingArgs sampling;
   KvCacheOptions kv;
 };
 
-// The prompts: --prompts FILE (one per non-empty line), else --prompt repeated --parallel times.
+// Set by SIGINT; the stepping loop aborts every request when it sees it.
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) {
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+// Conflicts and empty inputs, before anything is read or loaded.
+void check_flags(const GenerateArgs& a, const CLI::App* sub) {
+  const bool p = given(sub, "--prompt"), f = given(sub, "--file"), many = given(sub, "--prompts");
+  MPKV_CHECK(p + f + many <= 1, "give the prompt one way: -p TEXT, -f FILE or --prompts FILE");
+  MPKV_CHECK(!(many && given(sub, "--parallel")), "--prompts decodes each line once; it conflicts with --parallel");
+  MPKV_CHECK(p || f || many, "give a prompt with -p TEXT, -f FILE, or --prompts FILE (one prompt per line)");
+  MPKV_CHECK(!p || !a.prompt.empty(), "the prompt is empty (-p \"\"); give some text");
+  check_kv_flags(sub, a.kv);
+}
+
+// The prompts: --prompts FILE (one per non-empty line), else -p / -f repeated --parallel times.
 std::vector<std::string> prompt_texts(const GenerateArgs& a) {
   std::vector<std::string> v;
   if (!a.prompts_file.empty()) {
@@ -34,84 +59,148 @@ std::vector<std::string> prompt_texts(const GenerateArgs& a) {
     for (std::string line; std::getline(in, line);)
       if (!line.empty()) v.push_back(line);
     MPKV_CHECK(!v.empty(), "--prompts " + a.prompts_file + " holds no prompt (one per line)");
-  } else {
-    MPKV_CHECK(!a.prompt.empty(), "give a prompt with -p or a prompts file with --prompts");
-    v.assign(a.parallel, a.prompt);
+    return v;
   }
+  const std::string text = a.prompt_file.empty() ? a.prompt : read_text_file(a.prompt_file);
+  MPKV_CHECK(!text.empty(), "the prompt file " + a.prompt_file + " is empty");
+  v.assign(a.parallel, text);
   return v;
 }
 
-void run_generate(const GenerateArgs& a) {
-  validate(a.kv);  // before loading anything
+// What the run produced, per request (in prompt order) and in total.
+struct RunState {
+  struct Seq {
+    std::string text;
+    int n_tokens = 0;
+    FinishReason reason = FinishReason::none;
+    RequestStats stats;
+  };
+  std::vector<Seq> seqs;
+  std::map<uint64_t, size_t> index;  // engine id -> position in seqs
+  double t_start = 0, t_last_first_token = 0, t_end = 0;
+};
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+void print_summary(const GenerateArgs& a, const std::string& model_name, const Engine& engine, const RunState& st,
+                   uint64_t seed, int threads) {
+  int n_prompt = 0, n_gen = 0;
+  std::string reasons;
+  for (size_t s = 0; s < st.seqs.size(); ++s) {
+    n_prompt += st.seqs[s].stats.n_prompt_tokens;
+    n_gen += st.seqs[s].n_tokens;
+    if (s < 8) reasons += std::string(s ? "," : "") + to_string(st.seqs[s].reason);
+  }
+  if (st.seqs.size() > 8) reasons += ",...";
+  // Prefill and decode overlap when sequences run together; the split is at the moment the last
+  // sequence got its first token (exact for one sequence).
+  const double t_pf = st.t_last_first_token > st.t_start ? st.t_last_first_token - st.t_start : 0.0;
+  const double t_dec = st.t_end - std::max(st.t_start, st.t_last_first_token);
+  const int n_dec = n_gen - (int)st.seqs.size();
+  const EngineMetrics m = engine.metrics();
+  std::fprintf(stderr,
+               "\n[%s] %zu sequence(s), prompt %d tokens, %.1f tok/s | generated %d tokens, decode %.1f tok/s | "
+               "%d threads | stop: %s | seed %llu\n",
+               model_name.c_str(), st.seqs.size(), n_prompt, t_pf > 0 ? n_prompt / t_pf : 0.0, n_gen,
+               t_dec > 0 && n_dec > 0 ? n_dec / t_dec : 0.0, threads, reasons.c_str(), (unsigned long long)seed);
+  const PagedKvCache& cache = engine.cache();
+  const ShrinkTotals& sh = cache.shrink_totals();
+  std::fprintf(stderr, "[kv] %s: peak %.2f MiB%s; %zu page shrinks in %zu pauses (longest %.3f ms, %.1f ms total); %llu preemptions\n",
+               describe(a.kv).c_str(), cache.pool().peak_used() / 1048576.0,
+               a.kv.budget_mib > 0 ? (" of " + format_number(a.kv.budget_mib) + " MiB budget").c_str() : "",
+               sh.page_shrinks, sh.pauses, 1e3 * sh.max_pause_seconds, 1e3 * sh.seconds,
+               (unsigned long long)m.preemptions_total);
+}
+
+// Steps the engine until it is idle; on Ctrl-C aborts every request (their final events follow).
+void run_engine(Engine& engine, const RunState& st) {
+  bool aborted = false;
+  while (engine.has_work()) {
+    if (g_interrupted.load() && !aborted) {
+      for (const auto& [id, pos] : st.index) engine.abort(id);
+      aborted = true;
+    }
+    engine.step();
+  }
+}
+
+void run_generate(const GenerateArgs& a, const CLI::App* sub) {
+  check_flags(a, sub);
+  KvCacheOptions kv = a.kv;
+  cap_kv_sizes(kv, a.n_ctx);
+  validate(kv);  // before loading anything
   const std::vector<std::string> texts = prompt_texts(a);
-  set_num_threads(a.threads);
+  const int threads = apply_threads(a.threads);
   auto model = Model::load(a.model);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
-  const ModelConfig& c = model->config();
-  KvCacheOptions kv = a.kv;
   kv.model = kv_model_identity(*model);  // a --kv-plan for another model is an Error
-  auto cache = make_kv_cache(kv, {c.n_layer, c.n_head, c.n_head_kv, c.head_dim});
-  std::vector<std::vector<int32_t>> ids;
-  for (const std::string& p : texts) {
-    const std::string text = a.chat ? tok.format_chat({{"user", p}}, true) : p;
-    ids.push_back(tok.encode(text, tok.add_bos(), /*parse_special=*/a.chat));
-  }
-
-  GenerateOptions opts;
-  opts.n_predict = a.n_predict;
-  opts.n_ctx = a.n_ctx;
-  opts.sampling.temperature = a.temp;
-  opts.sampling.top_p = a.top_p;
-  opts.sampling.top_k = a.top_k;
-  opts.sampling.seed = a.seed >= 0 ? (uint64_t)a.seed
-                                   : (uint64_t)std::chrono::high_resolution_clock::now().time_since_epoch().count();
+  auto cache = make_kv_cache(kv, model->config().kv_dims());
+  warn_if_nothing_quantized(cache->plan(), a.n_ctx);
   if (a.verbose) {
-    std::fprintf(stderr, "[kv] %s; plan %s, pages of %d tokens, window %d, sink %d\n", describe(a.kv).c_str(),
+    std::fprintf(stderr, "[kv] %s; plan %s, pages of %d tokens, window %d, sink %d\n", describe(kv).c_str(),
                  cache->plan().method.c_str(), cache->plan().page_tokens, cache->plan().window, cache->plan().sink);
+    const PagedKvCache* cp = cache.get();
+    cache->set_shrink_listener([cp](const ShrinkPause& p) {
+      std::fprintf(stderr, "\n[kv] shrink for seq %d: %d page shrinks (%d -> %d bits), freed %.1f KiB in %.3f ms; in use %.2f / %.2f MiB\n",
+                   p.for_seq, p.pages, p.from_bits, p.to_bits, p.bytes_freed / 1024.0, 1e3 * p.seconds,
+                   cp->pool().used() / 1048576.0, cp->pool().budget() / 1048576.0);
+    });
   }
-  // Shrink events: every pause is reported with --verbose; a summary is always printed below.
-  const PagedKvCache* cp = cache.get();
-  cache->set_shrink_listener([&, cp](const ShrinkPause& p) {
-    if (!a.verbose) return;
-    std::fprintf(stderr, "\n[kv] shrink for seq %d: %d page shrinks (%d -> %d bits), freed %.1f KiB in %.3f ms; in use %.2f / %.2f MiB\n",
-                 p.for_seq, p.pages, p.from_bits, p.to_bits, p.bytes_freed / 1024.0, 1e3 * p.seconds,
-                 cp->pool().used() / 1048576.0, cp->pool().budget() / 1048576.0);
-  });
-  GenerateStats stats;
+  EngineOptions eo;
+  eo.n_ctx = a.n_ctx;
+  eo.max_seqs = (int)texts.size();
+  eo.max_queue = (int)texts.size();
+  Engine engine(*model, tok, std::move(cache), eo);
+
+  const uint64_t seed = resolve_seed(a.sampling.seed);
   const bool stream = texts.size() == 1;
+  RunState st;
+  st.seqs.resize(texts.size());
+  st.t_start = now_s();
+  // Every request is checked and queued before the first byte of output.
+  for (size_t s = 0; s < texts.size(); ++s) {
+    RequestParams p;
+    const std::string text = a.chat ? tok.format_chat({{"user", texts[s]}}, true) : texts[s];
+    p.prompt = tok.encode(text, tok.add_bos(), !a.no_parse_special);
+    p.max_tokens = a.n_predict;
+    p.ignore_eos = a.ignore_eos;
+    p.sampling = a.sampling.opts;
+    p.sampling.seed = seed + s;  // distinct streams for copies of one prompt
+    const uint64_t id = engine.add_request(std::move(p), [&, s](const RequestOutput& o) {
+      RunState::Seq& q = st.seqs[s];
+      if (q.n_tokens == 0 && !o.tokens.empty()) st.t_last_first_token = now_s();
+      q.n_tokens += (int)o.tokens.size();
+      q.text += o.text_delta;
+      if (stream) {
+        std::fwrite(o.text_delta.data(), 1, o.text_delta.size(), stdout);
+        std::fflush(stdout);
+      }
+      if (!o.finished) return;
+      q.reason = o.reason;
+      q.stats = o.stats;
+      if (a.verbose)
+        std::fprintf(stderr, "\n[kv] sequence %zu stops (%s) after %d tokens, %d preemptions\n", s, to_string(o.reason),
+                     o.stats.n_generated, o.stats.n_preemptions);
+    });
+    st.index[id] = s;
+  }
+  g_interrupted.store(false);
+  std::signal(SIGINT, on_sigint);
   if (stream && !a.chat) std::fputs(texts[0].c_str(), stdout);
-  auto res = generate(*model, tok, *cache, ids, opts, stats, [&](int, int32_t t) {
-    if (!stream || tok.is_end_of_generation(t)) return;
-    const std::string piece = tok.token_piece(t);
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-  }, [&](int s, const SequenceResult& r) {
-    if (a.verbose) std::fprintf(stderr, "\n[kv] sequence %d stops (%s) at %d tokens; before freeing it:\n%s\n", s,
-                                r.stop_reason.c_str(), cache->length(s, 0), cache->stats().c_str());
-  });
+  run_engine(engine, st);
+  std::signal(SIGINT, SIG_DFL);
+  st.t_end = now_s();
   std::fputs("\n", stdout);
   if (!stream) {
-    for (size_t s = 0; s < res.size(); ++s) {
-      std::string out;
-      for (int32_t t : res[s].tokens)
-        if (!tok.is_end_of_generation(t)) out += tok.token_piece(t);
-      std::printf("--- sequence %zu (%zu tokens, stop: %s)\n%s%s\n", s, res[s].tokens.size(), res[s].stop_reason.c_str(),
-                  a.chat ? "" : texts[s].c_str(), out.c_str());
-    }
+    for (size_t s = 0; s < st.seqs.size(); ++s)
+      std::printf("--- sequence %zu (%d tokens, stop: %s)\n%s%s\n", s, st.seqs[s].n_tokens, to_string(st.seqs[s].reason),
+                  a.chat ? "" : texts[s].c_str(), st.seqs[s].text.c_str());
   }
-  std::string reasons;
-  for (size_t s = 0; s < res.size() && s < 8; ++s) reasons += (s ? "," : "") + res[s].stop_reason;
-  if (res.size() > 8) reasons += ",...";
-  std::fprintf(stderr, "\n[%s] %zu sequence(s), prompt %d tokens, %.1f tok/s | generated %d tokens, decode %.1f tok/s | stop: %s | seed %llu\n",
-               c.name.c_str(), res.size(), stats.n_prompt_tokens, stats.prefill_tok_s(), stats.n_generated,
-               stats.decode_tok_s(), reasons.c_str(), (unsigned long long)opts.sampling.seed);
-  const ShrinkTotals& st = cache->shrink_totals();
-  std::fprintf(stderr, "[kv] %s: peak %.2f MiB%s; %zu page shrinks in %zu pauses (longest %.3f ms, %.1f ms total)%s\n",
-               describe(a.kv).c_str(), cache->pool().peak_used() / 1048576.0,
-               a.kv.budget_mib > 0 ? (" of " + std::to_string(a.kv.budget_mib).substr(0, 7) + " MiB budget").c_str() : "",
-               st.page_shrinks, st.pauses, 1e3 * st.max_pause_seconds, 1e3 * st.seconds,
-               stats.n_kv_budget_stops ? (", " + std::to_string(stats.n_kv_budget_stops) + " sequence(s) stopped by kv_budget").c_str() : "");
+  std::fflush(stdout);
+  print_summary(a, model->config().name, engine, st, seed, threads);
+  if (g_interrupted.load()) throw Interrupted();
 }
+
 }  // namespace
 
 void register_generate(CLI::App& app) {
@@ -119,19 +208,22 @@ void register_generate(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("generate", "generate text from a prompt (streams tokens)");
   sub->add_option("-m,--model", a->model, "GGUF model file")->required();
   sub->add_option("-p,--prompt", a->prompt, "prompt text");
+  sub->add_option("-f,--file", a->prompt_file, "file holding the prompt");
   sub->add_option("--prompts", a->prompts_file, "file with one prompt per line, decoded together");
-  sub->add_option("--parallel", a->parallel, "decode this many copies of the prompt together")->capture_default_str()->check(CLI::Range(1, 4096));
-  sub->add_option("-n,--n-predict", a->n_predict, "tokens to generate (-1: until end of generation)")->capture_default_str();
-  sub->add_option("-c,--ctx", a->n_ctx, "context size per sequence (prompt + generated)")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("-t,--threads", a->threads, "threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--parallel", a->parallel, "decode this many copies of the prompt together")
+      ->capture_default_str()->check(integer_in(1, 4096, "in [1, 4096]"));
+  sub->add_option("-n,--n-predict", a->n_predict, "tokens to generate (-1: until end of generation or the context is full)")
+      ->capture_default_str()->check(minus_one_or_positive());
+  sub->add_option("-c,--ctx,--ctx-size", a->n_ctx, "context size per sequence (prompt + generated)")
+      ->capture_default_str()->check(integer_in(2, 1 << 24, "in [2, 16777216]"));
+  add_threads_option(sub, a->threads);
   sub->add_flag("--chat", a->chat, "format the prompt as a ChatML user message and reply as the assistant");
-  sub->add_option("--temp", a->temp, "temperature (0: greedy)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("--top-p", a->top_p, "nucleus sampling threshold")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--top-k", a->top_k, "sample among the k most likely tokens (0: all)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("--seed", a->seed, "sampling seed (-1: from the clock; the seed used is printed)")->capture_default_str();
-  sub->add_flag("-v,--verbose", a->verbose, "report KV memory: every shrink pause, bytes in use, bits histogram");
+  sub->add_flag("--no-parse-special", a->no_parse_special, "treat special-token text in the prompt (<|im_end|>) as plain text");
+  sub->add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-generation tokens");
+  add_sampling_options(sub, a->sampling);
+  sub->add_flag("-v,--verbose", a->verbose, "report KV memory: every shrink pause, each sequence's end");
   add_kv_cache_options(sub, a->kv);
-  sub->callback([a] { run_generate(*a); });
+  sub->callback([a, sub] { run_generate(*a, sub); });
 }
 
 }  // namespace mpkv::cli

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_options.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "eval/perplexity.h"
@@ -19,15 +20,20 @@ void register_ppl(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("ppl", "perplexity of a text file (llama.cpp protocol)");
   sub->add_option("-m,--model", a->model, "GGUF model file")->required();
   sub->add_option("-f,--file", a->file, "text file")->required();
-  sub->add_option("-c,--ctx", a->n_ctx, "window size; the second half of each window is scored")->capture_default_str()->check(CLI::Range(8, 1 << 20));
-  sub->add_option("--chunks", a->chunks, "score at most this many windows (-1: all)")->capture_default_str();
-  sub->add_option("-b,--batch", a->batch, "prefill a window in forward calls of at most this many tokens (halved while the KV budget cannot take them)")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("-t,--threads", a->threads, "threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("-c,--ctx,--ctx-size", a->n_ctx, "window size; the second half of each window is scored")
+      ->capture_default_str()->check(integer_in(8, 1 << 20, "in [8, 1048576]"));
+  sub->add_option("--chunks", a->chunks, "score at most this many windows (-1: all)")
+      ->capture_default_str()->check(minus_one_or_positive());
+  sub->add_option("-b,--batch", a->batch, "prefill a window in forward calls of at most this many tokens (halved while the KV budget cannot take them)")
+      ->capture_default_str()->check(integer_in(1, 1 << 20, ">= 1"));
+  add_threads_option(sub, a->threads);
   sub->add_option("--json", a->json, "also write the result as JSON to this file");
   add_kv_cache_options(sub, a->kv);
-  sub->callback([a] {
+  sub->callback([a, sub] {
+    check_kv_flags(sub, a->kv);
+    cap_kv_sizes(a->kv, a->n_ctx);
     validate(a->kv);
-    set_num_threads(a->threads);
+    apply_threads(a->threads);
     auto model = Model::load(a->model);
     a->kv.model = kv_model_identity(*model);  // a --kv-plan for another model is an Error
     const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
@@ -41,10 +47,11 @@ void register_ppl(CLI::App& app) {
     o.bos = tok.bos();
     const ModelConfig& c = model->config();
     MPKV_CHECK(a->n_ctx <= c.n_ctx_train * 4, "context " + std::to_string(a->n_ctx) + " is far beyond the model's trained context");
+    const KvDims dims = c.kv_dims();
+    // Validates the options and the budget before any output.
+    warn_if_nothing_quantized(make_kv_cache(a->kv, dims)->plan(), a->n_ctx);
     std::fprintf(stderr, "ppl: %zu tokens in %s; windows of %d, second half scored, prefilled in chunks of <= %d\n",
                  tokens.size(), a->file.c_str(), a->n_ctx, a->batch);
-    const KvDims dims{c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
-    make_kv_cache(a->kv, dims);  // validates the options and the budget before any work
     const std::string kv = describe(a->kv);
     const PerplexityResult r = perplexity(*model, tokens, o, [&] { return make_kv_cache(a->kv, dims); });
     std::printf("PPL = %.4f +/- %.4f  (kv %s, %d windows x %d tokens = %lld tokens used of %zu, %lld scored, %.1f s, %.0f tok/s)\n",

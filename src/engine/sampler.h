@@ -1,6 +1,19 @@
-// Next-token sampling: greedy at temperature 0, else temperature + top-k + top-p (nucleus).
+// Next-token sampling: greedy at temperature 0, else temperature + top-k + top-p (nucleus) + min-p;
+// llama.cpp's repetition penalty before either.
+//
+// Order in sample():
+//   1. repetition penalty (when repeat_penalty != 1): every distinct token among the last
+//      repeat_last_n accepted ones has its logit divided by the penalty when positive, multiplied
+//      when negative (llama.cpp's penalties sampler);
+//   2. temperature 0: argmax of the (penalized) logits;
+//   3. else the top_k largest logits, p_i = softmax(logit_i / temperature) over them;
+//   4. the kept set is the shortest prefix (most likely first) whose cumulative p reaches top_p,
+//      further cut to the tokens with p_i >= min_p * p_max; one is drawn in proportion to p_i.
+// Both cuts are prefixes of the sorted list, so their order does not matter. With the defaults of
+// min_p (0) and repeat_penalty (1) sampling is what it was before those fields existed.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <random>
 #include <vector>
 
@@ -11,17 +24,32 @@ struct SamplerOptions {
   float top_p = 0.95f;       // keep the smallest set of tokens whose probability reaches top_p
   int top_k = 40;            // 0 = no limit
   uint64_t seed = 0;
+  float min_p = 0.0f;           // keep tokens with p >= min_p * p_max; 0 = off
+  float repeat_penalty = 1.0f;  // 1 = off; > 1 discourages the last repeat_last_n tokens
+  int repeat_last_n = 64;       // history the penalty looks at (0: none)
 };
 
 class Sampler {
  public:
+  // Throws Error for values outside their ranges (temperature < 0, top_p outside (0, 1], top_k < 0,
+  // min_p outside [0, 1], repeat_penalty <= 0, repeat_last_n < 0).
   explicit Sampler(SamplerOptions opts);
+  // Samples one token and accepts it into the penalty history.
   int32_t sample(const float* logits, int n_vocab);
+  // Adds a token to the penalty history without sampling (a caller feeds the prompt this way, as
+  // llama.cpp does).
+  void accept(int32_t token);
 
  private:
+  int32_t sample_from(const float* logits, int n_vocab);
+  // logits with the repetition penalty applied (a copy; the caller's logits stay untouched).
+  const float* penalized(const float* logits, int n_vocab);
+
   SamplerOptions opts_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> cand_;
+  std::deque<int32_t> history_;  // the last repeat_last_n accepted tokens, oldest first
+  std::vector<float> penalized_;
 };
 
 int32_t argmax(const float* x, int n);

@@ -50,21 +50,4 @@ std::unique_ptr<PagedKvCache> make_kv_cache(const KvCacheOptions& o, const KvDim
 // One line, e.g. "kivi K2/V2 group 32, window 128, sink 1, pages of 64, budget 64 MiB".
 std::string describe(const KvCacheOptions& o);
 
-// Registers the --kv-* options on a CLI11 (sub)command (a template so this header needs no CLI11).
-template <class App>
-void add_kv_cache_options(App* sub, KvCacheOptions& o) {
-  sub->add_option("--kv-method", o.method, "KV cache: f16, uniform, kivi, rotated, turbo or progressive")
-      ->capture_default_str();
-  sub->add_option("--kv-bits", o.bits, "final bits of keys and values (progressive: the lowest they shrink to)")
-      ->capture_default_str();
-  sub->add_option("--kv-k-bits", o.k_bits, "bits of keys (0: --kv-bits)");
-  sub->add_option("--kv-v-bits", o.v_bits, "bits of values (0: --kv-bits)");
-  sub->add_option("--kv-group", o.group, "quantization group (0: method default; KIVI keys: tokens)");
-  sub->add_option("--kv-window", o.window, "recent tokens kept at fp16 (-1: method default, 128)");
-  sub->add_option("--kv-sink", o.sink, "first tokens kept at fp16 (-1: method default, 1)");
-  sub->add_option("--kv-budget-mib", o.budget_mib, "KV memory budget shared by all sequences, MiB (0: none)");
-  sub->add_option("--kv-plan", o.plan_file, "KV plan file (JSON) instead of --kv-method/--kv-bits/--kv-group");
-  sub->add_option("--kv-page", o.page_tokens, "tokens per page (0: 64)");
-}
-
 }  // namespace mpkv

@@ -3,6 +3,8 @@
 // to 32 bytes, _mm256_maddubs_epi16 + _mm256_madd_epi16 -> 8 int32 partial sums, converted and
 // fma'd with dw*dx into one fp32 accumulator per row pair); the single-row dot is its 1 x 1 tile, so
 // a row's result is the same in any tile (matvec_kernels.h, QuantTileFn).
+#include <cstring>
+
 #include "matvec/matvec_kernels.h"
 #include "matvec/matvec_tile_x86.h"
 
@@ -60,7 +62,11 @@ float dot_f32_avx2(const void* row, const float* x, int64_t n) {
   }
   for (; j + 8 <= n; j += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x + j), a0);
   float acc = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; j < n; ++j) acc += w[j] * x[j];
+  for (; j < n; ++j) {  // the row may be unaligned (see dot_f32_ref): memcpy, not w[j]
+    float wj;
+    std::memcpy(&wj, w + j, sizeof wj);
+    acc += wj * x[j];
+  }
   return acc;
 }
 
@@ -80,7 +86,11 @@ float dot_f16_avx2(const void* row, const float* x, int64_t n) {
   }
   for (; j + 8 <= n; j += 8) a0 = _mm256_fmadd_ps(load_f16x8(w + j), _mm256_loadu_ps(x + j), a0);
   float acc = x86_hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; j < n; ++j) acc += x86_fp16(w[j]) * x[j];
+  for (; j < n; ++j) {
+    uint16_t wj;
+    std::memcpy(&wj, w + j, sizeof wj);
+    acc += x86_fp16(wj) * x[j];
+  }
   return acc;
 }
 

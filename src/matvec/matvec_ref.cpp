@@ -113,17 +113,27 @@ float dot_q8_0_ref(const void* row, const BlockQ8Act* xq, int64_t n) {
   return acc;
 }
 
+// Float rows are read through memcpy: a row of a GGUF tensor is only as aligned as the file's
+// general.alignment and the row length make it (1-byte alignment is legal), so the kernel may not
+// assume alignof(float) / alignof(uint16_t). memcpy of a scalar compiles to one unaligned load.
+template <class T>
+inline T load_unaligned(const unsigned char* p, int64_t j) {
+  T v;
+  std::memcpy(&v, p + j * (int64_t)sizeof(T), sizeof(T));
+  return v;
+}
+
 float dot_f32_ref(const void* row, const float* x, int64_t n) {
-  const float* w = static_cast<const float*>(row);
+  const auto* w = static_cast<const unsigned char*>(row);
   float acc = 0.0f;
-  for (int64_t j = 0; j < n; ++j) acc += w[j] * x[j];
+  for (int64_t j = 0; j < n; ++j) acc += load_unaligned<float>(w, j) * x[j];
   return acc;
 }
 
 float dot_f16_ref(const void* row, const float* x, int64_t n) {
-  const uint16_t* w = static_cast<const uint16_t*>(row);
+  const auto* w = static_cast<const unsigned char*>(row);
   float acc = 0.0f;
-  for (int64_t j = 0; j < n; ++j) acc += fp16_to_fp32(w[j]) * x[j];
+  for (int64_t j = 0; j < n; ++j) acc += fp16_to_fp32(load_unaligned<uint16_t>(w, j)) * x[j];
   return acc;
 }
 

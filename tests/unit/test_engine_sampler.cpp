@@ -1,0 +1,129 @@
+// Sampler against distributions computed by hand: top-p, min-p, the repetition penalty, and the
+// defaults of the newer fields leaving sampling as it was.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "util/error.h"
+
+namespace mpkv {
+namespace {
+
+// Logits whose softmax at temperature 1 is exactly {0.5, 0.3, 0.15, 0.05}.
+std::vector<float> four_way() { return {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)}; }
+
+// Frequencies of each token over n draws.
+std::vector<double> frequencies(SamplerOptions o, const std::vector<float>& logits, int n) {
+  o.repeat_last_n = 0;  // independent draws
+  Sampler s(o);
+  std::vector<double> f(logits.size(), 0.0);
+  for (int i = 0; i < n; ++i) f[s.sample(logits.data(), (int)logits.size())] += 1.0 / n;
+  return f;
+}
+
+// 5 standard deviations of a frequency estimated from n draws.
+double tol(double p, int n) { return 5.0 * std::sqrt(p * (1 - p) / n) + 1e-9; }
+
+constexpr int kDraws = 40000;
+
+TEST(Sampler, TopPKeepsTheShortestPrefixReachingP) {
+  SamplerOptions o;
+  o.temperature = 1.0f;
+  o.top_k = 0;
+  o.top_p = 0.7f;  // 0.5 < 0.7 <= 0.5 + 0.3: keep {0, 1}, renormalized to 0.625 / 0.375
+  const auto f = frequencies(o, four_way(), kDraws);
+  EXPECT_NEAR(f[0], 0.625, tol(0.625, kDraws));
+  EXPECT_NEAR(f[1], 0.375, tol(0.375, kDraws));
+  EXPECT_EQ(f[2] + f[3], 0.0);
+}
+
+TEST(Sampler, MinPKeepsTokensAboveAFractionOfTheMostLikely) {
+  SamplerOptions o;
+  o.temperature = 1.0f;
+  o.top_k = 0;
+  o.top_p = 1.0f;
+  o.min_p = 0.25f;  // threshold 0.25 * 0.5 = 0.125: keep {0.5, 0.3, 0.15} -> 0.5/0.95, 0.3/0.95, 0.15/0.95
+  const auto f = frequencies(o, four_way(), kDraws);
+  EXPECT_NEAR(f[0], 0.5 / 0.95, tol(0.5 / 0.95, kDraws));
+  EXPECT_NEAR(f[1], 0.3 / 0.95, tol(0.3 / 0.95, kDraws));
+  EXPECT_NEAR(f[2], 0.15 / 0.95, tol(0.15 / 0.95, kDraws));
+  EXPECT_EQ(f[3], 0.0);
+  o.min_p = 0.7f;  // threshold 0.35: only token 0
+  EXPECT_NEAR(frequencies(o, four_way(), 1000)[0], 1.0, 1e-9);
+}
+
+TEST(Sampler, TemperatureScalesBeforeTheCuts) {
+  SamplerOptions o;
+  o.temperature = 0.5f;  // p ~ p^2: {0.25, 0.09, 0.0225, 0.0025} / 0.365
+  o.top_k = 0;
+  o.top_p = 1.0f;
+  const auto f = frequencies(o, four_way(), kDraws);
+  const double z = 0.25 + 0.09 + 0.0225 + 0.0025;
+  EXPECT_NEAR(f[0], 0.25 / z, tol(0.25 / z, kDraws));
+  EXPECT_NEAR(f[1], 0.09 / z, tol(0.09 / z, kDraws));
+  EXPECT_NEAR(f[2], 0.0225 / z, tol(0.0225 / z, kDraws));
+}
+
+TEST(Sampler, RepeatPenaltyDividesPositiveAndMultipliesNegativeLogits) {
+  SamplerOptions o;
+  o.temperature = 0.0f;
+  o.repeat_penalty = 1.1f;
+  {
+    Sampler s(o);
+    const std::vector<float> l{2.0f, 1.9f, -1.0f};
+    s.accept(0);  // 2.0 / 1.1 = 1.818 < 1.9
+    EXPECT_EQ(s.sample(l.data(), 3), 1);
+  }
+  {
+    Sampler s(o);
+    const std::vector<float> l{-1.0f, -1.05f};
+    s.accept(0);  // -1.0 * 1.1 = -1.1 < -1.05
+    EXPECT_EQ(s.sample(l.data(), 2), 1);
+  }
+  {
+    // The sampled token enters the history: 0 (2.0 vs 1.9), then 1 (1.818 vs 1.9), then both are
+    // penalized (1.818 vs 1.727): 0.
+    Sampler s(o);
+    const std::vector<float> l{2.0f, 1.9f};
+    EXPECT_EQ(s.sample(l.data(), 2), 0);
+    EXPECT_EQ(s.sample(l.data(), 2), 1);
+    EXPECT_EQ(s.sample(l.data(), 2), 0);
+  }
+  {
+    // A token older than repeat_last_n is no longer penalized; repeats count once.
+    o.repeat_last_n = 2;
+    Sampler s(o);
+    const std::vector<float> l{2.0f, 1.9f, -5.0f};
+    s.accept(0);
+    s.accept(2);
+    s.accept(2);
+    EXPECT_EQ(s.sample(l.data(), 3), 0);
+  }
+}
+
+TEST(Sampler, DefaultsOfTheNewFieldsChangeNothing) {
+  SamplerOptions o;
+  EXPECT_EQ(o.min_p, 0.0f);
+  EXPECT_EQ(o.repeat_penalty, 1.0f);
+  // Greedy on logits where a penalty would change the answer: the default does not.
+  o.temperature = 0.0f;
+  Sampler s(o);
+  const std::vector<float> l{2.0f, 1.99f};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(s.sample(l.data(), 2), 0);
+}
+
+TEST(Sampler, BadValuesAreErrors) {
+  for (auto set : std::vector<void (*)(SamplerOptions&)>{
+           [](SamplerOptions& o) { o.min_p = -0.1f; }, [](SamplerOptions& o) { o.min_p = 1.5f; },
+           [](SamplerOptions& o) { o.repeat_penalty = 0.0f; }, [](SamplerOptions& o) { o.repeat_last_n = -1; },
+           [](SamplerOptions& o) { o.top_p = 0.0f; }}) {
+    SamplerOptions o;
+    set(o);
+    EXPECT_THROW(Sampler{o}, Error);
+  }
+}
+
+}  // namespace
+}  // namespace mpkv
