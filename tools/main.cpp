@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   mpkv::cli::register_distortion(app);
   mpkv::cli::register_calibrate(app);
   mpkv::cli::register_eval(app);
+  mpkv::cli::register_serve(app);
   mpkv::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
