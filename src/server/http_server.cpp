@@ -48,6 +48,7 @@ int HttpServer::start() {
   s.set_payload_max_length(handler_.options().max_body_bytes);
   s.set_read_timeout(opts_.read_timeout_seconds, 0);
   s.set_write_timeout(opts_.write_timeout_seconds, 0);
+  s.set_keep_alive_timeout(2);  // an idle keep-alive connection holds a thread (and delays shutdown) this long
   auto serve = [this](const httplib::Request& req, httplib::Response& res) { apply(handler_.handle(to_request(req)), res); };
   for (const char* path : {"/health", "/v1/models", "/metrics", "/v1/chat/completions", "/v1/completions"}) {
     s.Get(path, serve);

@@ -31,6 +31,7 @@ API_KEY = "sk-e2e-test"
 N_CTX = 512
 BUDGET_MIB = 8  # f16 pages of 64 tokens are ~1.4 MiB per sequence for SmolLM2-135M: ~5 run at once
 MAX_TOKENS = 16
+LONG_TOKENS = 200  # a request that runs for seconds; ~220 tokens of f16 KV (~5 MiB) fit the budget alone
 
 
 def fail(msg):
@@ -270,7 +271,7 @@ def test_concurrent(openai, client, srv):
 
 def test_disconnect(srv):
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
-    body = json.dumps({"prompt": "Once upon a time", "max_tokens": N_CTX - 16, "temperature": 0, "stream": True})
+    body = json.dumps({"prompt": "Once upon a time", "max_tokens": LONG_TOKENS, "temperature": 0, "stream": True})
     conn.request("POST", "/v1/completions", body, {"Authorization": "Bearer " + API_KEY,
                                                    "Content-Type": "application/json"})
     resp = conn.getresponse()
@@ -289,7 +290,7 @@ def test_disconnect(srv):
 
 def test_shutdown(srv):
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
-    body = json.dumps({"prompt": "Once upon a time", "max_tokens": N_CTX - 16, "temperature": 0, "stream": True})
+    body = json.dumps({"prompt": "Once upon a time", "max_tokens": LONG_TOKENS, "temperature": 0, "stream": True})
     conn.request("POST", "/v1/completions", body, {"Authorization": "Bearer " + API_KEY,
                                                    "Content-Type": "application/json"})
     resp = conn.getresponse()
