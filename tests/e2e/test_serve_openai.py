@@ -269,7 +269,8 @@ def test_concurrent(openai, client, srv):
           flush=True)
 
 
-def test_disconnect(srv):
+def open_long_stream(srv, events):
+    """A streaming completion of LONG_TOKENS tokens, read until `events` SSE events came."""
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
     body = json.dumps({"prompt": "Once upon a time", "max_tokens": LONG_TOKENS, "temperature": 0, "stream": True})
     conn.request("POST", "/v1/completions", body, {"Authorization": "Bearer " + API_KEY,
@@ -277,10 +278,15 @@ def test_disconnect(srv):
     resp = conn.getresponse()
     check(resp.status == 200, "stream status %d" % resp.status)
     got = b""
-    while got.count(b"data: ") < 3:
-        chunk = resp.read1(4096) if hasattr(resp, "read1") else resp.read(64)
+    while got.count(b"data: ") < events:
+        chunk = resp.read1(4096)
         check(chunk, "stream ended early")
         got += chunk
+    return conn, resp
+
+
+def test_disconnect(srv):
+    conn, _ = open_long_stream(srv, 3)
     check(metric(metrics(srv.base), "vllm:num_requests_running") >= 1, "the stream is not running")
     conn.sock.shutdown(socket.SHUT_RDWR)
     conn.close()
@@ -289,13 +295,7 @@ def test_disconnect(srv):
 
 
 def test_shutdown(srv):
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
-    body = json.dumps({"prompt": "Once upon a time", "max_tokens": LONG_TOKENS, "temperature": 0, "stream": True})
-    conn.request("POST", "/v1/completions", body, {"Authorization": "Bearer " + API_KEY,
-                                                   "Content-Type": "application/json"})
-    resp = conn.getresponse()
-    check(resp.status == 200, "stream status %d" % resp.status)
-    resp.read1(4096)
+    _, resp = open_long_stream(srv, 1)
     t0 = time.time()
     srv.proc.send_signal(signal.SIGTERM)
     status = 0

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <csignal>
 #include <atomic>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -318,4 +319,13 @@ TEST(ServerHttp, OverLoopbackSockets) {
   }
   EXPECT_TRUE(freed) << "running " << b.metrics().running << ", in flight " << h.in_flight().size();
   srv.stop();
+}
+
+TEST(ServerShutdown, SignalIsTakenByWait) {
+  ShutdownSignal signals;  // blocks SIGINT / SIGTERM in this thread
+  EXPECT_EQ(signals.wait(10ms), 0);
+  ASSERT_EQ(raise(SIGTERM), 0);  // thread-directed: stays pending until wait() takes it
+  EXPECT_EQ(signals.wait(1000ms), SIGTERM);
+  ASSERT_EQ(raise(SIGINT), 0);
+  EXPECT_EQ(signals.wait(1000ms), SIGINT);
 }
