@@ -41,12 +41,17 @@ namespace mpkv {
 class ModelRunner;
 class Scheduler;
 struct Sequence;
+struct BatchEntry;
 
 struct EngineOptions {
   int n_ctx = 4096;             // prompt + generated tokens per request
   int max_seqs = 16;            // requests running at once
   int max_batch_tokens = 512;   // tokens per step: decode tokens plus prefill chunks
   int max_queue = 256;          // requests waiting; add_request beyond it throws QueueFull
+  // Admission may promise up to budget x this many bytes (1: a running request never meets a full
+  // cache with every page at its floor, so nothing is ever preempted; > 1 admits more requests and
+  // preempts when their tokens do not fit after all, as vLLM does).
+  double admission_overcommit = 1.0;
 };
 
 // add_request when max_queue requests already wait (an HTTP server answers 503 + Retry-After).
@@ -96,14 +101,30 @@ class Engine {
   const Tokenizer& tokenizer() const { return tok_; }
 
  private:
+  void validate(const RequestParams& p) const;
+  void take_inbox();                           // inbox and aborts -> scheduler (stepping thread)
+  void finish(Sequence& s, FinishReason r, RequestOutput out);
+  bool reserve_all(std::vector<BatchEntry>& entries);  // with preemption (engine.h, step 4)
+  void forward_and_sample(std::vector<BatchEntry>& entries);
+  void emit_token(Sequence& s, const float* logits);  // samples, stops, calls back
+  void publish_metrics();
+
   const Model& model_;
   const Tokenizer& tok_;
   std::unique_ptr<PagedKvCache> cache_;
   EngineOptions opts_;
   std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<Scheduler> sched_;
-  mutable std::mutex mu_;  // guards the scheduler's queues, pending aborts and the metrics
+  std::unique_ptr<Scheduler> sched_;  // stepping thread only
+  int next_slot_ = 0;                 // KV cache sequence ids, one per admission
+  std::vector<float> logits_;
+  EngineMetrics totals_;              // stepping thread's counters, copied to snapshot_
+
+  mutable std::mutex mu_;  // guards everything below
   std::condition_variable work_cv_;
+  uint64_t next_id_ = 1;
+  std::vector<std::unique_ptr<Sequence>> inbox_;  // added, not yet seen by step()
+  std::vector<uint64_t> aborts_;
+  EngineMetrics snapshot_;
 };
 
 }  // namespace mpkv

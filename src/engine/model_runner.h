@@ -3,6 +3,7 @@
 // it; ppl, bench, eval and calibration drive it directly for teacher-forced passes.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -11,11 +12,17 @@
 
 namespace mpkv {
 
-enum class LogitRows : uint8_t { last, all };  // which prefill positions produce logits
+// Prefill logits: token indices [begin, end) of the prefilled tokens produce logit rows, handed
+// over chunk by chunk as on_rows(first_index, n_rows, logits [n_rows, n_vocab]).
+struct LogitSpan {
+  size_t begin = 0, end = 0;
+  static LogitSpan last(size_t n) { return {n - 1, n}; }
+};
+using LogitRowsFn = std::function<void(size_t first_index, size_t n_rows, const float* logits)>;
 
 class ModelRunner {
  public:
-  // Applies the key smoothing of `cache`'s plan when it is a PagedKvCache (kv_plan.h), else none.
+  // Applies the key smoothing of `cache`'s plan (KvCache::key_smoothing), if any.
   ModelRunner(const Model& model, KvCache& cache);
 
   // Runs one batch through the forward pass; every sequence in it must have reserved room for
@@ -25,10 +32,9 @@ class ModelRunner {
   // Appends tokens at positions pos0.. of seq in chunks of at most max_chunk tokens; each chunk
   // is reserved first and halved while the cache cannot reserve it (a budgeted progressive cache
   // shrinks pages between chunks). Returns the number of tokens appended: fewer than
-  // tokens.size() only when not even one more token can be reserved. logits gets
-  // [1, n_vocab] for the last token (LogitRows::last) or [appended, n_vocab] (LogitRows::all).
-  size_t prefill(int seq, std::span<const int32_t> tokens, int pos0, int max_chunk, LogitRows rows,
-                 std::vector<float>& logits);
+  // tokens.size() only when not even one more token can be reserved.
+  size_t prefill(int seq, std::span<const int32_t> tokens, int pos0, int max_chunk, LogitSpan want,
+                 const LogitRowsFn& on_rows);
 
   Forward& forward() { return fwd_; }
   KvCache& cache() { return cache_; }
@@ -38,7 +44,8 @@ class ModelRunner {
   const Model& model_;
   KvCache& cache_;
   Forward fwd_;
-  std::vector<float> chunk_logits_;
+  std::vector<float> logits_;
+  std::vector<BatchToken> batch_;
 };
 
 }  // namespace mpkv

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "engine/model_runner.h"
 #include "eval/fake_quant_kv_cache.h"
 #include "eval/kv_metrics.h"
 #include "util/error.h"
@@ -135,19 +136,15 @@ std::vector<EvalRow> eval_prefill_fake(const Model& model, const std::vector<int
   std::vector<TokenComparison> cmp;
   ProgressBar bar("eval prefill-fake", (size_t)o.windows * (M + 1), o.progress);
   for (int w = 0; w < o.windows; ++w) {
-    std::vector<BatchToken> batch(o.n_ctx);
-    for (int i = 0; i < o.n_ctx; ++i) batch[i] = {win[w][i], i, 0, i >= first && i < o.n_ctx - 1};
     for (int i = 0; i < n_scored; ++i) targets[i] = win[w][first + i + 1];
     for (int m = -1; m < M; ++m) {
-      Forward fwd(model);
       std::unique_ptr<KvCache> cache;
-      if (m < 0) {
-        cache = std::make_unique<F16KvCache>(dims);
-      } else {
-        fwd.set_qk_smoothing(plans[m].smoothing);
-        cache = std::make_unique<FakeQuantKvCache>(dims, plans[m]);
-      }
-      fwd.run(*cache, batch, logits);
+      if (m < 0) cache = std::make_unique<F16KvCache>(dims);
+      else cache = std::make_unique<FakeQuantKvCache>(dims, plans[m]);
+      // One pass over the window; logits of positions [first, n_ctx - 1).
+      ModelRunner runner(model, *cache);
+      runner.prefill(0, win[w], 0, o.n_ctx, {(size_t)first, (size_t)o.n_ctx - 1},
+                     [&](size_t, size_t n, const float* rows) { logits.assign(rows, rows + n * n_vocab); });
       if (m < 0) {
 #pragma omp parallel for
         for (int i = 0; i < n_scored; ++i)

@@ -24,6 +24,7 @@ class FakeQuantKvCache final : public KvCache {
  public:
   // The plan is validated against dims (Error on a mismatch).
   FakeQuantKvCache(KvDims dims, const KvPlan& plan);
+  const std::vector<std::vector<float>>* key_smoothing() const override { return &plan_.smoothing; }
 
   void append(int seq, int layer, int n_tokens, const float* k, const float* v) override;
   void attend(int seq, int layer, int n_tokens, const float* q, float* out) override { inner_.attend(seq, layer, n_tokens, q, out); }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "engine/model_runner.h"
 #include "kvcache/paged_kv_cache.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -52,35 +53,27 @@ PerplexityResult perplexity(const Model& model, const std::vector<int32_t>& toke
   r.n_tokens_used = (int64_t)n_chunks * opts.n_ctx;
   const auto t0 = std::chrono::steady_clock::now();
   ProgressBar bar("ppl", n_chunks, opts.progress);
-  Forward fwd(model);
-  std::vector<float> logits;
+  std::vector<int32_t> window;
   double sum = 0.0, sum2 = 0.0;
   for (int c = 0; c < n_chunks; ++c) {
     const size_t start = (size_t)c * opts.n_ctx;
+    window.assign(tokens.begin() + start, tokens.begin() + start + opts.n_ctx);
+    if (opts.add_bos && opts.bos >= 0) window[0] = opts.bos;
     auto cache = make_cache();
-    // A calibrated plan's key smoothing (q *= lambda, k /= lambda before RoPE; kv_plan.h).
-    if (c == 0)
-      if (const auto* paged = dynamic_cast<const PagedKvCache*>(cache.get())) fwd.set_qk_smoothing(paged->plan().smoothing);
-    // Prefill [p0, p0 + m) per call; logits come back for the scored positions of the chunk, in
-    // order ([n_scored_in_chunk, n_vocab]), and are turned into NLLs before the next chunk.
-    for (int p0 = 0; p0 < opts.n_ctx;) {
-      int m = std::min(opts.batch, opts.n_ctx - p0);
-      while (m > 1 && !cache->reserve(0, m)) m /= 2;
-      if (m == 1 && !cache->reserve(0, 1)) throw Error(window_over_budget_message(*cache, opts.n_ctx, p0));
-      std::vector<BatchToken> batch(m);
-      for (int i = p0; i < p0 + m; ++i)
-        batch[i - p0] = {tokens[start + i], i, 0, i >= first && i < opts.n_ctx - 1};
-      if (p0 == 0 && opts.add_bos && opts.bos >= 0) batch[0].token = opts.bos;
-      fwd.run(*cache, batch, logits);
-      size_t row = 0;
-      for (int i = std::max(p0, first); i < std::min(p0 + m, opts.n_ctx - 1); ++i, ++row) {
-        const double nll = token_nll(logits.data() + row * n_vocab, n_vocab, tokens[start + i + 1]);
-        r.nll.push_back(nll);
-        sum += nll;
-        sum2 += nll * nll;
-      }
-      p0 += m;
-    }
+    ModelRunner runner(model, *cache);
+    // Logits at positions [first, n_ctx - 1) predict the token after each; turned into NLLs chunk
+    // by chunk so a window's logits are never all held at once.
+    const size_t held = runner.prefill(0, window, 0, opts.batch, {(size_t)first, (size_t)opts.n_ctx - 1},
+                                       [&](size_t i0, size_t n, const float* logits) {
+                                         for (size_t j = 0; j < n; ++j) {
+                                           const double nll = token_nll(logits + j * n_vocab, n_vocab,
+                                                                        tokens[start + i0 + j + 1]);
+                                           r.nll.push_back(nll);
+                                           sum += nll;
+                                           sum2 += nll * nll;
+                                         }
+                                       });
+    if (held < window.size()) throw Error(window_over_budget_message(*cache, opts.n_ctx, (int)held));
     const double mean = sum / r.nll.size();
     char extra[64];
     std::snprintf(extra, sizeof extra, "ppl %.4f", std::exp(mean));

@@ -1,7 +1,5 @@
 #include "kvcache/paged_kv_cache.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,6 +9,7 @@
 #include <sstream>
 
 #include "attention/paged_attention.h"
+#include "kvcache/paged_kv_cache_records.h"
 #include "quant/lloyd_max.h"
 #include "util/error.h"
 #include "util/fp16.h"
@@ -18,12 +17,6 @@
 namespace mpkv {
 
 namespace {
-// Cache rows one attention work unit covers; long contexts split into units of about this many
-// rows so a single decoding token keeps every thread busy (partials merged afterwards).
-constexpr int kChunkRows = 1024;
-// Queries one kernel call serves (query heads of a KV head x prefill tokens).
-constexpr int kMaxQueriesPerCall = 16;
-
 std::string mib(size_t b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f MiB", (double)b / (1024.0 * 1024.0));
@@ -32,29 +25,6 @@ std::string mib(size_t b) {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 }  // namespace
-
-struct PagedKvCache::Page {
-  uint64_t id = 0;
-  int seq = 0, layer = 0;
-  uint8_t* data = nullptr;  // blocks b = 0 .. n_blocks-1 back to back, each at its current bits
-  size_t bytes = 0;
-  int filled = 0;  // rows written (a page is shrinkable only once full)
-  bool full = false;
-  std::vector<uint8_t> cur, fin;  // [n_blocks] current and final bits
-};
-
-struct PagedKvCache::LayerState {
-  // [cap_rows, n_head_kv, head_dim] fp16 bits: rows [0, sink) the sink, rows [sink, sink + win_n)
-  // the window (oldest first).
-  std::vector<uint16_t> k16, v16;
-  int n_tokens = 0, sink_n = 0, win_n = 0;
-  std::vector<std::unique_ptr<Page>> pages;
-};
-
-struct PagedKvCache::SeqState {
-  std::vector<LayerState> layers;
-  size_t held = 0;  // bytes reserved for the next forward pass
-};
 
 PagedKvCache::PagedKvCache(KvDims dims, KvPlan plan, size_t budget_bytes, const PagedAttentionKernels& kernels)
     : KvCache(dims), plan_(std::move(plan)), kern_(&kernels), pool_(budget_bytes) {
@@ -203,8 +173,12 @@ void PagedKvCache::shrink_page(Page& p, ShrinkPause& pause) {
     if (p.cur[b] > p.fin[b]) top = std::max(top, (int)p.cur[b]);
   MPKV_CHECK(top > 0, "KV pool: internal error: shrinking a page that is at its final bits");
   std::vector<uint8_t> cur2 = p.cur;
-  for (int b = 0; b < n_blocks_; ++b)
-    if (p.cur[b] == top && p.cur[b] > p.fin[b]) cur2[b] = (uint8_t)(top / 2);
+  for (int b = 0; b < n_blocks_; ++b) {
+    if (p.cur[b] == top && p.cur[b] > p.fin[b]) {
+      cur2[b] = (uint8_t)(top / 2);
+      shrink_totals_.halvings_from[top]++;
+    }
+  }
   size_t new_bytes = 0;
   for (int b = 0; b < n_blocks_; ++b) new_bytes += block_bytes(p.layer, b, cur2[b]);
   // Through a scratch copy (shrink kernels need distinct source and destination), then the page
@@ -430,156 +404,6 @@ const PagedKvCache::SeqState& PagedKvCache::seq_state(int seq) const {
 int PagedKvCache::length(int seq, int layer) const {
   auto it = seqs_.find(seq);
   return it == seqs_.end() ? 0 : it->second->layers[layer].n_tokens;
-}
-
-// ---- attention ------------------------------------------------------------------------------------
-
-void PagedKvCache::attend(int seq, int layer, int n_tokens, const float* q, float* out) {
-  const LayerState& ls = seq_state(seq).layers[layer];
-  MPKV_CHECK(n_tokens >= 1 && n_tokens <= ls.n_tokens, "KV attend: " + std::to_string(n_tokens) +
-                                                           " queries but " + std::to_string(ls.n_tokens) + " cached tokens");
-  const int d = dims_.head_dim, nkv = dims_.n_head_kv, nh = dims_.n_head, group = nh / nkv;
-  const size_t row = (size_t)nkv * d;
-  const float scale = 1.0f / std::sqrt((float)d);
-  const int L = ls.n_tokens;
-
-  // Segments of each KV head in position order: sink, pages, window (each <= kMaxKernelRows rows).
-  std::vector<std::vector<AttnSegment>> segs(nkv);
-  for (int h = 0; h < nkv; ++h) {
-    auto add_rows = [&](int pos0, int n, const uint16_t* k16, const uint16_t* v16, size_t stride) {
-      for (int i = 0; i < n; i += kMaxKernelRows) {
-        AttnSegment g;
-        g.pos0 = pos0 + i;
-        g.n = std::min(kMaxKernelRows, n - i);
-        g.k16 = k16 + (size_t)i * stride;
-        g.v16 = v16 + (size_t)i * stride;
-        g.stride = stride;
-        segs[h].push_back(g);
-      }
-    };
-    add_rows(0, ls.sink_n, ls.k16.data() + (size_t)h * d, ls.v16.data() + (size_t)h * d, row);
-    int pos = ls.sink_n;
-    for (const auto& pp : ls.pages) {
-      const Page& p = *pp;
-      const int bk = 2 * h, bv = 2 * h + 1;
-      const Component &ck = comp(layer, bk), &cv = comp(layer, bv);
-      const uint8_t* kd = p.data + block_offset(p, bk);
-      const uint8_t* vd = kd + block_bytes(layer, bk, p.cur[bk]);
-      for (int i = 0; i < p.filled; i += kMaxKernelRows) {
-        AttnSegment g;
-        g.pos0 = pos + i;
-        g.n = std::min(kMaxKernelRows, p.filled - i);
-        g.t0 = i;
-        g.stride = d;
-        g.k_packed = !ck.fp16;
-        g.v_packed = !cv.fp16;
-        if (g.k_packed) g.k = {&ck.layout_at[p.cur[bk]], kd, ck.centroids};
-        else g.k16 = reinterpret_cast<const uint16_t*>(kd) + (size_t)i * d;
-        if (g.v_packed) g.v = {&cv.layout_at[p.cur[bv]], vd, cv.centroids};
-        else g.v16 = reinterpret_cast<const uint16_t*>(vd) + (size_t)i * d;
-        segs[h].push_back(g);
-      }
-      pos += p.filled;
-    }
-    add_rows(pos, ls.win_n, ls.k16.data() + (size_t)plan_.sink * row + (size_t)h * d,
-             ls.v16.data() + (size_t)plan_.sink * row + (size_t)h * d, row);
-  }
-
-  // Queries per KV head, contiguous [n_tokens * group, d] (j = token * group + g), scaled, in
-  // model space and in the keys' code space.
-  const int nqt = n_tokens * group;
-  std::vector<float> qm((size_t)nkv * nqt * d), qc((size_t)nkv * nqt * d);
-  std::vector<int> visible((size_t)nqt);
-  for (int j = 0; j < nqt; ++j) visible[j] = L - n_tokens + j / group + 1;
-  for (int h = 0; h < nkv; ++h) {
-    const KvQuantizer* kq = comp(layer, 2 * h).quant.get();
-    for (int t = 0; t < n_tokens; ++t) {
-      for (int g = 0; g < group; ++g) {
-        const float* src = q + ((size_t)t * nh + (size_t)h * group + g) * d;
-        float* dm = &qm[((size_t)h * nqt + (size_t)t * group + g) * d];
-        float* dc = &qc[((size_t)h * nqt + (size_t)t * group + g) * d];
-        for (int c = 0; c < d; ++c) dm[c] = dc[c] = src[c] * scale;
-        if (kq && kq->rotates()) kq->to_code_space(dc);
-      }
-    }
-  }
-
-  // Work units: (block of query tokens, KV head, chunk of about kChunkRows rows).
-  const int tokens_per_block = std::max(1, kMaxQueriesPerCall / group);
-  struct Unit { int h, j0, nq; size_t s0, s1, state; int first; };
-  std::vector<Unit> units;
-  const size_t state_floats_per_query = 2 + 2 * (size_t)d;
-  size_t state_total = 0;
-  for (int t0 = 0; t0 < n_tokens; t0 += tokens_per_block) {
-    const int nt = std::min(tokens_per_block, n_tokens - t0);
-    const int j0 = t0 * group, nq = nt * group;
-    const int max_vis = visible[j0 + nq - 1];
-    for (int h = 0; h < nkv; ++h) {
-      const int first = (int)units.size();
-      size_t s0 = 0;
-      const auto& sg = segs[h];
-      while (s0 < sg.size() && sg[s0].pos0 < max_vis) {
-        size_t s1 = s0;
-        int rows = 0;
-        while (s1 < sg.size() && sg[s1].pos0 < max_vis && rows < kChunkRows) rows += sg[s1++].n;
-        units.push_back({h, j0, nq, s0, s1, state_total, first});
-        state_total += nq * state_floats_per_query;
-        s0 = s1;
-      }
-    }
-  }
-  std::vector<float> state(state_total);
-  auto view = [&](const Unit& u) {
-    float* p = state.data() + u.state;
-    return SoftmaxPartialView{p, p + u.nq, p + 2 * u.nq};
-  };
-#pragma omp parallel if (units.size() > 1)
-  {
-    std::vector<float> scratch((size_t)std::max(kMaxQueriesPerCall, group) * kMaxKernelRows);
-    std::vector<int8_t> q8_bytes;
-    std::vector<float> q8_params;
-#pragma omp for schedule(dynamic, 1)
-    for (size_t ui = 0; ui < units.size(); ++ui) {
-      const Unit& u = units[ui];
-      const SoftmaxPartialView st = view(u);
-      softmax_partial_clear(st, u.nq, d);
-      AttnQueries aq;
-      aq.q_model = &qm[((size_t)u.h * nqt + u.j0) * d];
-      aq.q_code = &qc[((size_t)u.h * nqt + u.j0) * d];
-      aq.ldq = d;
-      aq.nq = u.nq;
-      aq.visible = &visible[u.j0];
-      Q8Queries q8;
-      if (q8_queries_) {
-        q8 = quantize_queries_q8(aq.q_code, aq.ldq, u.nq, d, q8_bytes, q8_params);
-        aq.q8 = &q8;
-      }
-      attend_segments(*kern_, d, aq, segs[u.h].data() + u.s0, u.s1 - u.s0, scratch.data(), st);
-    }
-  }
-  // Merge the chunks of each (query block, head) into the first, normalise, un-rotate the packed
-  // values' part and write out[token, h * group + g, :].
-  std::vector<float> code((size_t)d);
-  for (size_t ui = 0; ui < units.size();) {
-    const Unit& u = units[ui];
-    size_t end = ui + 1;
-    while (end < units.size() && units[end].first == u.first) {
-      softmax_partial_merge(view(u), view(units[end]), u.nq, 2 * d);
-      ++end;
-    }
-    const SoftmaxPartialView st = view(u);
-    const KvQuantizer* vq = comp(layer, 2 * u.h + 1).quant.get();
-    for (int j = 0; j < u.nq; ++j) {
-      const int jj = u.j0 + j, t = jj / group, g = jj % group;
-      const float inv = 1.0f / st.l[j];
-      const float* acc = st.acc + (size_t)j * 2 * d;
-      for (int c = 0; c < d; ++c) code[c] = acc[d + c] * inv;
-      if (vq && vq->rotates()) vq->from_code_space(code.data());
-      float* o = out + ((size_t)t * nh + (size_t)u.h * group + g) * d;
-      for (int c = 0; c < d; ++c) o[c] = acc[c] * inv + code[c];
-    }
-    ui = end;
-  }
 }
 
 // ---- reporting ------------------------------------------------------------------------------------

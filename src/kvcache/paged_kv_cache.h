@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "attention/paged_attention.h"
 #include "attention/paged_attention_kernels.h"
 #include "kvcache/kv_plan.h"
 #include "kvcache/page_pool.h"
@@ -58,6 +59,8 @@ struct ShrinkPause {
 struct ShrinkTotals {
   size_t pauses = 0, page_shrinks = 0, bytes_freed = 0;
   double seconds = 0.0, max_pause_seconds = 0.0;
+  // Block halvings by the bits they started from: halvings_from[b] counts b -> b/2 (b = 16, 8, 4, 2).
+  size_t halvings_from[17] = {};
 };
 
 // Bookkeeping bytes counted per sequence, per (sequence, layer) and per page (see above): the
@@ -77,10 +80,14 @@ class PagedKvCache final : public KvCache {
 
   void append(int seq, int layer, int n_tokens, const float* k, const float* v) override;
   void attend(int seq, int layer, int n_tokens, const float* q, float* out) override;
+  // All spans of a layer's batch in one parallel region (paged_kv_cache_attend.cpp); each span's
+  // output is bitwise independent of the other spans and of the thread count.
+  void attend_batch(int layer, const std::vector<AttendSpan>& spans, const float* q, float* out) override;
   int length(int seq, int layer) const override;
   void remove(int seq) override;
   bool reserve(int seq, int n_tokens) override;
   std::string stats() const override;
+  const std::vector<std::vector<float>>* key_smoothing() const override { return &plan_.smoothing; }
 
   const KvPlan& plan() const { return plan_; }
   const PagePool& pool() const { return pool_; }
@@ -119,6 +126,8 @@ class PagedKvCache final : public KvCache {
   struct Page;
   struct LayerState;
   struct SeqState;
+  struct AttendUnit;
+  struct SpanWork;
   // Per (layer, head, role): how its blocks are written and read.
   struct Component {
     bool fp16 = false;
@@ -146,6 +155,11 @@ class PagedKvCache final : public KvCache {
   void page_filled(Page& p);
   void free_page(Page& p);
   const SeqState& seq_state(int seq) const;
+  // Attention (paged_kv_cache_attend.cpp).
+  void attend_batch_impl(int layer, const std::vector<AttendSpan>& spans, const float* q, float* out);
+  void plan_span(int layer, int seq, int n_tokens, const float* q, SpanWork& w) const;
+  void add_page_segments(int layer, const Page& p, int h, int pos, std::vector<AttnSegment>& out) const;
+  void finish_span(int layer, SpanWork& w) const;
 
   KvPlan plan_;
   const PagedAttentionKernels* kern_;

@@ -62,6 +62,11 @@ class KvCache {
   // without a budget always return true.
   virtual bool reserve(int seq, int n_tokens) { return true; }
 
+  // Key smoothing the forward pass must apply for this cache's plan (q *= lambda, k /= lambda before
+  // RoPE, [n_layer][n_head_kv * head_dim]; Forward::set_qk_smoothing); null or empty: none.
+  // engine/ModelRunner is the one place that hands it to the forward pass.
+  virtual const std::vector<std::vector<float>>* key_smoothing() const { return nullptr; }
+
   // A short multi-line report of memory use for --verbose; empty when there is nothing to say.
   virtual std::string stats() const { return {}; }
 

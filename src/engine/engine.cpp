@@ -1,0 +1,136 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/logprobs.h"
+#include "engine/model_runner.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+
+namespace mpkv {
+
+Engine::Engine(const Model& model, const Tokenizer& tok, std::unique_ptr<PagedKvCache> cache, EngineOptions opts)
+    : model_(model), tok_(tok), cache_(std::move(cache)), opts_(opts) {
+  MPKV_CHECK(cache_ != nullptr, "engine: no KV cache");
+  MPKV_CHECK(opts_.n_ctx >= 2, "engine: the context (n_ctx) must be at least 2 tokens");
+  MPKV_CHECK(opts_.max_seqs >= 1, "engine: max_seqs must be at least 1");
+  MPKV_CHECK(opts_.max_batch_tokens >= 1, "engine: max_batch_tokens must be at least 1");
+  MPKV_CHECK(opts_.max_queue >= 1, "engine: max_queue must be at least 1");
+  MPKV_CHECK(std::isfinite(opts_.admission_overcommit) && opts_.admission_overcommit >= 1.0,
+             "engine: admission_overcommit must be >= 1");
+  const size_t budget = cache_->pool().budget();
+  MPKV_CHECK(budget == 0 || cache_->sequence_bytes_bound(1) <= budget,
+             "engine: the KV budget cannot hold even one token of one sequence");
+  runner_ = std::make_unique<ModelRunner>(model_, *cache_);
+  const size_t admit = budget == 0 ? 0 : (size_t)((double)budget * opts_.admission_overcommit);
+  const PagedKvCache* c = cache_.get();
+  sched_ = std::make_unique<Scheduler>(opts_.max_seqs, admit, [c](int n) { return c->sequence_bytes_bound(n); },
+                                       opts_.n_ctx);
+  totals_.kv_budget_bytes = budget;
+  snapshot_ = totals_;
+}
+
+Engine::~Engine() = default;
+
+void Engine::validate(const RequestParams& p) const {
+  MPKV_CHECK(!p.prompt.empty(), "the prompt is empty");
+  MPKV_CHECK((int64_t)p.prompt.size() < opts_.n_ctx,
+             "the prompt has " + std::to_string(p.prompt.size()) + " tokens; the context holds " +
+                 std::to_string(opts_.n_ctx) + " (prompt + generated), so at most " + std::to_string(opts_.n_ctx - 1) +
+                 " fit");
+  const int n_vocab = model_.config().n_vocab;
+  for (int32_t t : p.prompt)
+    MPKV_CHECK(t >= 0 && t < n_vocab, "token id " + std::to_string(t) + " is outside the vocabulary (" +
+                                          std::to_string(n_vocab) + ")");
+  MPKV_CHECK(p.max_tokens == -1 || p.max_tokens >= 1, "max_tokens must be at least 1 (or -1: until the end)");
+  MPKV_CHECK(p.top_logprobs >= -1 && p.top_logprobs <= kMaxTopLogprobs,
+             "top_logprobs must be between 0 and " + std::to_string(kMaxTopLogprobs));
+  Sampler check(p.sampling);  // throws Error on bad sampling values
+  const size_t budget = cache_->pool().budget();
+  const int n = std::min<int64_t>(p.max_tokens < 0 ? opts_.n_ctx : (int64_t)p.prompt.size() + p.max_tokens, opts_.n_ctx);
+  MPKV_CHECK(budget == 0 || cache_->sequence_bytes_bound(n) <= budget,
+             "the request needs up to " + std::to_string(cache_->sequence_bytes_bound(n)) + " KV bytes for " +
+                 std::to_string(n) + " tokens, more than the whole KV budget (" + std::to_string(budget) +
+                 " bytes); lower max_tokens or shorten the prompt");
+}
+
+uint64_t Engine::add_request(RequestParams params, OutputCallback on_output) {
+  validate(params);
+  std::lock_guard<std::mutex> lock(mu_);
+  if ((int64_t)inbox_.size() + snapshot_.waiting >= opts_.max_queue)
+    throw QueueFull("the request queue is full (" + std::to_string(opts_.max_queue) + " waiting); retry later");
+  const uint64_t id = next_id_++;
+  inbox_.push_back(std::make_unique<Sequence>(id, std::move(params), std::move(on_output)));
+  work_cv_.notify_all();
+  return id;
+}
+
+void Engine::abort(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  aborts_.push_back(id);
+  work_cv_.notify_all();
+}
+
+bool Engine::has_work() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !inbox_.empty() || !aborts_.empty() || snapshot_.running > 0 || snapshot_.waiting > 0;
+}
+
+bool Engine::wait_for_work(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return work_cv_.wait_for(lock, timeout, [&] {
+    return !inbox_.empty() || !aborts_.empty() || snapshot_.running > 0 || snapshot_.waiting > 0;
+  });
+}
+
+EngineMetrics Engine::metrics() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  EngineMetrics m = snapshot_;
+  m.waiting += (int)inbox_.size();
+  return m;
+}
+
+void Engine::run_until_idle() {
+  while (step()) {
+  }
+}
+
+void Engine::take_inbox() {
+  std::vector<std::unique_ptr<Sequence>> in;
+  std::vector<uint64_t> ab;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in.swap(inbox_);
+    ab.swap(aborts_);
+  }
+  for (auto& s : in) sched_->add(std::move(s));
+  for (uint64_t id : ab)
+    if (Sequence* s = sched_->find(id)) s->abort_requested = true;
+}
+
+bool Engine::step() {
+  take_inbox();
+  // Aborted requests end first, so their pages are free for this step.
+  const std::vector<Sequence*> aborted = sched_->aborted();
+  for (Sequence* s : aborted) finish(*s, FinishReason::abort, {});
+  for (Sequence* s : sched_->admit()) {
+    if (!s->scheduled_once) {
+      s->scheduled_once = true;
+      s->stats.queue_seconds = s->seconds_since_arrival();
+    }
+    s->cache_slot = next_slot_;
+    next_slot_ = next_slot_ == INT32_MAX ? 0 : next_slot_ + 1;
+  }
+  std::vector<BatchEntry> entries = sched_->plan_batch(opts_.max_batch_tokens);
+  bool ran = false;
+  if (!entries.empty() && reserve_all(entries)) {
+    forward_and_sample(entries);
+    totals_.steps_total++;
+    ran = true;
+  }
+  publish_metrics();
+  return ran || !aborted.empty() || !sched_->idle();
+}
+
+}  // namespace mpkv

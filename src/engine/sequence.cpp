@@ -1,0 +1,22 @@
+#include "engine/sequence.h"
+
+#include <algorithm>
+
+namespace mpkv {
+
+Sequence::Sequence(uint64_t id_, RequestParams p, OutputCallback cb)
+    : id(id_), params(std::move(p)), on_output(std::move(cb)), sampler(params.sampling), text(params.stop),
+      tokens(params.prompt), n_prompt((int)params.prompt.size()), arrived(Clock::now()) {
+  stats.n_prompt_tokens = n_prompt;
+}
+
+int Sequence::max_positions(int n_ctx) const {
+  if (params.max_tokens < 0) return n_ctx;
+  return (int)std::min<int64_t>((int64_t)n_prompt + params.max_tokens, n_ctx);
+}
+
+double Sequence::seconds_since_arrival() const {
+  return std::chrono::duration<double>(Clock::now() - arrived).count();
+}
+
+}  // namespace mpkv

@@ -1,0 +1,49 @@
+// One request inside the engine (engine.h): its tokens, sampler, stop rules and progress.
+//
+// tokens = prompt, then generated tokens. The KV cache holds positions [0, n_cached); the tokens
+// after that still have to go through the forward pass. More than one uncached token: the
+// sequence is prefilling (its prompt, or everything again after a preemption); exactly one: it
+// decodes (the last sampled token). The logits of the last token sample the next one.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/text_stream.h"
+
+namespace mpkv {
+
+enum class SeqStatus : uint8_t { waiting, running, finished };
+
+struct Sequence {
+  using Clock = std::chrono::steady_clock;
+
+  Sequence(uint64_t id, RequestParams params, OutputCallback on_output);
+
+  uint64_t id;
+  RequestParams params;
+  OutputCallback on_output;
+  Sampler sampler;
+  TextStream text;
+  std::vector<int32_t> tokens;
+  int n_prompt = 0;
+  int n_cached = 0;
+  int cache_slot = -1;  // sequence id in the KvCache while running
+  SeqStatus status = SeqStatus::waiting;
+  FinishReason reason = FinishReason::none;
+  bool abort_requested = false;
+  RequestStats stats;
+  Clock::time_point arrived;
+  bool scheduled_once = false, produced_token = false;
+
+  int n_generated() const { return (int)tokens.size() - n_prompt; }
+  int n_uncached() const { return (int)tokens.size() - n_cached; }
+  bool prefilling() const { return n_uncached() > 1; }
+  // Positions this request can reach: prompt + max_tokens, at most n_ctx (admission projects this).
+  int max_positions(int n_ctx) const;
+  double seconds_since_arrival() const;
+};
+
+}  // namespace mpkv

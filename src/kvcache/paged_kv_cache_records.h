@@ -1,0 +1,36 @@
+// The records behind PagedKvCache (paged_kv_cache.h): pages, per-(sequence, layer) state and
+// per-sequence state. Internal to src/kvcache: shared by the storage/budget code
+// (paged_kv_cache.cpp) and attention (paged_kv_cache_attend.cpp).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kvcache/paged_kv_cache.h"
+
+namespace mpkv {
+
+struct PagedKvCache::Page {
+  uint64_t id = 0;
+  int seq = 0, layer = 0;
+  uint8_t* data = nullptr;  // blocks b = 0 .. n_blocks-1 back to back, each at its current bits
+  size_t bytes = 0;
+  int filled = 0;  // rows written (a page is shrinkable only once full)
+  bool full = false;
+  std::vector<uint8_t> cur, fin;  // [n_blocks] current and final bits
+};
+
+struct PagedKvCache::LayerState {
+  // [cap_rows, n_head_kv, head_dim] fp16 bits: rows [0, sink) the sink, rows [sink, sink + win_n)
+  // the window (oldest first).
+  std::vector<uint16_t> k16, v16;
+  int n_tokens = 0, sink_n = 0, win_n = 0;
+  std::vector<std::unique_ptr<Page>> pages;
+};
+
+struct PagedKvCache::SeqState {
+  std::vector<LayerState> layers;
+  size_t held = 0;  // bytes reserved for the next forward pass
+};
+
+}  // namespace mpkv

@@ -1,0 +1,353 @@
+// The serving engine (src/engine/engine.h) on a tiny synthetic model: a request's tokens against
+// a plain prefill + greedy loop written here, batching invariance, admission by bytes, shrinking
+// before preemption, preemption + recompute, abort, seeds, validation and threads.
+//
+// Steps are kept at <= 8 tokens (max_batch_tokens) where tokens are compared: up to
+// kLinearSmallBatch rows every weight row goes through the per-row matvec kernels, so a row's
+// logits do not depend on the other rows in the step (larger batches take the float GEMM path,
+// whose rounding differs from the q8 activations of the matvec path).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "fixtures/tiny_model.h"
+#include "kvcache/kv_cache_factory.h"
+#include "model/forward.h"
+#include "test_support.h"
+
+namespace mpkv {
+namespace {
+
+struct Fixture {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tok;
+  KvDims dims;
+};
+
+const Fixture& tiny() {
+  static const Fixture f = [] {
+    Fixture x;
+    test::TinyModelSpec spec;
+    spec.tied_output = false;  // the tied random model repeats one token; comparisons need variety
+    x.model = test::load_tiny_model("engine_tiny", spec);
+    x.tok = std::make_unique<Tokenizer>(Tokenizer::from_gguf(x.model->gguf()));
+    x.dims = x.model->config().kv_dims();
+    return x;
+  }();
+  return f;
+}
+
+std::vector<int32_t> prompt(int seed, int n) {
+  std::vector<int32_t> p(n);
+  for (int i = 0; i < n; ++i) p[i] = 3 + (seed * 31 + i * 7) % 250;
+  return p;
+}
+
+KvCacheOptions f16_opts() {
+  KvCacheOptions o;
+  o.page_tokens = 8;
+  return o;
+}
+
+// Greedy tokens written without the engine: prefill in chunks of 8, then one token at a time.
+std::vector<int32_t> plain_greedy(const std::vector<int32_t>& p, int n_new, const KvCacheOptions& o) {
+  const Fixture& f = tiny();
+  auto cache = make_kv_cache(o, f.dims);
+  Forward fwd(*f.model);
+  const int n_vocab = f.model->config().n_vocab;
+  std::vector<float> lg;
+  for (size_t i = 0; i < p.size(); i += 8) {
+    std::vector<BatchToken> b;
+    for (size_t k = i; k < std::min(p.size(), i + 8); ++k) b.push_back({p[k], (int)k, 0, k + 1 == p.size()});
+    EXPECT_TRUE(cache->reserve(0, (int)b.size()));
+    fwd.run(*cache, b, lg);
+  }
+  std::vector<int32_t> out;
+  int pos = (int)p.size();
+  for (int i = 0; i < n_new; ++i) {
+    out.push_back(argmax(lg.data(), n_vocab));
+    if (i + 1 == n_new) break;
+    EXPECT_TRUE(cache->reserve(0, 1));
+    fwd.run(*cache, {{out.back(), pos++, 0, true}}, lg);
+  }
+  return out;
+}
+
+struct Collected {
+  std::map<uint64_t, std::vector<int32_t>> tokens;
+  std::map<uint64_t, std::string> text;
+  std::map<uint64_t, RequestOutput> final_event;
+  int events_after_final = 0;
+};
+
+OutputCallback collect(Collected& c) {
+  return [&c](const RequestOutput& o) {
+    if (c.final_event.count(o.id)) c.events_after_final++;
+    c.tokens[o.id].insert(c.tokens[o.id].end(), o.tokens.begin(), o.tokens.end());
+    c.text[o.id] += o.text_delta;
+    if (o.finished) c.final_event[o.id] = o;
+  };
+}
+
+RequestParams greedy(std::vector<int32_t> p, int max_tokens) {
+  RequestParams r;
+  r.prompt = std::move(p);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  r.ignore_eos = true;
+  return r;
+}
+
+EngineOptions small_steps() {
+  EngineOptions e;
+  e.n_ctx = 256;
+  e.max_batch_tokens = 8;
+  e.max_seqs = 8;
+  return e;
+}
+
+TEST(ServingEngine, OneRequestMatchesAPlainGreedyLoop) {
+  const Fixture& f = tiny();
+  Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+  Collected c;
+  const uint64_t id = eng.add_request(greedy(prompt(1, 21), 30), collect(c));
+  eng.run_until_idle();
+  EXPECT_EQ(c.tokens[id], plain_greedy(prompt(1, 21), 30, f16_opts()));
+  std::set<int32_t> distinct(c.tokens[id].begin(), c.tokens[id].end());
+  EXPECT_GE(distinct.size(), 5u) << "a model that repeats one token would make every comparison here weak";
+  ASSERT_TRUE(c.final_event.count(id));
+  EXPECT_EQ(c.final_event[id].reason, FinishReason::length);
+  EXPECT_EQ(c.final_event[id].stats.n_generated, 30);
+  EXPECT_EQ(c.final_event[id].stats.n_prompt_tokens, 21);
+  EXPECT_EQ(c.events_after_final, 0);
+  EXPECT_EQ(eng.metrics().kv_bytes_used, 0u);
+  EXPECT_EQ(eng.metrics().running, 0);
+}
+
+TEST(ServingEngine, RequestsInOneBatchGetTheTokensTheyGetAlone) {
+  const Fixture& f = tiny();
+  Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+  Collected c;
+  std::vector<uint64_t> ids;
+  for (int s = 0; s < 5; ++s) ids.push_back(eng.add_request(greedy(prompt(s, 5 + 3 * s), 20 + s), collect(c)));
+  int max_running = 0;
+  while (eng.step()) max_running = std::max(max_running, eng.metrics().running);
+  EXPECT_GT(max_running, 1) << "the requests ran together";
+  for (int s = 0; s < 5; ++s) EXPECT_EQ(c.tokens[ids[s]], plain_greedy(prompt(s, 5 + 3 * s), 20 + s, f16_opts())) << s;
+}
+
+TEST(ServingEngine, AdmitsByProjectedBytesAndNeverPreemptsWithinThem) {
+  const Fixture& f = tiny();
+  KvCacheOptions o = f16_opts();
+  auto probe = make_kv_cache(o, f.dims);
+  const int n_total = 12 + 40;
+  const size_t two = 2 * probe->sequence_bytes_bound(n_total) + probe->sequence_fixed_bytes() / 2;
+  o.budget_mib = (double)two / (1024.0 * 1024.0);
+  Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), small_steps());
+  Collected c;
+  for (int s = 0; s < 5; ++s) eng.add_request(greedy(prompt(s, 12), 40), collect(c));
+  int max_running = 0;
+  while (eng.step()) {
+    const EngineMetrics m = eng.metrics();
+    max_running = std::max(max_running, m.running);
+    EXPECT_LE(m.kv_bytes_used, m.kv_budget_bytes);
+  }
+  EXPECT_EQ(max_running, 2) << "two projected footprints fit the budget, three do not";
+  EXPECT_EQ(c.final_event.size(), 5u);
+  for (const auto& [id, ev] : c.final_event) EXPECT_EQ(ev.reason, FinishReason::length);
+  EXPECT_EQ(eng.metrics().preemptions_total, 0u);
+  EXPECT_EQ(eng.metrics().kv_bytes_used, 0u);
+}
+
+TEST(ServingEngine, ProgressiveCacheShrinksInsteadOfPreempting) {
+  const Fixture& f = tiny();
+  KvCacheOptions o;
+  o.method = "progressive";
+  o.bits = 2;
+  o.window = 8;
+  o.page_tokens = 8;
+  auto probe = make_kv_cache(o, f.dims);
+  const int n_total = 10 + 120;
+  // Three sequences at their final bits fit; at 16 bits they would not.
+  o.budget_mib = (double)(3 * probe->sequence_bytes_bound(n_total) + 1024) / (1024.0 * 1024.0);
+  Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), small_steps());
+  Collected c;
+  for (int s = 0; s < 3; ++s) eng.add_request(greedy(prompt(s, 10), 120), collect(c));
+  int max_running = 0;
+  while (eng.step()) max_running = std::max(max_running, eng.metrics().running);
+  const EngineMetrics m = eng.metrics();
+  EXPECT_EQ(max_running, 3);
+  EXPECT_EQ(m.preemptions_total, 0u);
+  ASSERT_TRUE(m.page_shrinks.count({16, 8})) << "pages shrank under pressure";
+  EXPECT_GT(m.page_shrinks.at({16, 8}), 0u);
+  for (const auto& [id, ev] : c.final_event) EXPECT_EQ(ev.stats.n_generated, 120);
+  EXPECT_EQ(m.kv_bytes_used, 0u);
+}
+
+TEST(ServingEngine, PreemptedSequenceIsRecomputedToTheSameTokens) {
+  const Fixture& f = tiny();
+  KvCacheOptions o = f16_opts();
+  auto probe = make_kv_cache(o, f.dims);
+  const int n_total = 9 + 60;
+  o.budget_mib = (double)(2 * probe->sequence_bytes_bound(n_total)) / (1024.0 * 1024.0);
+  EngineOptions e = small_steps();
+  e.admission_overcommit = 3.0;  // admits more than fits: the newest must give way
+  Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), e);
+  Collected c;
+  std::vector<uint64_t> ids;
+  for (int s = 0; s < 4; ++s) ids.push_back(eng.add_request(greedy(prompt(s, 9), 60), collect(c)));
+  while (eng.step()) EXPECT_LE(eng.metrics().kv_bytes_used, eng.metrics().kv_budget_bytes);
+  const EngineMetrics m = eng.metrics();
+  EXPECT_GT(m.preemptions_total, 0u);
+  int preempted = 0;
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(c.tokens[ids[s]], plain_greedy(prompt(s, 9), 60, o)) << "request " << s;
+    preempted += c.final_event[ids[s]].stats.n_preemptions > 0;
+  }
+  EXPECT_GT(preempted, 0);
+  EXPECT_EQ(m.kv_bytes_used, 0u);
+}
+
+TEST(ServingEngine, AbortFreesEveryByte) {
+  const Fixture& f = tiny();
+  Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+  Collected c;
+  std::vector<uint64_t> ids;
+  for (int s = 0; s < 3; ++s) ids.push_back(eng.add_request(greedy(prompt(s, 20), 100), collect(c)));
+  for (int i = 0; i < 12; ++i) eng.step();
+  EXPECT_GT(eng.metrics().kv_bytes_used, 0u);
+  for (uint64_t id : ids) eng.abort(id);
+  eng.abort(999);  // unknown: ignored
+  eng.step();
+  EXPECT_EQ(eng.metrics().kv_bytes_used, 0u);
+  EXPECT_EQ(eng.metrics().running + eng.metrics().waiting, 0);
+  for (uint64_t id : ids) {
+    ASSERT_TRUE(c.final_event.count(id));
+    EXPECT_EQ(c.final_event[id].reason, FinishReason::abort);
+  }
+  EXPECT_FALSE(eng.step());
+}
+
+TEST(ServingEngine, SameSeedSameTokensDifferentSeedDifferentTokens) {
+  const Fixture& f = tiny();
+  auto run = [&](uint64_t seed) {
+    Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+    Collected c;
+    RequestParams r = greedy(prompt(3, 10), 40);
+    r.sampling.temperature = 1.0f;
+    r.sampling.top_k = 0;
+    r.sampling.top_p = 1.0f;
+    r.sampling.seed = seed;
+    const uint64_t id = eng.add_request(r, collect(c));
+    eng.add_request(greedy(prompt(4, 10), 40), collect(c));  // a neighbour in the batch
+    eng.run_until_idle();
+    return c.tokens[id];
+  };
+  EXPECT_EQ(run(7), run(7));
+  EXPECT_NE(run(7), run(8));
+}
+
+TEST(ServingEngine, BadRequestsAreRejectedAndChangeNothing) {
+  const Fixture& f = tiny();
+  KvCacheOptions o = f16_opts();
+  auto probe = make_kv_cache(o, f.dims);
+  o.budget_mib = (double)probe->sequence_bytes_bound(100) / (1024.0 * 1024.0);
+  EngineOptions e = small_steps();
+  e.max_queue = 2;
+  Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), e);
+  Collected c;
+  auto bad = [&](RequestParams r) { EXPECT_THROW(eng.add_request(std::move(r), collect(c)), Error); };
+  bad(greedy({}, 5));                       // empty prompt
+  bad(greedy(prompt(0, 256), 5));           // prompt fills the context
+  bad(greedy({3, 4, 100000}, 5));           // token outside the vocabulary
+  bad(greedy(prompt(0, 5), 0));             // max_tokens 0
+  RequestParams r = greedy(prompt(0, 5), 5);
+  r.sampling.top_p = 0.0f;
+  bad(r);
+  r = greedy(prompt(0, 5), 5);
+  r.top_logprobs = kMaxTopLogprobs + 1;
+  bad(r);
+  bad(greedy(prompt(0, 50), 200));          // 250 tokens cannot fit a budget made for 100
+  EXPECT_EQ(eng.metrics().waiting, 0);
+  eng.add_request(greedy(prompt(0, 5), 5), collect(c));
+  eng.add_request(greedy(prompt(1, 5), 5), collect(c));
+  EXPECT_THROW(eng.add_request(greedy(prompt(2, 5), 5), collect(c)), QueueFull);
+  EXPECT_EQ(eng.metrics().waiting, 2);
+  eng.run_until_idle();
+  EXPECT_EQ(c.final_event.size(), 2u);
+}
+
+TEST(ServingEngine, StopStringEndsTheRequestAndIsNotReturned) {
+  const Fixture& f = tiny();
+  // Find what the model says, then stop on a piece of it.
+  Engine probe(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+  Collected c0;
+  const uint64_t id0 = probe.add_request(greedy(prompt(5, 8), 12), collect(c0));
+  probe.run_until_idle();
+  const std::string full = c0.text[id0];
+  ASSERT_GE(full.size(), 6u);
+  const std::string stop = full.substr(3, 2);
+  const size_t cut = full.find(stop);
+  Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+  Collected c;
+  RequestParams r = greedy(prompt(5, 8), 12);
+  r.stop = {stop};
+  const uint64_t id = eng.add_request(r, collect(c));
+  eng.run_until_idle();
+  EXPECT_EQ(c.text[id], full.substr(0, cut));
+  EXPECT_EQ(c.final_event[id].reason, FinishReason::stop);
+}
+
+TEST(ServingEngine, LogprobsAreLogSoftmaxOfTheLogits) {
+  const Fixture& f = tiny();
+  Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+  std::vector<RequestOutput> events;
+  RequestParams r = greedy(prompt(6, 8), 4);
+  r.top_logprobs = 3;
+  eng.add_request(r, [&](const RequestOutput& o) { events.push_back(o); });
+  eng.run_until_idle();
+  ASSERT_EQ(events.size(), 4u);
+  for (const RequestOutput& o : events) {
+    ASSERT_EQ(o.logprobs.size(), 1u);
+    const TokenLogprobs& lp = o.logprobs[0];
+    ASSERT_EQ(lp.top.size(), 3u);
+    EXPECT_EQ(lp.top[0].token, o.tokens[0]) << "greedy picks the most likely token";
+    EXPECT_FLOAT_EQ(lp.top[0].logprob, lp.sampled.logprob);
+    EXPECT_GE(lp.top[0].logprob, lp.top[1].logprob);
+    EXPECT_GE(lp.top[1].logprob, lp.top[2].logprob);
+    EXPECT_LE(lp.top[0].logprob, 0.0f);
+  }
+}
+
+TEST(ServingEngine, RequestsFromOtherThreadsWhileAnotherSteps) {
+  const Fixture& f = tiny();
+  Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+  std::atomic<int> finished{0};
+  std::atomic<bool> stop{false};
+  std::thread loop([&] {
+    while (!stop) {
+      if (eng.wait_for_work(std::chrono::milliseconds(20))) eng.step();
+    }
+  });
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < 3; ++i)
+        eng.add_request(greedy(prompt(t * 3 + i, 6), 8), [&](const RequestOutput& o) { finished += o.finished; });
+    });
+  }
+  for (auto& c : clients) c.join();
+  for (int i = 0; i < 1000 && finished < 12; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  stop = true;
+  loop.join();
+  EXPECT_EQ(finished.load(), 12);
+  EXPECT_EQ(eng.metrics().kv_bytes_used, 0u);
+}
+
+}  // namespace
+}  // namespace mpkv
