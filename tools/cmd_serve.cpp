@@ -96,6 +96,9 @@ void register_serve(CLI::App& app) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--max-queue", a->engine.max_queue, "requests waiting before 503 + Retry-After")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--admission-overcommit", a->engine.admission_overcommit,
+                  "admit up to budget x this many projected bytes (1: never preempt; > 1: admit more, preempt when short)")
+      ->capture_default_str();
   sub->add_option("--http-threads", a->http.threads, "connections served at once (each stream holds one)")
       ->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--max-body-kib", a->max_body_kib, "request bodies above this get 413")->capture_default_str()

@@ -65,6 +65,9 @@ int HttpServer::start() {
   const int port = opts_.port == 0 ? s.bind_to_any_port(opts_.host) : (s.bind_to_port(opts_.host, opts_.port) ? opts_.port : -1);
   MPKV_CHECK(port > 0, "cannot listen on " + opts_.host + ":" + std::to_string(opts_.port) + " (in use, or no such address)");
   thread_ = std::thread([this] { svr_->listen_after_bind(); });
+  // httplib's stop() does nothing until the listening loop runs, so a stop() right after start()
+  // (a model that fails to load) would leave the thread listening for ever: wait for the loop.
+  for (int i = 0; i < 2000 && !svr_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   return port;
 }
 

@@ -321,6 +321,15 @@ TEST(ServerHttp, OverLoopbackSockets) {
   srv.stop();
 }
 
+TEST(ServerHttp, StopRightAfterStartReturns) {
+  ApiHandler h({});
+  for (int i = 0; i < 20; ++i) {
+    HttpServer srv(h, {"127.0.0.1", 0});
+    ASSERT_GT(srv.start(), 0);
+    srv.stop();  // must not hang (ctest's timeout would catch it)
+  }
+}
+
 TEST(ServerShutdown, SignalIsTakenByWait) {
   ShutdownSignal signals;  // blocks SIGINT / SIGTERM in this thread
   EXPECT_EQ(signals.wait(10ms), 0);
