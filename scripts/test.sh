@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
 scripts/setup.sh "$BUILD_DIR"
+# The serving end-to-end test drives mpkv serve with the official openai client (PyPI).
+python3 -c "import openai" 2>/dev/null || python3 -m pip install -q openai
 cd "$BUILD_DIR"
 # Tests run in parallel; passive OpenMP waiting keeps oversubscribed cores from spinning
 # (libgomp's default busy-wait makes each test many times slower when cores are shared).

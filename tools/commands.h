@@ -12,5 +12,6 @@ void register_bench(CLI::App& app);
 void register_distortion(CLI::App& app);
 void register_calibrate(CLI::App& app);
 void register_eval(CLI::App& app);
+void register_serve(CLI::App& app);
 
 }  // namespace mpkv::cli

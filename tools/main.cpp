@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   mpkv::cli::register_distortion(app);
   mpkv::cli::register_calibrate(app);
   mpkv::cli::register_eval(app);
+  mpkv::cli::register_serve(app);
   mpkv::cli::set_command_line(argc, argv);
   if (!check_subcommand(app, argc, argv)) return 1;
   std::vector<char*> args = rewrite_llama_aliases(argc, argv);

@@ -1,0 +1,149 @@
+#include "server/api_handler.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "server/auth.h"
+#include "server/completion.h"
+
+namespace mpkv::server {
+
+namespace {
+using json = nlohmann::json;
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+HttpResponse json_response(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+// A request the engine will refuse for its length, answered 400 before it is queued.
+void check_context(int n_prompt, const std::optional<int>& max_tokens, int n_ctx) {
+  if (n_prompt == 0) throw ApiError(400, "the prompt is empty", "prompt");
+  if (n_prompt >= n_ctx)
+    throw ApiError(400,
+                   "this model's context is " + std::to_string(n_ctx) + " tokens; the prompt has " +
+                       std::to_string(n_prompt) + " (it must leave room for at least one generated token)",
+                   "messages", "context_length_exceeded");
+  if (max_tokens && static_cast<int64_t>(n_prompt) + *max_tokens > n_ctx)
+    throw ApiError(400,
+                   "this model's context is " + std::to_string(n_ctx) + " tokens; you asked for " +
+                       std::to_string(n_prompt + static_cast<int64_t>(*max_tokens)) + " (" + std::to_string(n_prompt) +
+                       " in the prompt, " + std::to_string(*max_tokens) + " to generate)",
+                   "max_tokens", "context_length_exceeded");
+}
+}  // namespace
+
+HttpResponse error_response(const ApiError& e, int retry_after_seconds) {
+  HttpResponse r;
+  r.status = e.status();
+  r.body = error_body(e);
+  if (e.status() == 503) r.headers.emplace_back("Retry-After", std::to_string(retry_after_seconds));
+  if (e.status() == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+ApiHandler::ApiHandler(HandlerOptions opts)
+    : opts_(std::move(opts)), metrics_(opts_.model_name), rng_(std::random_device{}()), created_(unix_now()) {}
+
+HttpResponse ApiHandler::handle(const HttpRequest& req) {
+  try {
+    return route(req);
+  } catch (const ApiError& e) {
+    return error_response(e, opts_.retry_after_seconds);
+  } catch (const QueueFull& e) {
+    return error_response(ApiError(503, std::string("the server is busy: ") + e.what(), "", "queue_full", "server_error"),
+                          opts_.retry_after_seconds);
+  } catch (const Error& e) {  // a request the engine refused (bad parameters, larger than the budget)
+    return error_response(ApiError(400, e.what()), opts_.retry_after_seconds);
+  } catch (const std::exception& e) {  // internal error: a bug, reported as such
+    std::fprintf(stderr, "[server] internal error on %s %s: %s\n", req.method.c_str(), req.path.c_str(), e.what());
+    return error_response(ApiError(500, std::string("internal error: ") + e.what(), "", "", "server_error"),
+                          opts_.retry_after_seconds);
+  }
+}
+
+HttpResponse ApiHandler::route(const HttpRequest& req) {
+  const std::string& p = req.path;
+  const bool known = p == "/health" || p == "/v1/models" || p == "/metrics" || p == "/v1/chat/completions" ||
+                     p == "/v1/completions";
+  if (p == "/health" && req.method == "GET") {
+    if (!backend_.load()) throw ApiError(503, "the model is loading", "", "", "server_error");
+    if (draining_.load()) throw ApiError(503, "the server is shutting down", "", "", "server_error");
+    return json_response(200, {{"status", "ok"}});
+  }
+  if (!bearer_authorized(req.authorization, opts_.api_key))
+    throw ApiError(401, "a valid API key is required: Authorization: Bearer <key>", "", "invalid_api_key",
+                   "authentication_error");
+  if (!known) throw ApiError(404, "no route " + p, "", "", "not_found_error");
+  const bool post = p == "/v1/chat/completions" || p == "/v1/completions";
+  if (req.method != (post ? "POST" : "GET"))
+    throw ApiError(405, "method " + req.method + " is not allowed on " + p + " (use " + (post ? "POST" : "GET") + ")");
+  if (req.body.size() > opts_.max_body_bytes)
+    throw ApiError(413, "the request body is larger than " + std::to_string(opts_.max_body_bytes) + " bytes");
+  if (p == "/v1/models") return models();
+  if (p == "/metrics") {
+    Backend* b = backend_.load();
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = metrics_.render(b ? b->metrics() : EngineMetrics{});
+    return r;
+  }
+  return complete(p == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completions, req.body);
+}
+
+HttpResponse ApiHandler::models() const {
+  json model = {{"id", opts_.model_name}, {"object", "model"}, {"created", created_}, {"owned_by", "mpkv"}};
+  return json_response(200, {{"object", "list"}, {"data", json::array({model})}});
+}
+
+std::string ApiHandler::new_id(const char* prefix) {
+  char buf[40];
+  std::lock_guard lock(rng_mu_);
+  std::snprintf(buf, sizeof buf, "%s%016llx", prefix, static_cast<unsigned long long>(rng_()));
+  return buf;
+}
+
+uint64_t ApiHandler::random_seed() {
+  std::lock_guard lock(rng_mu_);
+  return rng_();
+}
+
+std::vector<int32_t> ApiHandler::prompt_tokens(Backend& b, const CompletionRequest& r) const {
+  return r.endpoint == Endpoint::chat ? b.encode_chat(r.messages) : b.encode_prompt(r.prompt);
+}
+
+HttpResponse ApiHandler::complete(Endpoint endpoint, const std::string& body) {
+  const CompletionRequest r = parse_completion_request(endpoint, body);
+  Backend* b = backend_.load();
+  if (!b) throw ApiError(503, "the model is loading", "", "", "server_error");
+  if (draining_.load()) throw ApiError(503, "the server is shutting down", "", "", "server_error");
+
+  RequestParams params;
+  params.prompt = prompt_tokens(*b, r);
+  check_context(static_cast<int>(params.prompt.size()), r.max_tokens, b->n_ctx());
+  params.max_tokens = r.max_tokens.value_or(-1);
+  params.sampling = {r.temperature, r.top_p, r.top_k, r.seed ? *r.seed : random_seed()};
+  params.stop = r.stop;
+  params.top_logprobs = r.top_logprobs;
+
+  const bool chat = endpoint == Endpoint::chat;
+  ResponseFormatter fmt(endpoint, new_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(), opts_.model_name,
+                        r.top_logprobs >= 0, r.include_usage);
+  auto c = std::make_shared<Completion>(*b, metrics_, inflight_, std::move(fmt), static_cast<int>(params.prompt.size()),
+                                        r.include_usage);
+  c->start(std::move(params));
+  if (!r.stream) return c->wait_response();
+  HttpResponse resp;
+  resp.content_type = "text/event-stream";
+  resp.headers.emplace_back("Cache-Control", "no-cache");
+  resp.stream = std::move(c);
+  return resp;
+}
+
+}  // namespace mpkv::server

@@ -1,0 +1,31 @@
+// What the HTTP layer needs from a model: tokenization and the engine's request interface. The
+// real one is EngineBackend (an Engine and its Tokenizer); EchoBackend stands in for a model in
+// unit tests and the fuzzer, so the handler is tested without loading weights.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/request.h"
+#include "tokenizer/chat_format.h"
+
+namespace mpkv::server {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // The prompt of a chat request (chat template + generation prompt) and of a raw completion.
+  virtual std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages) const = 0;
+  virtual std::vector<int32_t> encode_prompt(const std::string& text) const = 0;
+  // The bytes one token stands for (logprobs' "token").
+  virtual std::string token_text(int32_t id) const = 0;
+  virtual int n_ctx() const = 0;
+  // As Engine::add_request / abort / metrics: throws QueueFull when the queue is full and Error
+  // for a request the engine refuses; the callback runs on the stepping thread.
+  virtual uint64_t add_request(RequestParams params, OutputCallback on_output) = 0;
+  virtual void abort(uint64_t id) = 0;
+  virtual EngineMetrics metrics() const = 0;
+};
+
+}  // namespace mpkv::server

@@ -1,0 +1,54 @@
+// A Backend without a model, for unit tests and the fuzzer: one token per byte (id = byte value;
+// kEchoEnd ends generation). A request "generates" its prompt's bytes again, one per step(),
+// cycling, until max_tokens (-1: the prompt's length), the context, or a stop string; logprobs are
+// fixed numbers. It keeps the engine's contract (one final event, abort at the next step) and
+// counts 2 "KV bytes" per held token so tests can see pages freed. Thread-safe.
+#pragma once
+#include <map>
+#include <mutex>
+
+#include "server/backend.h"
+
+namespace mpkv::server {
+
+inline constexpr int32_t kEchoEnd = 256;
+
+class EchoBackend : public Backend {
+ public:
+  // max_queue: requests held at once before add_request throws QueueFull. immediate: add_request
+  // runs the request to its end before returning (the fuzzer has no stepping thread).
+  EchoBackend(int n_ctx, int max_queue, bool immediate = false)
+      : n_ctx_(n_ctx), max_queue_(max_queue), immediate_(immediate) {}
+
+  std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages) const override;
+  std::vector<int32_t> encode_prompt(const std::string& text) const override;
+  std::string token_text(int32_t id) const override;
+  int n_ctx() const override { return n_ctx_; }
+  uint64_t add_request(RequestParams params, OutputCallback on_output) override;
+  void abort(uint64_t id) override;
+  EngineMetrics metrics() const override;
+
+  // One token for every held request (callbacks run on the caller's thread, outside the lock).
+  // Returns false when nothing was held.
+  bool step();
+
+ private:
+  struct Held {
+    RequestParams params;
+    OutputCallback callback;
+    std::string text;  // generated so far
+    int generated = 0;
+    bool aborted = false;
+  };
+  // The next event of one request (finished when it ends).
+  RequestOutput advance(uint64_t id, Held& h) const;
+
+  int n_ctx_, max_queue_;
+  bool immediate_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, Held> held_;
+  uint64_t next_id_ = 1;
+  uint64_t generated_total_ = 0, prompt_total_ = 0;
+};
+
+}  // namespace mpkv::server

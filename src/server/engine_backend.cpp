@@ -1,0 +1,21 @@
+#include "server/engine_backend.h"
+
+namespace mpkv::server {
+
+std::vector<int32_t> EngineBackend::encode_chat(const std::vector<ChatMessage>& messages) const {
+  const Tokenizer& tok = engine_.tokenizer();
+  return tok.encode(tok.format_chat(messages, /*add_generation_prompt=*/true), tok.add_bos(), /*parse_special=*/true);
+}
+
+std::vector<int32_t> EngineBackend::encode_prompt(const std::string& text) const {
+  const Tokenizer& tok = engine_.tokenizer();
+  return tok.encode(text, tok.add_bos(), /*parse_special=*/false);
+}
+
+std::string EngineBackend::token_text(int32_t id) const { return engine_.tokenizer().token_piece(id); }
+
+uint64_t EngineBackend::add_request(RequestParams params, OutputCallback on_output) {
+  return engine_.add_request(std::move(params), std::move(on_output));
+}
+
+}  // namespace mpkv::server

@@ -1,0 +1,161 @@
+#include "server/metrics.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace mpkv::server {
+
+namespace {
+// Bucket upper bounds in seconds: from 1 ms (TTFT, inter-token) or 0.1 s (whole requests) to
+// minutes, so both a 2-core CPU run and a fast machine land inside the range.
+std::vector<double> latency_bounds() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+}
+std::vector<double> request_bounds() {
+  return {0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0};
+}
+
+std::string num(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.10g", x);
+  return buf;
+}
+
+void header(std::string& out, const std::string& name, const char* type, const char* help) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+// One sample: name{labels} value. `labels` is the text inside the braces.
+void sample(std::string& out, const std::string& name, const std::string& labels, double value) {
+  out += name + "{" + labels + "} " + num(value) + "\n";
+}
+
+void metric(std::string& out, const std::string& name, const char* type, const char* help, const std::string& labels,
+            double value) {
+  header(out, name, type, help);
+  sample(out, name, labels, value);
+}
+
+void histogram(std::string& out, const std::string& name, const char* help, const std::string& labels,
+               const Histogram::Snapshot& h) {
+  header(out, name, "histogram", help);
+  for (size_t i = 0; i <= h.upper_bounds.size(); ++i) {
+    const std::string le = i < h.upper_bounds.size() ? num(h.upper_bounds[i]) : "+Inf";
+    sample(out, name + "_bucket", labels + ",le=\"" + le + "\"", static_cast<double>(h.cumulative[i]));
+  }
+  sample(out, name + "_sum", labels, h.sum);
+  sample(out, name + "_count", labels, static_cast<double>(h.cumulative.back()));
+}
+
+size_t reason_index(FinishReason r) {
+  switch (r) {
+    case FinishReason::stop: return 0;
+    case FinishReason::length:
+    case FinishReason::context: return 1;
+    case FinishReason::abort: return 2;
+    case FinishReason::none: break;
+  }
+  return 3;
+}
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double x) {
+  const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), x) - bounds_.begin();  // first bound >= x
+  std::lock_guard lock(mu_);
+  ++counts_[i];
+  sum_ += x;
+}
+
+Histogram::Snapshot Histogram::snapshot() const {
+  std::lock_guard lock(mu_);
+  Snapshot s{bounds_, {}, sum_};
+  uint64_t acc = 0;
+  for (uint64_t c : counts_) s.cumulative.push_back(acc += c);
+  return s;
+}
+
+std::string escape_label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+ServerMetrics::ServerMetrics(std::string model_name)
+    : model_label_("model_name=\"" + escape_label_value(model_name) + "\""),
+      ttft_(latency_bounds()),
+      itl_(latency_bounds()),
+      e2e_(request_bounds()),
+      queue_(request_bounds()) {}
+
+void ServerMetrics::on_output(RequestTiming& t, const RequestOutput& out, std::chrono::steady_clock::time_point now) {
+  if (!out.tokens.empty()) {
+    if (t.has_tokens) {
+      const double gap = std::chrono::duration<double>(now - t.last_tokens).count() / out.tokens.size();
+      for (size_t i = 0; i < out.tokens.size(); ++i) itl_.observe(gap);
+    }
+    t.last_tokens = now;
+    t.has_tokens = true;
+  }
+  if (!out.finished) return;
+  {
+    std::lock_guard lock(mu_);
+    ++finished_[reason_index(out.reason)];
+  }
+  if (out.reason == FinishReason::abort) return;  // its latencies measure the client, not the server
+  if (out.stats.n_generated > 0) ttft_.observe(out.stats.first_token_seconds);
+  e2e_.observe(out.stats.total_seconds);
+  queue_.observe(out.stats.queue_seconds);
+}
+
+std::string ServerMetrics::render(const EngineMetrics& m) const {
+  const std::string& L = model_label_;
+  std::string out;
+  metric(out, "vllm:num_requests_running", "gauge", "Requests running (admitted, holding KV pages).", L, m.running);
+  metric(out, "vllm:num_requests_waiting", "gauge", "Requests waiting for admission.", L, m.waiting);
+  const double usage = m.kv_budget_bytes ? static_cast<double>(m.kv_bytes_used) / m.kv_budget_bytes : 0.0;
+  metric(out, "vllm:kv_cache_usage_perc", "gauge", "KV bytes in use / KV budget (0..1; 0 without a budget).", L, usage);
+  metric(out, "vllm:num_preemptions_total", "counter", "Requests preempted (pages freed, recomputed later).", L,
+         static_cast<double>(m.preemptions_total));
+  metric(out, "vllm:prompt_tokens_total", "counter", "Prompt tokens processed.", L, static_cast<double>(m.prompt_tokens_total));
+  metric(out, "vllm:generation_tokens_total", "counter", "Tokens generated.", L,
+         static_cast<double>(m.generation_tokens_total));
+  {
+    std::lock_guard lock(mu_);
+    header(out, "vllm:request_success_total", "counter", "Finished requests by finish reason.");
+    const char* names[] = {"stop", "length", "abort"};
+    for (size_t i = 0; i < 3; ++i)
+      sample(out, "vllm:request_success_total", "finished_reason=\"" + std::string(names[i]) + "\"," + L,
+             static_cast<double>(finished_[i]));
+  }
+  histogram(out, "vllm:time_to_first_token_seconds", "Time to first token.", L, ttft_.snapshot());
+  const Histogram::Snapshot itl = itl_.snapshot();
+  histogram(out, "vllm:inter_token_latency_seconds", "Time between successive output tokens.", L, itl);
+  histogram(out, "vllm:time_per_output_token_seconds", "vLLM's older name of vllm:inter_token_latency_seconds.", L, itl);
+  histogram(out, "vllm:e2e_request_latency_seconds", "Request latency, arrival to last token.", L, e2e_.snapshot());
+  histogram(out, "vllm:request_queue_time_seconds", "Time from arrival to first scheduled.", L, queue_.snapshot());
+  metric(out, "mpkv:kv_bytes_used", "gauge", "KV cache bytes in use over all sequences.", L,
+         static_cast<double>(m.kv_bytes_used));
+  metric(out, "mpkv:kv_budget_bytes", "gauge", "KV cache byte budget (0: none).", L, static_cast<double>(m.kv_budget_bytes));
+  metric(out, "mpkv:kv_tokens", "gauge", "Token positions held in the KV cache over all sequences.", L,
+         static_cast<double>(m.kv_tokens));
+  metric(out, "mpkv:kv_effective_bits", "gauge", "Stored bits per cached K/V element, every byte counted (0: empty).", L,
+         m.kv_effective_bits);
+  header(out, "mpkv:kv_page_shrinks_total", "counter", "Page block halvings by bits before and after.");
+  for (const auto& [bits, n] : m.page_shrinks)
+    sample(out, "mpkv:kv_page_shrinks_total",
+           "from=\"" + std::to_string(bits.first) + "\",to=\"" + std::to_string(bits.second) + "\"," + L,
+           static_cast<double>(n));
+  return out;
+}
+
+}  // namespace mpkv::server

@@ -1,0 +1,67 @@
+// /metrics: Prometheus text exposition (format 0.0.4) of the engine's gauges and totals
+// (EngineMetrics) and of per-request latency histograms observed from the engine's output events
+// (docs/serving.md, "Metrics"). Names follow vLLM's, with its model_name label, so routers and
+// dashboards made for vLLM read them; mpkv's own KV figures use the mpkv: prefix.
+#pragma once
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/request.h"
+
+namespace mpkv::server {
+
+// A cumulative histogram with fixed upper bounds (the +Inf bucket is implicit). Thread-safe.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);  // ascending
+  void observe(double x);
+  struct Snapshot {
+    std::vector<double> upper_bounds;
+    std::vector<uint64_t> cumulative;  // one per bound, then +Inf (= count)
+    double sum = 0.0;
+  };
+  Snapshot snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket, bounds_.size() + 1
+  double sum_ = 0.0;
+};
+
+// What the serving layer remembers about one request between its output events.
+struct RequestTiming {
+  std::chrono::steady_clock::time_point last_tokens{};
+  bool has_tokens = false;
+};
+
+class ServerMetrics {
+ public:
+  explicit ServerMetrics(std::string model_name);
+
+  // Called with every output event of a request (engine thread): each token after the first adds
+  // an inter-token latency (the gap since the previous event, split evenly over its tokens); the
+  // final event adds TTFT, end-to-end latency and queue time (from RequestStats) and counts the
+  // finish reason.
+  void on_output(RequestTiming& timing, const RequestOutput& out,
+                 std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+
+  // The whole exposition. `engine` is a snapshot of the engine (all zeros while loading).
+  std::string render(const EngineMetrics& engine) const;
+
+ private:
+  std::string model_label_;  // model_name="..." (escaped)
+  Histogram ttft_, itl_, e2e_, queue_;
+  mutable std::mutex mu_;
+  std::array<uint64_t, 4> finished_{};  // by FinishReason stop, length (length + context), abort
+};
+
+// A Prometheus label value with \, " and newline escaped.
+std::string escape_label_value(const std::string& v);
+
+}  // namespace mpkv::server

@@ -1,0 +1,137 @@
+#include "server/openai_response.h"
+
+#include <nlohmann/json.hpp>
+
+namespace mpkv::server {
+
+namespace {
+using json = nlohmann::json;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+json usage_json(Usage u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+// Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}
+json chat_logprobs(const std::vector<LogprobEntry>& lps) {
+  json content = json::array();
+  for (const LogprobEntry& e : lps) {
+    json top = json::array();
+    for (const auto& [tok, lp] : e.top) top.push_back({{"token", tok}, {"logprob", lp}, {"bytes", bytes_of(tok)}});
+    content.push_back({{"token", e.token}, {"logprob", e.logprob}, {"bytes", bytes_of(e.token)}, {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+// Completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}
+json completion_logprobs(const std::vector<LogprobEntry>& lps, size_t& offset) {
+  json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const LogprobEntry& e : lps) {
+    tokens.push_back(e.token);
+    token_lps.push_back(e.logprob);
+    json top = json::object();
+    for (const auto& [tok, lp] : e.top) top[tok] = lp;
+    tops.push_back(top);
+    offsets.push_back(offset);
+    offset += e.token.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+}  // namespace
+
+const char* openai_finish_reason(FinishReason r) {
+  switch (r) {
+    case FinishReason::stop: return "stop";
+    case FinishReason::length:
+    case FinishReason::context: return "length";
+    case FinishReason::abort: return "abort";
+    case FinishReason::none: break;
+  }
+  return nullptr;
+}
+
+std::string sse_event(const std::string& json_text) { return "data: " + json_text + "\n\n"; }
+
+ResponseFormatter::ResponseFormatter(Endpoint endpoint, std::string id, int64_t created, std::string model,
+                                     bool logprobs, bool include_usage)
+    : endpoint_(endpoint), id_(std::move(id)), model_(std::move(model)), created_(created), logprobs_(logprobs),
+      include_usage_(include_usage) {}
+
+std::string ResponseFormatter::full(const std::string& text, const std::vector<LogprobEntry>& logprobs,
+                                    FinishReason reason, Usage usage) const {
+  const bool chat = endpoint_ == Endpoint::chat;
+  json choice = {{"index", 0}, {"finish_reason", openai_finish_reason(reason)}};
+  size_t offset = 0;
+  if (chat)
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else
+    choice["text"] = text;
+  choice["logprobs"] = !logprobs_ ? json(nullptr) : chat ? chat_logprobs(logprobs) : completion_logprobs(logprobs, offset);
+  json body = {{"id", id_},
+               {"object", chat ? "chat.completion" : "text_completion"},
+               {"created", created_},
+               {"model", model_},
+               {"choices", json::array({choice})},
+               {"usage", usage_json(usage)}};
+  return dump(body);
+}
+
+std::string ResponseFormatter::chunk(const nlohmann::json& choice) const {
+  json body = {{"id", id_},
+               {"object", endpoint_ == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
+               {"created", created_},
+               {"model", model_},
+               {"choices", json::array({choice})}};
+  if (include_usage_) body["usage"] = nullptr;
+  return sse_event(dump(body));
+}
+
+std::string ResponseFormatter::first() const {
+  if (endpoint_ != Endpoint::chat) return "";
+  json choice = {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+                 {"finish_reason", nullptr}};
+  return chunk(choice);
+}
+
+std::string ResponseFormatter::delta(const std::string& text, const std::vector<LogprobEntry>& logprobs) {
+  const bool chat = endpoint_ == Endpoint::chat;
+  json choice = {{"index", 0}, {"finish_reason", nullptr}};
+  if (chat)
+    choice["delta"] = {{"content", text}};
+  else
+    choice["text"] = text;
+  choice["logprobs"] = !logprobs_ ? json(nullptr) : chat ? chat_logprobs(logprobs) : completion_logprobs(logprobs, text_offset_);
+  return chunk(choice);
+}
+
+std::string ResponseFormatter::last(FinishReason reason) const {
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(reason)}};
+  if (endpoint_ == Endpoint::chat)
+    choice["delta"] = json::object();
+  else
+    choice["text"] = "";
+  return chunk(choice);
+}
+
+std::string ResponseFormatter::usage(Usage u) const {
+  json body = {{"id", id_},
+               {"object", endpoint_ == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
+               {"created", created_},
+               {"model", model_},
+               {"choices", json::array()},
+               {"usage", usage_json(u)}};
+  return sse_event(dump(body));
+}
+
+std::string ResponseFormatter::error_event(const ApiError& e) { return sse_event(error_body(e)); }
+
+}  // namespace mpkv::server

@@ -1,0 +1,21 @@
+#include "server/request_channel.h"
+
+namespace mpkv::server {
+
+void RequestChannel::push(const RequestOutput& out) {
+  {
+    std::lock_guard lock(mu_);
+    events_.push_back(out);
+  }
+  cv_.notify_one();
+}
+
+bool RequestChannel::pop(std::vector<RequestOutput>& out, std::chrono::milliseconds wait) {
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_for(lock, wait, [&] { return !events_.empty(); })) return false;
+  for (RequestOutput& e : events_) out.push_back(std::move(e));
+  events_.clear();
+  return true;
+}
+
+}  // namespace mpkv::server

@@ -1,0 +1,363 @@
+#!/usr/bin/env python3
+"""End-to-end test of `mpkv serve` with the official `openai` client (docs/serving.md).
+
+Starts the server on an ephemeral loopback port with the real SmolLM2 model and a KV budget, then:
+  1. chat and completions, streaming and not, usage present; /v1/models; /metrics names;
+  2. 32 concurrent clients, good requests mixed with bad ones (bad JSON, wrong types, a prompt
+     longer than the context, missing auth): every good request gives the same text as when run
+     alone at temperature 0, every bad one its 4xx, the KV budget is never exceeded (polled from
+     /metrics during the run) and mpkv:kv_bytes_used returns to 0;
+  3. a client that disconnects mid-stream has its request aborted (bytes back to 0);
+  4. SIGTERM with a request in flight: it is aborted after --shutdown-timeout, the server exits 0.
+Every wait is bounded. Exit code 77 (CTest: skipped) when the model is absent.
+Usage: test_serve_openai.py --mpkv BUILD/mpkv --source SOURCE_DIR
+"""
+import argparse
+import concurrent.futures as futures
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+API_KEY = "sk-e2e-test"
+N_CTX = 512
+BUDGET_MIB = 8  # f16 pages of 64 tokens are ~1.4 MiB per sequence for SmolLM2-135M: ~5 run at once
+MAX_TOKENS = 16
+LONG_TOKENS = 200  # a request that runs for seconds; ~220 tokens of f16 KV (~5 MiB) fit the budget alone
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+class Server:
+    """`mpkv serve` on 127.0.0.1:<ephemeral>; stderr goes to a log file shown on failure."""
+
+    def __init__(self, mpkv, model, extra):
+        self.log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "mpkv_serve_e2e_%d.log" % os.getpid())
+        self.log = open(self.log_path, "w")
+        cmd = [mpkv, "serve", "-m", model, "--port", "0", "-t", "2", "-c", str(N_CTX), "--api-key", API_KEY,
+               "--kv-budget-mib", str(BUDGET_MIB), "--shutdown-timeout", "2"] + extra
+        print("starting: " + " ".join(cmd), flush=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.port = self._read_port(timeout=60)
+        self.base = "http://127.0.0.1:%d" % self.port
+        self._wait_healthy(timeout=120)
+
+    def _read_port(self, timeout):
+        box = {}
+
+        def reader():
+            line = self.proc.stdout.readline()
+            box["line"] = line
+
+        t = threading.Thread(target=reader, daemon=True)
+        t.start()
+        t.join(timeout)
+        line = box.get("line", "")
+        m = re.match(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.kill()
+            fail("no 'listening on' line within %ds (got %r); log:\n%s" % (timeout, line, self.read_log()))
+        return int(m.group(1))
+
+    def _wait_healthy(self, timeout):
+        end = time.time() + timeout
+        seen_503 = False
+        while time.time() < end:
+            status, _ = http_request(self.base, "GET", "/health")
+            if status == 200:
+                return seen_503
+            seen_503 = seen_503 or status == 503
+            check(self.proc.poll() is None, "server exited while loading; log:\n" + self.read_log())
+            time.sleep(0.1)
+        fail("/health not 200 within %ds" % timeout)
+
+    def read_log(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()[-4000:]
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def http_request(base, method, path, body=None, auth=True, timeout=60):
+    """(status, body text) of one plain HTTP request; status 0 when the connection failed."""
+    headers = {"Content-Type": "application/json"}
+    if auth:
+        headers["Authorization"] = "Bearer " + API_KEY
+    data = body.encode() if isinstance(body, str) else body
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except (urllib.error.URLError, ConnectionError, socket.timeout):
+        return 0, ""
+
+
+def metric(text, name):
+    m = re.search(r"^" + re.escape(name) + r"\{[^}]*\} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def metrics(base):
+    status, text = http_request(base, "GET", "/metrics")
+    check(status == 200, "/metrics answered %d" % status)
+    return text
+
+
+def wait_kv_empty(base, timeout, what):
+    end = time.time() + timeout
+    while time.time() < end:
+        t = metrics(base)
+        if metric(t, "mpkv:kv_bytes_used") == 0 and metric(t, "vllm:num_requests_running") == 0:
+            return
+        time.sleep(0.1)
+    t = metrics(base)
+    fail("%s: KV bytes did not return to 0 within %ds (kv_bytes_used %s, running %s)" % (
+        what, timeout, metric(t, "mpkv:kv_bytes_used"), metric(t, "vllm:num_requests_running")))
+
+
+TOPICS = ["the sea", "a cat", "winter", "bread", "a train", "the moon", "music", "a garden", "rain", "chess",
+          "a library", "coffee", "mountains", "a bicycle", "the sun", "a river", "friendship", "a clock",
+          "autumn", "a lighthouse", "snow", "a violin", "the desert", "a forest"]
+
+
+def good_request(i):
+    """(kind, stream, payload) of the i-th good request; kinds alternate chat / completion."""
+    kind = "chat" if i % 2 == 0 else "completion"
+    stream = i % 3 == 0
+    if kind == "chat":
+        return kind, stream, {"messages": [{"role": "user", "content": "Write one sentence about %s." % TOPICS[i]}]}
+    return kind, stream, {"prompt": "A short story about %s:" % TOPICS[i]}
+
+
+def run_good(client, i):
+    """The generated text of good request i (temperature 0)."""
+    kind, stream, payload = good_request(i)
+    common = dict(model="smol", max_tokens=MAX_TOKENS, temperature=0)
+    if kind == "chat":
+        if not stream:
+            r = client.chat.completions.create(messages=payload["messages"], **common)
+            check(r.usage is not None and r.usage.completion_tokens >= 1, "chat usage missing")
+            return r.choices[0].message.content
+        text = ""
+        for chunk in client.chat.completions.create(messages=payload["messages"], stream=True, **common):
+            if chunk.choices and chunk.choices[0].delta.content:
+                text += chunk.choices[0].delta.content
+        return text
+    if not stream:
+        r = client.completions.create(prompt=payload["prompt"], **common)
+        check(r.usage is not None and r.usage.prompt_tokens >= 1, "completion usage missing")
+        return r.choices[0].text
+    text = ""
+    for chunk in client.completions.create(prompt=payload["prompt"], stream=True, **common):
+        if chunk.choices:
+            text += chunk.choices[0].text
+    return text
+
+
+def run_bad(openai, client, base, j):
+    """Sends bad request j; returns (expected status, got status)."""
+    kind = j % 4
+    if kind == 0:  # malformed JSON
+        return 400, http_request(base, "POST", "/v1/chat/completions", '{"messages": [')[0]
+    if kind == 1:  # missing auth
+        return 401, http_request(base, "POST", "/v1/completions", '{"prompt": "hi", "max_tokens": 2}', auth=False)[0]
+    try:
+        if kind == 2:  # wrong type, through the official client
+            client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "hi"}],
+                                           temperature="hot", max_tokens=2)
+        else:  # prompt longer than the context
+            client.completions.create(model="smol", prompt="word " * (4 * N_CTX), max_tokens=2)
+    except openai.BadRequestError as e:
+        return 400, e.status_code
+    except openai.APIStatusError as e:
+        return 400, e.status_code
+    return 400, 200
+
+
+def test_basics(openai, client, srv):
+    r = client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Say hi."}],
+                                       max_tokens=8, temperature=0)
+    check(r.object == "chat.completion" and r.choices[0].finish_reason in ("stop", "length"), "chat shape: %r" % r)
+    check(r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens, "chat usage sums")
+    r = client.completions.create(model="smol", prompt="The capital of France is", max_tokens=8, temperature=0,
+                                  logprobs=2)
+    check(r.object == "text_completion" and r.usage.completion_tokens >= 1, "completion shape: %r" % r)
+    check(r.choices[0].logprobs is not None and len(r.choices[0].logprobs.tokens) >= 1, "completion logprobs")
+    chunks = list(client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Count to 3."}],
+                                                 max_tokens=8, temperature=0, stream=True,
+                                                 stream_options={"include_usage": True}))
+    check(chunks and chunks[-1].usage is not None and chunks[-1].usage.completion_tokens >= 1, "stream usage chunk")
+    check(any(c.choices and c.choices[0].finish_reason for c in chunks), "stream finish_reason")
+    models = client.models.list()
+    check([m.id for m in models.data] == ["smol"], "models: %r" % models)
+    t = metrics(srv.base)
+    for name in ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                 "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+                 "vllm:time_to_first_token_seconds_count", "vllm:inter_token_latency_seconds_count",
+                 "vllm:e2e_request_latency_seconds_count", "vllm:request_queue_time_seconds_count",
+                 "mpkv:kv_bytes_used", "mpkv:kv_budget_bytes", "mpkv:kv_effective_bits"]:
+        check(metric(t, name) is not None, "metric %s missing" % name)
+    check(metric(t, "mpkv:kv_budget_bytes") == BUDGET_MIB * 1048576, "budget in /metrics")
+    check(metric(t, "vllm:e2e_request_latency_seconds_count") >= 3, "e2e histogram counts requests")
+    print("basics: ok", flush=True)
+
+
+def test_concurrent(openai, client, srv):
+    n_good = len(TOPICS)
+    alone = [run_good(client, i) for i in range(n_good)]
+    check(all(alone), "an empty reference text")
+    budget = BUDGET_MIB * 1048576
+    peak = [0.0]
+    stop = threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            used = metric(metrics(srv.base), "mpkv:kv_bytes_used")
+            peak[0] = max(peak[0], used)
+            time.sleep(0.05)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    jobs = [("good", i) for i in range(n_good)] + [("bad", j) for j in range(32 - n_good)]
+    jobs = jobs[::2] + jobs[1::2]  # interleave good and bad
+    with futures.ThreadPoolExecutor(max_workers=32) as pool:
+        fut = {pool.submit(run_good, client, x) if k == "good" else pool.submit(run_bad, openai, client, srv.base, x):
+               (k, x) for k, x in jobs}
+        done, pending = futures.wait(fut, timeout=600)
+    stop.set()
+    poller.join(5)
+    check(not pending, "%d clients did not finish within 600 s" % len(pending))
+    mismatches = []
+    for f, (k, x) in fut.items():
+        if k == "good":
+            got = f.result()
+            if got != alone[x]:
+                mismatches.append("request %d %s: alone %r, concurrent %r" % (x, good_request(x)[:2], alone[x], got))
+        else:
+            want, got = f.result()
+            check(got == want, "bad request %d got %d, want %d" % (x, got, want))
+    print("concurrent: KV peak %.2f MiB of %.2f MiB budget" % (peak[0] / 1048576, budget / 1048576), flush=True)
+    check(peak[0] <= budget, "KV bytes %d exceeded the budget %d" % (peak[0], budget))
+    check(peak[0] > 0, "the poller never saw KV bytes in use")
+    wait_kv_empty(srv.base, 30, "after the concurrent run")
+    print("concurrent: %d bad requests got their 4xx; %d of %d good ones equal to their runs alone" % (
+        32 - n_good, n_good - len(mismatches), n_good), flush=True)
+    if mismatches:  # reported after the shutdown test has run too
+        return "%d of %d good requests differ from their run alone at temperature 0 (batch-variant numerics?):\n  %s" % (
+            len(mismatches), n_good, "\n  ".join(mismatches))
+    return None
+
+
+def open_long_stream(srv, events):
+    """A streaming completion of LONG_TOKENS tokens, read until `events` SSE events came."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    body = json.dumps({"prompt": "Once upon a time", "max_tokens": LONG_TOKENS, "temperature": 0, "stream": True})
+    conn.request("POST", "/v1/completions", body, {"Authorization": "Bearer " + API_KEY,
+                                                   "Content-Type": "application/json"})
+    resp = conn.getresponse()
+    check(resp.status == 200, "stream status %d" % resp.status)
+    got = b""
+    while got.count(b"data: ") < events:
+        chunk = resp.read1(4096)
+        check(chunk, "stream ended early")
+        got += chunk
+    return conn, resp
+
+
+def test_disconnect(srv):
+    conn, _ = open_long_stream(srv, 3)
+    check(metric(metrics(srv.base), "vllm:num_requests_running") >= 1, "the stream is not running")
+    conn.sock.shutdown(socket.SHUT_RDWR)
+    conn.close()
+    wait_kv_empty(srv.base, 30, "after a client disconnected mid-stream")
+    print("disconnect: the request was aborted and its pages freed", flush=True)
+
+
+def test_shutdown(srv):
+    _, resp = open_long_stream(srv, 1)
+    t0 = time.time()
+    srv.proc.send_signal(signal.SIGTERM)
+    status = 0
+    for _ in range(50):  # the signal is taken within 0.2 s; then /health says 503
+        status = http_request(srv.base, "GET", "/health", timeout=5)[0]
+        if status != 200:
+            break
+        time.sleep(0.1)
+    check(status == 503, "/health answered %d while draining" % status)
+    rest = b""
+    while True:
+        chunk = resp.read1(4096)
+        if not chunk:
+            break
+        rest += chunk
+    try:
+        rc = srv.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        fail("the server did not exit within 30 s of SIGTERM")
+    check(rc == 0, "exit code %d after SIGTERM; log:\n%s" % (rc, srv.read_log()))
+    # It either finished within --shutdown-timeout or was aborted and told so; never cut silently.
+    aborted = b"shutting down" in rest
+    check(aborted or rest.endswith(b"data: [DONE]\r\n\r\n") or b"data: [DONE]" in rest,
+          "the in-flight stream ended without [DONE] or an abort notice: %r" % rest[-300:])
+    print("shutdown: exit 0 after %.1f s; the in-flight stream %s" % (
+        time.time() - t0, "was aborted and told so" if aborted else "finished before the deadline"), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mpkv", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--serve-args", default="--max-seqs 16",
+                    help="more `mpkv serve` options (diagnosis: --max-seqs 1 runs every request alone)")
+    args = ap.parse_args()
+    model = os.environ.get("MPKV_MODEL") or os.path.join(args.source, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    if not os.path.exists(model):
+        print("SKIP: model %s absent (scripts/get_model.sh fetches it)" % model)
+        return 77
+    try:
+        import openai
+    except ImportError:
+        fail("the openai package is missing: python3 -m pip install openai (scripts/test.sh does)")
+    srv = Server(args.mpkv, model, ["--served-model-name", "smol"] + args.serve_args.split())
+    try:
+        client = openai.OpenAI(base_url=srv.base + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
+        test_basics(openai, client, srv)
+        test_disconnect(srv)
+        mismatch = test_concurrent(openai, client, srv)
+        test_shutdown(srv)
+        if mismatch:
+            fail(mismatch)
+    except SystemExit:
+        print("server log (tail):\n" + srv.read_log(), flush=True)
+        raise
+    finally:
+        srv.kill()
+    print("PASS", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,340 @@
+// The API handler with a model-free EchoBackend (echo_backend.h): routing, auth, limits, errors,
+// streaming, cancellation and draining; then the same through real sockets on 127.0.0.1 (an
+// ephemeral port), including a client that disconnects mid-stream.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <csignal>
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "server/api_handler.h"
+#include "server/echo_backend.h"
+#include "server/http_server.h"
+#include "server/shutdown.h"
+
+using namespace mpkv;
+using namespace mpkv::server;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+HttpRequest post(const std::string& path, const std::string& body, const std::string& auth = "") {
+  return {"POST", path, auth, body};
+}
+HttpRequest get(const std::string& path, const std::string& auth = "") { return {"GET", path, auth, ""}; }
+
+std::string header(const HttpResponse& r, const std::string& name) {
+  for (const auto& [k, v] : r.headers)
+    if (k == name) return v;
+  return "";
+}
+
+// Reads a stream to its end, stepping the backend between pieces (bounded).
+std::string drain_stream(ResponseStream& s, EchoBackend* b) {
+  std::string all, piece;
+  for (int i = 0; i < 10000; ++i) {
+    const bool more = s.next(piece, 0ms);
+    all += piece;
+    if (!more) return all;
+    if (b) b->step();
+  }
+  ADD_FAILURE() << "stream did not end";
+  return all;
+}
+
+// Steps a backend on a thread, as the engine loop does.
+class Stepper {
+ public:
+  explicit Stepper(EchoBackend& b) : t_([this, &b] {
+      while (!stop_) {
+        b.step();
+        std::this_thread::sleep_for(5ms);
+      }
+    }) {}
+  ~Stepper() {
+    stop_ = true;
+    t_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread t_;
+};
+
+const std::string kChat = R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})";
+}  // namespace
+
+TEST(ServerHandler, HealthFollowsLoadingAndDraining) {
+  ApiHandler h({});
+  EXPECT_EQ(h.handle(get("/health")).status, 503);
+  EXPECT_EQ(h.handle(post("/v1/chat/completions", kChat)).status, 503);
+  EchoBackend b(64, 4, true);
+  h.set_backend(&b);
+  EXPECT_EQ(h.handle(get("/health")).status, 200);
+  h.begin_drain();
+  const HttpResponse r = h.handle(get("/health"));
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(header(r, "Retry-After"), "1");
+  EXPECT_EQ(h.handle(post("/v1/chat/completions", kChat)).status, 503);
+}
+
+TEST(ServerHandler, ApiKeyGuardsEverythingButHealth) {
+  HandlerOptions o;
+  o.api_key = "sk-test";
+  ApiHandler h(o);
+  EchoBackend b(64, 4, true);
+  h.set_backend(&b);
+  EXPECT_EQ(h.handle(get("/health")).status, 200);
+  for (const HttpRequest& req : {get("/v1/models"), get("/metrics"), post("/v1/chat/completions", kChat),
+                                 post("/v1/completions", "{}"), get("/nope")}) {
+    for (const char* auth : {"", "Bearer wrong", "sk-test", "Bearer sk-tes"}) {
+      HttpRequest r = req;
+      r.authorization = auth;
+      const HttpResponse resp = h.handle(r);
+      EXPECT_EQ(resp.status, 401) << r.path << " " << auth;
+      EXPECT_EQ(json::parse(resp.body)["error"]["type"], "authentication_error");
+      EXPECT_EQ(header(resp, "WWW-Authenticate"), "Bearer");
+    }
+  }
+  EXPECT_EQ(h.handle(get("/v1/models", "Bearer sk-test")).status, 200);
+  EXPECT_EQ(h.handle(post("/v1/chat/completions", kChat, "Bearer sk-test")).status, 200);
+}
+
+TEST(ServerHandler, RoutesMethodsAndBodyLimit) {
+  HandlerOptions o;
+  o.max_body_bytes = 100;
+  o.model_name = "smol";
+  ApiHandler h(o);
+  EchoBackend b(64, 4, true);
+  h.set_backend(&b);
+  EXPECT_EQ(h.handle(get("/v2/other")).status, 404);
+  EXPECT_EQ(h.handle(get("/v1/chat/completions")).status, 405);
+  EXPECT_EQ(h.handle(post("/v1/models", "")).status, 405);
+  const HttpResponse big = h.handle(post("/v1/completions", std::string(101, ' ')));
+  EXPECT_EQ(big.status, 413);
+  EXPECT_TRUE(json::parse(big.body).contains("error"));
+  const json models = json::parse(h.handle(get("/v1/models")).body);
+  EXPECT_EQ(models["object"], "list");
+  EXPECT_EQ(models["data"][0]["id"], "smol");
+  const HttpResponse m = h.handle(get("/metrics"));
+  EXPECT_EQ(m.status, 200);
+  EXPECT_EQ(m.content_type.rfind("text/plain", 0), 0u);
+  EXPECT_NE(m.body.find("vllm:num_requests_running{model_name=\"smol\"} 0\n"), std::string::npos);
+}
+
+TEST(ServerHandler, BadRequestsGet400WithErrorObject) {
+  ApiHandler h({});
+  EchoBackend b(32, 4, true);
+  h.set_backend(&b);
+  const std::pair<std::string, std::string> cases[] = {
+      {"{not json", ""},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "temperature": "x"})", "temperature"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": -1})", "max_tokens"},
+      {R"({"messages": [{"role": "robot", "content": "hi"}]})", "messages[0].role"},
+      // The echo chat template makes this prompt longer than the 32-token context.
+      {R"({"messages": [{"role": "user", "content": "0123456789012345678901234567890123456789"}]})", "messages"},
+      // Fits alone, but not with 30 tokens to generate.
+      {R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 30})", "max_tokens"},
+  };
+  for (const auto& [body, param] : cases) {
+    const HttpResponse r = h.handle(post("/v1/chat/completions", body));
+    EXPECT_EQ(r.status, 400) << body;
+    const json e = json::parse(r.body)["error"];
+    EXPECT_EQ(e["type"], "invalid_request_error");
+    EXPECT_EQ(param.empty() ? json(nullptr) : json(param), e["param"]) << body;
+  }
+  EXPECT_EQ(json::parse(h.handle(post("/v1/completions", R"({"prompt": ""})")).body)["error"]["param"], "prompt");
+  EXPECT_EQ(b.metrics().running, 0);  // nothing reached the backend
+}
+
+TEST(ServerHandler, NonStreamingChatAndCompletion) {
+  ApiHandler h({});
+  EchoBackend b(256, 4, true);
+  h.set_backend(&b);
+  HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": "abcdef", "max_tokens": 4, "logprobs": 1})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["choices"][0]["text"], "abcd");  // the echo backend repeats the prompt
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"], json({"a", "b", "c", "d"}));
+  EXPECT_EQ(j["usage"], json({{"prompt_tokens", 6}, {"completion_tokens", 4}, {"total_tokens", 10}}));
+  EXPECT_EQ(j["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+
+  r = h.handle(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "stop": ":"})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = json::parse(r.body);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "user");  // "user: x..." cut at the stop string ":"
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(b.metrics().kv_bytes_used, 0u);
+}
+
+TEST(ServerHandler, StreamingChatEndsWithUsageAndDone) {
+  ApiHandler h({});
+  EchoBackend b(256, 4);
+  h.set_backend(&b);
+  const HttpResponse r = h.handle(post("/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 3, "stream": true, "stream_options": {"include_usage": true}})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_TRUE(r.stream);
+  EXPECT_EQ(r.content_type, "text/event-stream");
+  const std::string sse = drain_stream(*r.stream, &b);
+  std::string content;
+  std::vector<json> ev;
+  for (size_t pos = 0; pos < sse.size();) {
+    const size_t end = sse.find("\n\n", pos);
+    ASSERT_NE(end, std::string::npos);
+    const std::string data = sse.substr(pos + 6, end - pos - 6);
+    ev.push_back(data == "[DONE]" ? json("[DONE]") : json::parse(data));
+    pos = end + 2;
+  }
+  ASSERT_GE(ev.size(), 4u);
+  for (size_t i = 0; i + 2 < ev.size(); ++i) content += ev[i]["choices"][0]["delta"].value("content", "");
+  EXPECT_EQ(content, "use");
+  EXPECT_EQ(ev[ev.size() - 3]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(ev[ev.size() - 2]["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(ev.back(), "[DONE]");
+}
+
+TEST(ServerHandler, QueueFullGives503WithRetryAfter) {
+  HandlerOptions o;
+  o.retry_after_seconds = 2;
+  ApiHandler h(o);
+  EchoBackend b(256, 1);  // holds one request; nobody steps it
+  h.set_backend(&b);
+  const HttpResponse first = h.handle(post("/v1/completions", R"({"prompt": "a", "max_tokens": 5, "stream": true})"));
+  ASSERT_EQ(first.status, 200);
+  const HttpResponse second = h.handle(post("/v1/completions", R"({"prompt": "a", "max_tokens": 5, "stream": true})"));
+  EXPECT_EQ(second.status, 503);
+  EXPECT_EQ(header(second, "Retry-After"), "2");
+  EXPECT_EQ(json::parse(second.body)["error"]["code"], "queue_full");
+}
+
+TEST(ServerHandler, CancelledOrDroppedStreamAbortsItsRequest) {
+  ApiHandler h({});
+  EchoBackend b(100000, 4);
+  h.set_backend(&b);
+  HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 50000, "stream": true})"));
+  ASSERT_TRUE(r.stream);
+  b.step();
+  b.step();
+  EXPECT_GT(b.metrics().kv_bytes_used, 0u);
+  EXPECT_EQ(h.in_flight().size(), 1u);
+  r.stream->cancel();
+  b.step();  // the abort takes effect at the next step
+  EXPECT_EQ(b.metrics().kv_bytes_used, 0u);
+  r.stream.reset();
+  EXPECT_EQ(h.in_flight().size(), 0u);
+
+  // A stream dropped without a word (its connection died before the first write) aborts too.
+  r = h.handle(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 50000, "stream": true})"));
+  b.step();
+  r.stream.reset();
+  b.step();
+  EXPECT_EQ(b.metrics().running, 0);
+}
+
+TEST(ServerHandler, DrainAbortsWhatOutlivesTheDeadline) {
+  ApiHandler h({});
+  EchoBackend b(100000, 4);
+  h.set_backend(&b);
+  HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 50000, "stream": true})"));
+  ASSERT_TRUE(r.stream);
+  size_t aborted = 0;
+  std::thread t([&] { aborted = drain(h, b, 50ms, 2000ms); });
+  std::string sse;
+  for (int i = 0; i < 1000 && sse.find("\"error\"") == std::string::npos; ++i) {
+    std::string piece;
+    r.stream->next(piece, 0ms);
+    sse += piece;
+    b.step();
+    std::this_thread::sleep_for(1ms);
+  }
+  r.stream.reset();
+  t.join();
+  EXPECT_EQ(aborted, 1u);
+  EXPECT_NE(sse.find("shutting down"), std::string::npos) << sse;
+  EXPECT_EQ(b.metrics().running, 0);
+  EXPECT_EQ(h.handle(post("/v1/completions", R"({"prompt": "a"})")).status, 503);  // no new work
+}
+
+TEST(ServerHttp, OverLoopbackSockets) {
+  HandlerOptions o;
+  o.api_key = "k";
+  o.max_body_bytes = 4096;
+  ApiHandler h(o);
+  EchoBackend b(100000, 8);
+  Stepper stepper(b);
+  HttpServer srv(h, {"127.0.0.1", 0});
+  const int port = srv.start();
+  ASSERT_GT(port, 0);
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_read_timeout(10, 0);
+
+  auto res = cli.Get("/health");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503);  // loading
+  h.set_backend(&b);
+  EXPECT_EQ(cli.Get("/health")->status, 200);
+  EXPECT_EQ(cli.Get("/v1/models")->status, 401);
+  const httplib::Headers auth = {{"Authorization", "Bearer k"}};
+  EXPECT_EQ(cli.Get("/v1/models", auth)->status, 200);
+  res = cli.Get("/elsewhere", auth);
+  EXPECT_EQ(res->status, 404);
+  EXPECT_TRUE(json::parse(res->body).contains("error"));
+  res = cli.Post("/v1/completions", auth, std::string(5000, 'x'), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 413);
+  EXPECT_TRUE(json::parse(res->body).contains("error")) << res->body;
+  res = cli.Post("/v1/completions", auth, R"({"prompt": "hello", "max_tokens": 3})", "application/json");
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(json::parse(res->body)["choices"][0]["text"], "hel");
+
+  // Streaming to the end.
+  std::string sse;
+  res = cli.Post("/v1/completions", auth, R"({"prompt": "hello", "max_tokens": 4, "stream": true})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_NE(res->body.find("data: [DONE]\n\n"), std::string::npos) << res->body;
+
+  // A client that goes away mid-stream: its request is aborted and its bytes freed.
+  {
+    httplib::Client quitter("127.0.0.1", port);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.headers = auth;
+    req.body = R"({"prompt": "hello", "max_tokens": 90000, "stream": true})";
+    req.set_header("Content-Type", "application/json");
+    int chunks = 0;
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
+    quitter.send(req);  // returns once the receiver said stop; the connection is closed
+    EXPECT_GE(chunks, 3);
+  }
+  bool freed = false;
+  for (int i = 0; i < 500 && !freed; ++i) {
+    freed = b.metrics().running == 0 && h.in_flight().size() == 0;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(freed) << "running " << b.metrics().running << ", in flight " << h.in_flight().size();
+  srv.stop();
+}
+
+TEST(ServerHttp, StopRightAfterStartReturns) {
+  ApiHandler h({});
+  for (int i = 0; i < 20; ++i) {
+    HttpServer srv(h, {"127.0.0.1", 0});
+    ASSERT_GT(srv.start(), 0);
+    srv.stop();  // must not hang (ctest's timeout would catch it)
+  }
+}
+
+TEST(ServerShutdown, SignalIsTakenByWait) {
+  ShutdownSignal signals;  // blocks SIGINT / SIGTERM in this thread
+  EXPECT_EQ(signals.wait(10ms), 0);
+  ASSERT_EQ(raise(SIGTERM), 0);  // thread-directed: stays pending until wait() takes it
+  EXPECT_EQ(signals.wait(1000ms), SIGTERM);
+  ASSERT_EQ(raise(SIGINT), 0);
+  EXPECT_EQ(signals.wait(1000ms), SIGINT);
+}

@@ -1,0 +1,169 @@
+// The OpenAI request parser: every accepted shape, and every error class giving ApiError(400)
+// with the offending field in `param`.
+#include <gtest/gtest.h>
+
+#include "server/api_error.h"
+#include "server/openai_request.h"
+
+using namespace mpkv::server;
+
+namespace {
+CompletionRequest chat(const std::string& body) { return parse_completion_request(Endpoint::chat, body); }
+CompletionRequest completion(const std::string& body) { return parse_completion_request(Endpoint::completions, body); }
+
+// The param of the 400 the body gets ("<no error>" when it parses).
+std::string error_param(Endpoint e, const std::string& body) {
+  try {
+    parse_completion_request(e, body);
+  } catch (const ApiError& err) {
+    EXPECT_EQ(err.status(), 400) << body;
+    EXPECT_EQ(err.type(), "invalid_request_error");
+    return err.param();
+  }
+  return "<no error>";
+}
+const std::string kMsg = R"("messages": [{"role": "user", "content": "hi"}])";
+std::string chat_with(const std::string& extra) { return "{" + kMsg + ", " + extra + "}"; }
+}  // namespace
+
+TEST(ServerRequest, ChatDefaultsAndFields) {
+  CompletionRequest r = chat("{" + kMsg + "}");
+  EXPECT_EQ(r.endpoint, Endpoint::chat);
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.messages[0].role, "user");
+  EXPECT_EQ(r.messages[0].content, "hi");
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_EQ(r.temperature, 1.0f);
+  EXPECT_EQ(r.top_p, 1.0f);
+  EXPECT_EQ(r.top_k, 0);
+  EXPECT_FALSE(r.seed.has_value());
+  EXPECT_FALSE(r.stream);
+  EXPECT_EQ(r.top_logprobs, -1);
+
+  r = chat(chat_with(R"("model": "x", "max_tokens": 7, "temperature": 0, "top_p": 0.5, "top_k": 3, "seed": -1,
+                        "stop": ["a", "bc"], "stream": true, "stream_options": {"include_usage": true},
+                        "logprobs": true, "top_logprobs": 2, "n": 1, "unknown_field": {"x": 1})"));
+  EXPECT_EQ(r.model, "x");
+  EXPECT_EQ(*r.max_tokens, 7);
+  EXPECT_EQ(r.temperature, 0.0f);
+  EXPECT_EQ(r.top_p, 0.5f);
+  EXPECT_EQ(r.top_k, 3);
+  EXPECT_EQ(*r.seed, ~uint64_t{0});  // int64 -1 reinterpreted
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.top_logprobs, 2);
+}
+
+TEST(ServerRequest, MaxCompletionTokensWins) {
+  EXPECT_EQ(*chat(chat_with(R"("max_tokens": 5, "max_completion_tokens": 9)")).max_tokens, 9);
+}
+
+TEST(ServerRequest, MessageContentShapes) {
+  CompletionRequest r = chat(R"({"messages": [
+      {"role": "developer", "content": "be brief"},
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+      {"role": "assistant", "content": null},
+      {"role": "user", "content": ""}]})");
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "a\nb");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(r.messages[3].content, "");
+}
+
+TEST(ServerRequest, CompletionPromptAndLogprobs) {
+  CompletionRequest r = completion(R"({"prompt": "Once", "logprobs": 3, "stop": "x"})");
+  EXPECT_EQ(r.prompt, "Once");
+  EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_EQ(r.stop, std::vector<std::string>{"x"});
+  EXPECT_EQ(completion(R"({"prompt": ["only one"]})").prompt, "only one");
+  EXPECT_EQ(completion(R"({"prompt": "p", "logprobs": null})").top_logprobs, -1);
+}
+
+TEST(ServerRequest, MalformedBodies) {
+  for (const char* body : {"", "{", "nul", "[1,2]", "\"text\"", "42", "{\"messages\": [}"})
+    EXPECT_EQ(error_param(Endpoint::chat, body), "") << body;
+}
+
+TEST(ServerRequest, MissingOrBadMessages) {
+  EXPECT_EQ(error_param(Endpoint::chat, "{}"), "messages");
+  EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": []})"), "messages");
+  EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": "hi"})"), "messages");
+  EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [1]})"), "messages[0]");
+  EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [{"content": "x"}]})"), "messages[0].role");
+  EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [{"role": "tool", "content": "x"}]})"), "messages[0].role");
+  EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [{"role": "user"}]})"), "messages[0].content");
+  EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [{"role": "user", "content": 5}]})"), "messages[0].content");
+  EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"),
+            "messages[0].content[0]");
+  EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [{"role": "user", "content": [{"type": "text", "text": 1}]}]})"),
+            "messages[0].content[0].text");
+}
+
+TEST(ServerRequest, PromptShapes) {
+  EXPECT_EQ(error_param(Endpoint::completions, "{}"), "prompt");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": [1, 2, 3]})"), "prompt");          // token ids
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": ["a", "b"]})"), "prompt");         // several prompts
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": 5})"), "prompt");
+}
+
+TEST(ServerRequest, WrongTypes) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"("max_tokens": "5")", "max_tokens"},     {R"("max_tokens": 5.5)", "max_tokens"},
+      {R"("temperature": "hot")", "temperature"}, {R"("top_p": true)", "top_p"},
+      {R"("top_k": 1.5)", "top_k"},               {R"("seed": "1")", "seed"},
+      {R"("stop": 5)", "stop"},                   {R"("stop": [1])", "stop"},
+      {R"("stream": "yes")", "stream"},           {R"("logprobs": 1)", "logprobs"},
+      {R"("model": 3)", "model"},                 {R"("stream": true, "stream_options": 1)", "stream_options"},
+      {R"("stream": true, "stream_options": {"include_usage": "y"})", "include_usage"},
+  };
+  for (const auto& [extra, param] : cases) EXPECT_EQ(error_param(Endpoint::chat, chat_with(extra)), param) << extra;
+}
+
+TEST(ServerRequest, OutOfRange) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"("max_tokens": 0)", "max_tokens"},
+      {R"("max_tokens": -3)", "max_tokens"},
+      {R"("max_tokens": 4294967296)", "max_tokens"},
+      {R"("max_completion_tokens": 0)", "max_completion_tokens"},
+      {R"("temperature": -0.1)", "temperature"},
+      {R"("temperature": 2.01)", "temperature"},
+      {R"("top_p": 0)", "top_p"},
+      {R"("top_p": 1.5)", "top_p"},
+      {R"("top_k": -2)", "top_k"},
+      {R"("seed": 18446744073709551615)", "seed"},  // beyond int64
+      {R"("stop": ["a", "b", "c", "d", "e"])", "stop"},
+      {R"("stop": "")", "stop"},
+      {R"("logprobs": true, "top_logprobs": 21)", "top_logprobs"},
+      {R"("logprobs": true, "top_logprobs": -1)", "top_logprobs"},
+      {R"("top_logprobs": 2)", "top_logprobs"},  // needs logprobs: true
+      {R"("stream_options": {"include_usage": true})", "stream_options"},  // needs stream: true
+  };
+  for (const auto& [extra, param] : cases) EXPECT_EQ(error_param(Endpoint::chat, chat_with(extra)), param) << extra;
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "logprobs": 21})"), "logprobs");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "logprobs": true})"), "logprobs");
+}
+
+TEST(ServerRequest, UnsupportedFeaturesAreRefusedNotIgnored) {
+  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("n": 2)")), "n");
+  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("presence_penalty": 0.5)")), "presence_penalty");
+  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("frequency_penalty": 1)")), "frequency_penalty");
+  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("logit_bias": {"1": 5})")), "logit_bias");
+  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("tools": [{"type": "function"}])")), "tools");
+  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("response_format": {"type": "json_object"})")), "response_format");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "echo": true})"), "echo");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "best_of": 3})"), "best_of");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "suffix": "end"})"), "suffix");
+  // Their neutral values are fine.
+  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("n": 1, "presence_penalty": 0, "frequency_penalty": 0.0,
+                                                    "logit_bias": {}, "tools": [], "response_format": {"type": "text"})")),
+            "<no error>");
+}
+
+TEST(ServerRequest, NullMeansAbsent) {
+  CompletionRequest r = chat(chat_with(R"("max_tokens": null, "temperature": null, "stop": null, "seed": null)"));
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_EQ(r.temperature, 1.0f);
+  EXPECT_TRUE(r.stop.empty());
+}

@@ -1,0 +1,114 @@
+// mpkv serve: the OpenAI-compatible HTTP server over the continuous-batching engine
+// (docs/serving.md). It listens first (/health answers 503 while the model loads), then loads the
+// model, builds the KV cache from the --kv-* options and serves until SIGINT / SIGTERM: new
+// requests get 503, in-flight ones may finish until --shutdown-timeout, the rest are aborted, and
+// it exits 0.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "commands.h"
+#include "engine/engine.h"
+#include "kvcache/kv_cache_factory.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "server/api_handler.h"
+#include "server/engine_backend.h"
+#include "server/engine_loop.h"
+#include "server/http_server.h"
+#include "server/shutdown.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace mpkv::cli {
+
+namespace {
+struct ServeArgs {
+  std::string model, served_name;
+  server::HttpServerOptions http;
+  server::HandlerOptions api;
+  EngineOptions engine;
+  KvCacheOptions kv;
+  int threads = 0;
+  double shutdown_timeout_s = 10.0;
+  size_t max_body_kib = 1024;
+};
+
+// Waits for SIGINT / SIGTERM (or a broken engine loop). Returns true on a signal.
+bool wait_for_shutdown(server::ShutdownSignal& signals, const server::EngineLoop& loop) {
+  for (;;) {
+    if (const int sig = signals.wait(std::chrono::milliseconds(200))) {
+      std::fprintf(stderr, "[serve] signal %d: draining (up to the shutdown timeout)\n", sig);
+      return true;
+    }
+    if (loop.failed()) return false;
+  }
+}
+
+void run_serve(ServeArgs a) {
+  validate(a.kv);  // before anything starts
+  server::ShutdownSignal signals;  // before any thread, so the signals reach only wait()
+  a.api.model_name = a.served_name.empty() ? std::filesystem::path(a.model).stem().string() : a.served_name;
+  a.api.max_body_bytes = a.max_body_kib * 1024;
+  server::ApiHandler handler(a.api);
+  server::HttpServer http(handler, a.http);
+  const int port = http.start();
+  std::printf("listening on http://%s:%d\n", a.http.host.c_str(), port);
+  std::fflush(stdout);
+
+  set_num_threads(a.threads);
+  auto model = Model::load(a.model);
+  const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
+  KvCacheOptions kv = a.kv;
+  kv.model = kv_model_identity(*model);
+  Engine engine(*model, tok, make_kv_cache(kv, model->config().kv_dims()), a.engine);
+  server::EngineBackend backend(engine);
+  server::EngineLoop loop(engine);
+  handler.set_backend(&backend);
+  std::fprintf(stderr, "[serve] ready: model %s, %s, n_ctx %d, max %d sequences, %d tokens per step, queue %d%s\n",
+               a.api.model_name.c_str(), describe(a.kv).c_str(), a.engine.n_ctx, a.engine.max_seqs,
+               a.engine.max_batch_tokens, a.engine.max_queue, a.api.api_key.empty() ? "" : ", API key required");
+
+  const bool by_signal = wait_for_shutdown(signals, loop);
+  const auto deadline = std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout_s * 1000));
+  const size_t aborted = server::drain(handler, backend, by_signal ? deadline : std::chrono::milliseconds(0));
+  http.stop();
+  loop.stop();
+  std::fprintf(stderr, "[serve] stopped; %zu request(s) aborted at shutdown\n", aborted);
+  if (!by_signal) throw std::runtime_error("the engine loop failed: " + loop.failure());  // internal error: exit 2
+}
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (continuous batching, one KV budget)");
+  sub->add_option("-m,--model", a->model, "GGUF model file")->required();
+  sub->add_option("--host", a->http.host, "address to listen on (loopback unless told otherwise)")->capture_default_str();
+  sub->add_option("--port", a->http.port, "TCP port (0: an ephemeral port, printed on start)")->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  sub->add_option("--served-model-name", a->served_name, "model id in /v1/models and responses (default: file stem)");
+  sub->add_option("--api-key", a->api.api_key, "require Authorization: Bearer KEY on every endpoint but /health");
+  sub->add_option("-c,--ctx", a->engine.n_ctx, "context per request (prompt + generated)")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-seqs", a->engine.max_seqs, "requests running at once")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-batch-tokens", a->engine.max_batch_tokens, "tokens per engine step (decode + prefill chunks)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--max-queue", a->engine.max_queue, "requests waiting before 503 + Retry-After")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--admission-overcommit", a->engine.admission_overcommit,
+                  "admit up to budget x this many projected bytes (1: never preempt; > 1: admit more, preempt when short)")
+      ->capture_default_str();
+  sub->add_option("--http-threads", a->http.threads, "connections served at once (each stream holds one)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--max-body-kib", a->max_body_kib, "request bodies above this get 413")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--shutdown-timeout", a->shutdown_timeout_s, "seconds in-flight requests may finish after SIGINT/SIGTERM")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("-t,--threads", a->threads, "compute threads (0: all cores)")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  add_kv_cache_options(sub, a->kv);
+  sub->callback([a] { run_serve(*a); });
+}
+
+}  // namespace mpkv::cli
