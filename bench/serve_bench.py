@@ -19,7 +19,9 @@ A level runs `--requests` requests (0: as many as its concurrency) through `conc
 each starting its next request as soon as its previous one ends (closed loop). With --level-seconds
 S a level stops after S seconds: requests still streaming are cancelled (the client disconnects)
 and counted as `cut`, not as failures; their first tokens and chunk gaps still count towards TTFT
-and ITL, but only completed requests count towards end-to-end latency, TPOT and requests/s.
+and ITL, but only completed requests count towards end-to-end latency, TPOT and requests/s; those
+cut before their first token are counted apart (their TTFT is longer than the box, so the TTFT
+percentiles of a level with such requests are lower bounds).
 
 Writes one JSON file (levels, per-request records, /metrics samples) for bench/serve_report.py.
 """
@@ -300,6 +302,7 @@ def level_summary(records, wall, conc, metrics_window):
                              for r in records if r["chunk_times"]])
     s = {
         "concurrency": conc, "requests": len(records), "completed": len(ok), "cut": len(cut),
+        "cut_before_first_token": sum(1 for r in cut if not r["chunk_times"]),
         "failed": len(failed), "failure_examples": [r.get("error") or f"status {r['status']}" for r in failed[:3]],
         "wall_s": wall, "requests_per_s": len(ok) / wall if wall > 0 else None,
         "output_tok_s": out_tokens / wall if wall > 0 else None, "output_tokens": out_tokens,

@@ -51,14 +51,14 @@ def summary_table(results):
 
 
 def level_table(results):
-    rows = ["| configuration | concurrency | ok / sent (cut) | failed | TTFT p50 / p99 s | TPOT p50 / p99 ms "
+    rows = ["| configuration | concurrency | ok / sent (cut; cut before a token) | failed | TTFT p50 / p99 s | TPOT p50 / p99 ms "
             "| ITL p50 / p99 ms | e2e p50 / p99 s | req/s | output tok/s | streaming at once | running max "
             "| preemptions | bits min |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         for s in r["levels"]:
             rows.append(
-                f"| {r['label']} | {s['concurrency']} | {s['completed']} / {s['requests']} ({s['cut']}) | {s['failed']} "
+                f"| {r['label']} | {s['concurrency']} | {s['completed']} / {s['requests']} ({s['cut']}; {s.get('cut_before_first_token', 0)}) | {s['failed']} "
                 f"| {fmt(s['ttft_p50_s'])} / {fmt(s['ttft_p99_s'])} | {fmt(s['tpot_p50_s'], 1e3, 1)} / {fmt(s['tpot_p99_s'], 1e3, 1)} "
                 f"| {fmt(s['itl_p50_s'], 1e3, 1)} / {fmt(s['itl_p99_s'], 1e3, 1)} | {fmt(s['e2e_p50_s'], 1, 1)} / {fmt(s['e2e_p99_s'], 1, 1)} "
                 f"| {fmt(s['requests_per_s'], 1, 3)} | {fmt(s['output_tok_s'], 1, 1)} | {s['streaming_at_once_max']} "
