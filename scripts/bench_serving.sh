@@ -7,8 +7,8 @@
 # effective_bits.png).
 #
 # Sizing (2 shared cores): each level sends as many requests as its concurrency (one wave) and is
-# time-boxed to LEVEL_SECONDS (default 90 s): requests still streaming then are cancelled and counted
-# as cut (not failed). About 4 minutes per configuration, under 25 minutes for the six.
+# time-boxed to LEVEL_SECONDS (default 60 s): requests still streaming then are cancelled and counted
+# as cut (not failed). About 3 minutes per configuration, under 20 minutes for the six.
 # --quick: prompts of ~256 tokens, 128 generated, levels 1,4,16, boxes of 45 s (about 10 minutes).
 #
 # Usage: scripts/bench_serving.sh [--quick] [OUT_DIR]
@@ -35,5 +35,5 @@ fi
 echo "bench_serving: load before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 OMP_WAIT_POLICY=passive "$PY" bench/serve_sweep.py --mpkv "$BUILD/mpkv" -t "${THREADS:-2}" --configs "$CONFIGS" \
   --prompt-tokens "${PROMPT_TOKENS:-1024}" --max-tokens "${MAX_TOKENS:-512}" --levels "${LEVELS:-1,4,16,64}" \
-  --requests "${REQUESTS:-0}" --level-seconds "${LEVEL_SECONDS:-90}" --out-dir "$OUT"
+  --requests "${REQUESTS:-0}" --level-seconds "${LEVEL_SECONDS:-60}" --out-dir "$OUT"
 echo "bench_serving: load after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
