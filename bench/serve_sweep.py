@@ -14,6 +14,7 @@ prompt + max_tokens + 64 tokens (asked of `mpkv bench --parallel 0`, as scripts/
 does; the 64 tokens absorb prompts a little over --prompt-tokens).
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -64,6 +65,15 @@ def config_server(name, a, budget_mib, log_path):
     sys.exit(f"serve_sweep: unknown configuration {name}")
 
 
+RESULT_ORDER = ["f16", "kivi-2", "progressive-2", "", "llamacpp-f16", "llamacpp-q8_0", "llamacpp-q4_0"]
+
+
+def result_rank(path):
+    """Table order of a result file: mpkv's caches from f16 down, plans, then the peer's."""
+    slug = os.path.basename(path)[len("result_"):-len(".json")]
+    return (RESULT_ORDER.index(slug) if slug in RESULT_ORDER else RESULT_ORDER.index(""), slug)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mpkv", default="build/mpkv")
@@ -88,7 +98,6 @@ def main():
     os.makedirs(a.out_dir, exist_ok=True)
     budget = a.budget_mib or f16_budget_mib(a.mpkv, a.model, a.prompt_tokens + a.max_tokens + 64, a.threads)
     print(f"serve_sweep: KV budget {budget} MiB for every configuration", flush=True)
-    results = []
     for name in [c for c in a.configs.split(",") if c]:
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name.replace("plan:", "").split("/")[-1].replace(".json", ""))
         log_path = os.path.join(a.out_dir, f"server_{slug}.log")
@@ -102,10 +111,12 @@ def main():
                    "--extra", json.dumps(facts), "-o", out]
             print(f"serve_sweep: {label}: {' '.join(srv.argv)}", flush=True)
             subprocess.run(cmd, check=True)
-        results.append(out)
     title = a.title or (f"SmolLM2-135M, {a.threads} threads, KV budget {budget} MiB, prompts ~{a.prompt_tokens} "
                         f"tokens, {a.max_tokens} generated")
-    subprocess.run([sys.executable, os.path.join(HERE, "serve_report.py"), *results,
+    # Every result in the directory, so that a sweep of some configurations joins an earlier one of
+    # the others.
+    everything = sorted(glob.glob(os.path.join(a.out_dir, "result_*.json")), key=result_rank)
+    subprocess.run([sys.executable, os.path.join(HERE, "serve_report.py"), *everything,
                     "--md", os.path.join(a.out_dir, "tables.md"), "--png", os.path.join(a.out_dir, "effective_bits.png"),
                     "--title", title], check=True)
 
