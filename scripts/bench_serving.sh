@@ -13,7 +13,8 @@
 #
 # Usage: scripts/bench_serving.sh [--quick] [OUT_DIR]
 # Environment: BUILD (build), THREADS (2), CONFIGS (serve_sweep.py --configs), LEVELS, PROMPT_TOKENS,
-# MAX_TOKENS, REQUESTS (per level, 0: its concurrency), LEVEL_SECONDS, PLAN (combined plan file).
+# MAX_TOKENS, REQUESTS (per level, 0: its concurrency), LEVEL_SECONDS, PLAN (combined plan file),
+# TEXT (prompt source; default ../shared/data/wikitext-2/test.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0
@@ -34,6 +35,7 @@ if [[ $CONFIGS == *llamacpp* ]] && ! "$PY" -c "import llama_cpp.server" 2>/dev/n
 fi
 echo "bench_serving: load before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 OMP_WAIT_POLICY=passive "$PY" bench/serve_sweep.py --mpkv "$BUILD/mpkv" -t "${THREADS:-2}" --configs "$CONFIGS" \
+  --text "${TEXT:-../shared/data/wikitext-2/test.txt}" \
   --prompt-tokens "${PROMPT_TOKENS:-1024}" --max-tokens "${MAX_TOKENS:-512}" --levels "${LEVELS:-1,4,16,64}" \
   --requests "${REQUESTS:-0}" --level-seconds "${LEVEL_SECONDS:-60}" --out-dir "$OUT"
 echo "bench_serving: load after the run: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -6,7 +6,8 @@
 # the plan. Each time 16 chat requests (prompts of ~256 tokens, 128 generated tokens each) go to the
 # server at once through the openai client, and one line says how many ran at once, the output
 # tok/s, the peak KV bytes and the lowest effective bits (bench/demo_serve.py).
-# A few minutes on 2 cores once built. DEMO_PLAN=FILE skips calibration; DEMO_REQUESTS, DEMO_THREADS.
+# A few minutes on 2 idle cores once built. DEMO_PLAN=FILE skips calibration; DEMO_REQUESTS (16),
+# DEMO_PROMPT_TOKENS (256), DEMO_MAX_TOKENS (128), DEMO_THREADS (2).
 # Outputs (plan, server logs) in out/demo_serve/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,4 +32,5 @@ if [ -z "$PLAN" ]; then
 fi
 echo
 OMP_WAIT_POLICY=passive "$PY" bench/demo_serve.py --mpkv build/mpkv -m "$MODEL" --plan "$PLAN" --text "$TEXT" \
-  -t "$T" -n "${DEMO_REQUESTS:-16}" --out-dir "$OUT"
+  -t "$T" -n "${DEMO_REQUESTS:-16}" --prompt-tokens "${DEMO_PROMPT_TOKENS:-256}" \
+  --max-tokens "${DEMO_MAX_TOKENS:-128}" --out-dir "$OUT"

@@ -6,7 +6,7 @@
 # Usage: scripts/serve_replicas.sh [N] [OUT_DIR]
 # Environment: BUILD (build), THREADS (1), BUDGET_MIB (per replica; default 4 f16 sequences of the
 # workload), KV ("--kv-plan docs/results/plans_kivi/combined_2.5.json"), POLICY (cache_aware),
-# LEVELS (1,4,16), PROMPT_TOKENS (1024), MAX_TOKENS (512), LEVEL_SECONDS (90).
+# LEVELS (1,4,16), PROMPT_TOKENS (1024), MAX_TOKENS (512), LEVEL_SECONDS (90), TEXT (prompt source).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-2}
@@ -24,4 +24,5 @@ for x in ${KV:---kv-plan docs/results/plans_kivi/combined_2.5.json}; do KV_ARGS+
 echo "serve_replicas: $N replicas, KV budget $BUDGET MiB each; load $(cut -d' ' -f1-3 /proc/loadavg)"
 OMP_WAIT_POLICY=passive "$PY" bench/serve_replicas.py --mpkv "$BUILD/mpkv" --smg "$SMG" --policy "${POLICY:-cache_aware}" \
   -n "$N" -t "${THREADS:-1}" --budget-mib "$BUDGET" "${KV_ARGS[@]}" --prompt-tokens "$P" --max-tokens "$G" \
-  --levels "${LEVELS:-1,4,16}" --level-seconds "${LEVEL_SECONDS:-90}" --out-dir "$OUT"
+  --levels "${LEVELS:-1,4,16}" --level-seconds "${LEVEL_SECONDS:-90}" --out-dir "$OUT" \
+  --text "${TEXT:-../shared/data/wikitext-2/test.txt}"
