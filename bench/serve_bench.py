@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""Serving benchmark client for any OpenAI-compatible server (mpkv serve, llama_cpp.server, a router).
+
+Replays a fixed workload at several concurrency levels and reports what aiperf / guidellm report
+(docs/results/serving.md says why neither is used here): time to first token (TTFT), time per output
+token (TPOT), inter-token latency (ITL, the gaps between streamed chunks) and end-to-end latency, p50
+and p99; requests/s and output tok/s; failed requests; and, from the server's Prometheus /metrics
+when it has one, requests running at once, preemptions, KV bytes and effective bits over time.
+
+Workload: request i of a level sends a passage of WikiText-2 test cut to about --prompt-tokens
+tokens to /v1/completions (streamed, temperature --temperature, seed i) and asks for --max-tokens
+tokens with `ignore_eos: true` and `min_tokens: max_tokens` (vLLM's extra fields; mpkv serve reads
+the first, llama_cpp.server the second; a server that honours neither may stop early, and
+usage.completion_tokens says how many came; --no-ignore-eos sends neither). Characters per token are
+measured once per server with a non-streamed warm-up request (usage.prompt_tokens), so prompts have
+the requested length without a tokenizer on the client. The same passages go to every server.
+
+A level runs `--requests` requests (0: as many as its concurrency) through `concurrency` workers,
+each starting its next request as soon as its previous one ends (closed loop). With --level-seconds
+S a level stops after S seconds: requests still streaming are cancelled (the client disconnects)
+and counted as `cut`, not as failures; their first tokens and chunk gaps still count towards TTFT
+and ITL, but only completed requests count towards end-to-end latency, TPOT and requests/s; those
+cut before their first token are counted apart (their TTFT is longer than the box, so the TTFT
+percentiles of a level with such requests are lower bounds).
+
+Writes one JSON file (levels, per-request records, /metrics samples) for bench/serve_report.py.
+"""
+import argparse
+import asyncio
+import json
+import os
+import re
+import sys
+import time
+
+import httpx
+
+METRIC_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)')
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def parse_prometheus(text):
+    """{(name, frozenset(labels)): value} for every sample line of a Prometheus text exposition."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = METRIC_LINE.match(line)
+        if not m:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        labels = frozenset(LABEL.findall(m.group(2) or ""))
+        out[(m.group(1), labels)] = value
+    return out
+
+
+def metric(samples, name, default=None):
+    """The unlabelled sample of `name`, or the sum over its label sets."""
+    vals = [v for (n, _), v in samples.items() if n == name]
+    return sum(vals) if vals else default
+
+
+def summarize_metrics(samples):
+    """The figures this benchmark follows, from one /metrics scrape (None where absent)."""
+    shrinks = {f"{dict(l).get('from')}->{dict(l).get('to')}": v
+               for (n, l), v in samples.items() if n == "mpkv:kv_page_shrinks_total"}
+    return {
+        "running": metric(samples, "vllm:num_requests_running"),
+        "waiting": metric(samples, "vllm:num_requests_waiting"),
+        "kv_usage": metric(samples, "vllm:kv_cache_usage_perc"),
+        "kv_bytes_used": metric(samples, "mpkv:kv_bytes_used"),
+        "kv_budget_bytes": metric(samples, "mpkv:kv_budget_bytes"),
+        "effective_bits": metric(samples, "mpkv:kv_effective_bits"),
+        "preemptions_total": metric(samples, "vllm:num_preemptions_total"),
+        "generation_tokens_total": metric(samples, "vllm:generation_tokens_total"),
+        "page_shrinks": shrinks,
+    }
+
+
+def combine_metrics(parts):
+    """One summary for several servers (replicas behind a router): counts and bytes add up; effective
+    bits are total stored bits over total elements (a byte-weighted harmonic mean)."""
+    if len(parts) == 1:
+        return parts[0]
+    out = {}
+    for key in ("running", "waiting", "kv_bytes_used", "kv_budget_bytes", "preemptions_total",
+                "generation_tokens_total"):
+        vals = [p[key] for p in parts if p.get(key) is not None]
+        out[key] = sum(vals) if vals else None
+    usage = [p["kv_usage"] for p in parts if p.get("kv_usage") is not None]
+    out["kv_usage"] = max(usage) if usage else None
+    elems = sum(p["kv_bytes_used"] * 8 / p["effective_bits"] for p in parts
+                if p.get("kv_bytes_used") and p.get("effective_bits"))
+    out["effective_bits"] = (sum(p["kv_bytes_used"] for p in parts if p.get("effective_bits")) * 8 / elems
+                             if elems else None)
+    shrinks = {}
+    for p in parts:
+        for k, v in (p.get("page_shrinks") or {}).items():
+            shrinks[k] = shrinks.get(k, 0) + v
+    out["page_shrinks"] = shrinks
+    return out
+
+
+class MetricsPoller:
+    """Scrapes /metrics of one or more servers every `interval` seconds while running; remembers
+    whether they have it (a server without /metrics, such as llama_cpp.server, stops the polling)."""
+
+    def __init__(self, client, urls, interval, t0):
+        self.client, self.urls, self.interval, self.t0 = client, urls, interval, t0
+        self.samples = []
+        self.available = None
+        self._task = None
+
+    async def _one(self, url):
+        try:
+            r = await self.client.get(url + "/metrics", timeout=5.0)
+        except httpx.HTTPError:
+            return None
+        return r
+
+    async def scrape(self):
+        replies = await asyncio.gather(*(self._one(u) for u in self.urls))
+        if any(r is not None and r.status_code != 200 for r in replies) and self.available is None:
+            self.available = False
+        if self.available is False or any(r is None or r.status_code != 200 for r in replies):
+            return None
+        self.available = True
+        s = combine_metrics([summarize_metrics(parse_prometheus(r.text)) for r in replies])
+        s["t"] = time.monotonic() - self.t0
+        self.samples.append(s)
+        return s
+
+    async def _loop(self):
+        while self.available is not False:
+            await self.scrape()
+            await asyncio.sleep(self.interval)
+
+    def start(self):
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self):
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        await self.scrape()
+
+
+def load_passages(path, n, chars):
+    """n passages of `chars` characters from the text, starting at line starts spread over it."""
+    text = open(path, encoding="utf-8").read()
+    text = re.sub(r"\n\s*\n", "\n", text)
+    if len(text) < chars * 2:
+        sys.exit(f"serve_bench: {path} is too short for prompts of {chars} characters")
+    stride = max(1, (len(text) - chars) // max(1, n))
+    out = []
+    for i in range(n):
+        start = text.find("\n", i * stride) + 1
+        start = min(start, len(text) - chars)
+        out.append(text[start:start + chars])
+    return out
+
+
+async def warm_up(client, a, headers):
+    """Sends one short non-streamed request; returns (model id, characters per prompt token)."""
+    model = a.model
+    if not model:
+        r = await client.get(a.url + "/v1/models", headers=headers, timeout=30.0)
+        r.raise_for_status()
+        model = r.json()["data"][0]["id"]
+    sample = load_passages(a.text, 1, 4000)[0]
+    body = {"model": model, "prompt": sample, "max_tokens": 1, "temperature": 0.0}
+    r = await client.post(a.url + "/v1/completions", json=body, headers=headers, timeout=600.0)
+    r.raise_for_status()
+    prompt_tokens = r.json()["usage"]["prompt_tokens"]
+    return model, len(sample) / prompt_tokens
+
+
+async def one_request(client, a, headers, model, prompt, seed, rec):
+    """Streams one completion into rec (times relative to rec['start'], monotonic seconds)."""
+    body = {"model": model, "prompt": prompt, "max_tokens": a.max_tokens, "temperature": a.temperature,
+            "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
+    if a.ignore_eos:
+        body["ignore_eos"] = True              # vLLM's field (mpkv serve)
+        body["min_tokens"] = a.max_tokens      # vLLM's and llama-cpp-python's (holds end-of-generation back)
+    t0 = rec["start"]
+    chunks = rec["chunk_times"]
+    async with client.stream("POST", a.url + "/v1/completions", json=body, headers=headers,
+                             timeout=httpx.Timeout(a.request_timeout, connect=10.0)) as r:
+        if r.status_code != 200:
+            rec["status"] = r.status_code
+            rec["error"] = (await r.aread()).decode("utf-8", "replace")[:300]
+            return
+        async for line in r.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                rec["done"] = True
+                break
+            msg = json.loads(data)
+            if msg.get("error"):
+                rec["error"] = json.dumps(msg["error"])[:300]
+                return
+            if msg.get("usage"):
+                rec["completion_tokens"] = msg["usage"].get("completion_tokens")
+                rec["prompt_tokens"] = msg["usage"].get("prompt_tokens")
+            for ch in msg.get("choices") or []:
+                if ch.get("text"):
+                    chunks.append(time.monotonic() - t0)
+                if ch.get("finish_reason"):
+                    rec["finish_reason"] = ch["finish_reason"]
+    rec["status"] = 200
+
+
+async def run_request(client, a, headers, model, prompt, rec, t_level):
+    """Fills rec (already in the level's list, so a cancelled request is still reported as cut)."""
+    rec.update({"start": time.monotonic(), "chunk_times": [], "status": None, "done": False})
+    seed = rec["seed"]
+    try:
+        await one_request(client, a, headers, model, prompt, seed, rec)
+    except asyncio.CancelledError:
+        rec["cut"] = True
+        raise
+    except (httpx.HTTPError, json.JSONDecodeError, KeyError) as e:
+        rec["error"] = f"{type(e).__name__}: {e}"[:300]
+    finally:
+        rec["end"] = time.monotonic()
+        rec["t_start"] = rec["start"] - t_level
+        rec["latency"] = rec["end"] - rec["start"]
+        rec["ok"] = bool(rec["status"] == 200 and (rec["done"] or rec.get("finish_reason")) and not rec.get("error")
+                         and not rec.get("cut"))
+        if rec["ok"] and rec.get("completion_tokens") is None:
+            # No usage chunk (llama_cpp.server streams none): max_tokens when it stopped for length,
+            # else one token per chunk (a lower bound).
+            rec["completion_tokens"] = (a.max_tokens if rec.get("finish_reason") == "length"
+                                        else len(rec["chunk_times"]))
+            rec["tokens_estimated"] = True
+
+
+async def run_level(client, a, headers, model, passages, conc, first_seed):
+    n = a.requests or conc
+    todo = list(range(n))
+    records = []
+    t_level = time.monotonic()
+    deadline = t_level + a.level_seconds if a.level_seconds > 0 else None
+
+    async def worker():
+        while todo and (deadline is None or time.monotonic() < deadline):
+            seed = first_seed + todo.pop(0)
+            rec = {"seed": seed}
+            records.append(rec)
+            await run_request(client, a, headers, model, passages[seed % len(passages)], rec, t_level)
+
+    workers = [asyncio.create_task(worker()) for _ in range(conc)]
+    done, pending = await asyncio.wait(workers, timeout=a.level_seconds if deadline else None)
+    for w in pending:
+        w.cancel()
+    for w in pending:
+        try:
+            await w
+        except asyncio.CancelledError:
+            pass
+    return records, time.monotonic() - t_level
+
+
+def pct(values, q):
+    """Nearest-rank percentile (None for no values)."""
+    if not values:
+        return None
+    v = sorted(values)
+    k = max(0, min(len(v) - 1, int(round(q / 100.0 * len(v) + 0.5)) - 1))
+    return v[k]
+
+
+def max_overlap(intervals):
+    """The largest number of [begin, end) intervals that overlap at one instant."""
+    events = sorted([(b, 1) for b, e in intervals] + [(e, -1) for b, e in intervals], key=lambda x: (x[0], x[1]))
+    best = cur = 0
+    for _, d in events:
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+def level_summary(records, wall, conc, metrics_window):
+    ok = [r for r in records if r["ok"]]
+    cut = [r for r in records if r.get("cut")]
+    failed = [r for r in records if not r["ok"] and not r.get("cut")]
+    ttft = [r["chunk_times"][0] for r in records if r["chunk_times"]]
+    itl = [b - a for r in records for a, b in zip(r["chunk_times"], r["chunk_times"][1:])]
+    tpot = [(r["latency"] - r["chunk_times"][0]) / (r["completion_tokens"] - 1)
+            for r in ok if r["chunk_times"] and (r["completion_tokens"] or 0) > 1]
+    e2e = [r["latency"] for r in ok]
+    out_tokens = sum(r["completion_tokens"] or 0 for r in ok) + sum(len(r["chunk_times"]) for r in cut)
+    streaming = max_overlap([(r["start"] + r["chunk_times"][0], r["start"] + r["chunk_times"][-1])
+                             for r in records if r["chunk_times"]])
+    s = {
+        "concurrency": conc, "requests": len(records), "completed": len(ok), "cut": len(cut),
+        "cut_before_first_token": sum(1 for r in cut if not r["chunk_times"]),
+        "failed": len(failed), "failure_examples": [r.get("error") or f"status {r['status']}" for r in failed[:3]],
+        "wall_s": wall, "requests_per_s": len(ok) / wall if wall > 0 else None,
+        "output_tok_s": out_tokens / wall if wall > 0 else None, "output_tokens": out_tokens,
+        "prompt_tokens_mean": (sum(r.get("prompt_tokens") or 0 for r in ok) / len(ok)) if ok else None,
+        "completion_tokens_mean": (sum(r["completion_tokens"] for r in ok) / len(ok)) if ok else None,
+        "streaming_at_once_max": streaming,
+    }
+    for name, vals in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2e", e2e)):
+        s[f"{name}_p50_s"] = pct(vals, 50)
+        s[f"{name}_p99_s"] = pct(vals, 99)
+    if metrics_window:
+        first, last = metrics_window[0], metrics_window[-1]
+
+        def delta(key):
+            if first.get(key) is None or last.get(key) is None:
+                return None
+            return last[key] - first[key]
+
+        def peak(key):
+            vals = [m[key] for m in metrics_window if m.get(key) is not None]
+            return max(vals) if vals else None
+
+        bits = [m["effective_bits"] for m in metrics_window if m.get("effective_bits")]
+        s.update({
+            "running_max": peak("running"), "waiting_max": peak("waiting"),
+            "kv_bytes_used_max": peak("kv_bytes_used"), "kv_budget_bytes": last.get("kv_budget_bytes"),
+            "kv_usage_max": peak("kv_usage"), "preemptions": delta("preemptions_total"),
+            "effective_bits_min": min(bits) if bits else None,
+            "page_shrinks": {k: v - first.get("page_shrinks", {}).get(k, 0)
+                             for k, v in (last.get("page_shrinks") or {}).items()},
+        })
+    return s
+
+
+def fmt(v, scale=1.0, nd=2):
+    return "-" if v is None else f"{v * scale:.{nd}f}"
+
+
+async def main_async(a):
+    headers = {"Authorization": f"Bearer {a.api_key}"} if a.api_key else {}
+    limits = httpx.Limits(max_connections=max(a.levels) + 8, max_keepalive_connections=max(a.levels) + 8)
+    async with httpx.AsyncClient(limits=limits, trust_env=False) as client:
+        model, cpt = await warm_up(client, a, headers)
+        chars = int(a.prompt_tokens * cpt)
+        total = sum(a.requests or c for c in a.levels)
+        passages = load_passages(a.text, total, chars)
+        t0 = time.monotonic()
+        poller = MetricsPoller(client, a.metrics_url or [a.url], a.metrics_interval, t0)
+        poller.start()
+        levels, all_records, seed = [], [], 0
+        for conc in a.levels:
+            m_from = len(poller.samples)
+            t_begin = time.monotonic() - t0
+            records, wall = await run_level(client, a, headers, model, passages, conc, seed)
+            await poller.scrape()
+            seed += a.requests or conc
+            s = level_summary(records, wall, conc, poller.samples[max(0, m_from - 1):])
+            s["t_begin_s"], s["t_end_s"] = t_begin, time.monotonic() - t0
+            levels.append(s)
+            for r in records:
+                r["concurrency"] = conc
+            all_records.extend(records)
+            print(f"[{a.label}] c={conc:3d}: {s['completed']}/{s['requests']} ok, {s['failed']} failed, {s['cut']} cut; "
+                  f"TTFT p50 {fmt(s['ttft_p50_s'])} s p99 {fmt(s['ttft_p99_s'])} s; "
+                  f"TPOT p50 {fmt(s['tpot_p50_s'], 1e3, 1)} ms; ITL p99 {fmt(s['itl_p99_s'], 1e3, 1)} ms; "
+                  f"{fmt(s['output_tok_s'], 1, 1)} out tok/s; streaming at once {s['streaming_at_once_max']}"
+                  + (f"; running max {s.get('running_max')}, preemptions {s.get('preemptions')}, "
+                     f"bits min {fmt(s.get('effective_bits_min'))}" if poller.available else ""),
+                  flush=True)
+            if a.pause_s:
+                await asyncio.sleep(a.pause_s)
+        await poller.stop()
+    return {
+        "label": a.label, "url": a.url, "model": model, "command": " ".join(sys.argv),
+        "workload": {"prompt_tokens": a.prompt_tokens, "max_tokens": a.max_tokens, "ignore_eos": a.ignore_eos,
+                     "temperature": a.temperature, "chars_per_token": cpt, "prompt_chars": chars,
+                     "requests_per_level": a.requests, "level_seconds": a.level_seconds, "text": a.text},
+        "extra": json.loads(a.extra) if a.extra else {},
+        "metrics_available": bool(poller.available), "levels": levels, "metrics": poller.samples,
+        "records": all_records, "load_avg": os.getloadavg(),
+    }
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8080")
+    p.add_argument("--label", required=True, help="name of this configuration in the report")
+    p.add_argument("--text", required=True, help="prompt source text (WikiText-2 test)")
+    p.add_argument("--model", help="model id (default: the first of /v1/models)")
+    p.add_argument("--api-key")
+    p.add_argument("--prompt-tokens", type=int, default=1024)
+    p.add_argument("--max-tokens", type=int, default=512)
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false")
+    p.add_argument("--levels", default="1,4,16,64", help="comma-separated concurrency levels")
+    p.add_argument("--requests", type=int, default=0, help="requests per level (0: its concurrency)")
+    p.add_argument("--level-seconds", type=float, default=0, help="time box per level (0: none)")
+    p.add_argument("--request-timeout", type=float, default=1800)
+    p.add_argument("--metrics-interval", type=float, default=0.5)
+    p.add_argument("--metrics-url", action="append", default=[],
+                   help="server whose /metrics to poll (repeatable; default --url): the replicas behind a router")
+    p.add_argument("--pause-s", type=float, default=1.0, help="idle time between levels")
+    p.add_argument("--extra", help="JSON object stored with the results (server options, budget)")
+    p.add_argument("-o", "--out", required=True, help="JSON file to write")
+    a = p.parse_args()
+    a.levels = [int(x) for x in a.levels.split(",") if x.strip()]
+    if not a.levels or min(a.levels) < 1:
+        sys.exit("serve_bench: --levels needs positive integers")
+    result = asyncio.run(main_async(a))
+    tmp = a.out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f, indent=1)
+    os.replace(tmp, a.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The serving demo (the README's first command): sets up (Debian packages, model, Release build),
+# calibrates a 2.5-bit combined plan for the KIVI quantizer (as scripts/demo.sh does), installs the
+# Python client (`openai`, `httpx`) with pip into .venv-bench, then starts `mpkv serve` twice under
+# the same KV budget (4 sequences of the workload at 16 bits): once with the f16 cache, once with
+# the plan. Each time 16 chat requests (prompts of ~256 tokens, 128 generated tokens each) go to the
+# server at once through the openai client, and one line says how many ran at once, the output
+# tok/s, the peak KV bytes and the lowest effective bits (bench/demo_serve.py).
+# A few minutes on 2 idle cores once built. DEMO_PLAN=FILE skips calibration; DEMO_REQUESTS (16),
+# DEMO_PROMPT_TOKENS (256), DEMO_MAX_TOKENS (128), DEMO_THREADS (2).
+# Outputs (plan, server logs) in out/demo_serve/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh build
+MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+OUT=out/demo_serve
+T=${DEMO_THREADS:-2}
+mkdir -p "$OUT"
+PY=$(scripts/bench_env.sh openai httpx)
+if [ -f ../shared/data/wikitext-2/test.txt ]; then
+  tail -c 300000 ../shared/data/wikitext-2/test.txt > "$OUT/calib.txt"
+  TEXT=../shared/data/wikitext-2/test.txt
+else
+  cat README.md docs/*.md docs/results/*.md > "$OUT/calib.txt"
+  TEXT=$OUT/calib.txt
+fi
+PLAN=${DEMO_PLAN:-}
+if [ -z "$PLAN" ]; then
+  build/mpkv calibrate -m "$MODEL" --method combined --avg-bits 2.5 --quantizer kivi -o "$OUT/combined_2.5.json" \
+    --calib-file "$OUT/calib.txt" --calib-n 4 --calib-len 512 --pi-scale 4 -t "$T" 2>&1 | grep -E "^plan|^time" || true
+  PLAN=$OUT/combined_2.5.json
+fi
+echo
+OMP_WAIT_POLICY=passive "$PY" bench/demo_serve.py --mpkv build/mpkv -m "$MODEL" --plan "$PLAN" --text "$TEXT" \
+  -t "$T" -n "${DEMO_REQUESTS:-16}" --prompt-tokens "${DEMO_PROMPT_TOKENS:-256}" \
+  --max-tokens "${DEMO_MAX_TOKENS:-128}" --out-dir "$OUT"
