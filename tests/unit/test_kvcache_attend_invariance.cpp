@@ -55,17 +55,17 @@ std::vector<float> attend_last(KvCache& c, int seq, const std::vector<float>& q,
 }
 
 // The query of row kMaxQueries - 1 - back sees kContext - back positions whatever n is; its output
-// for n = 1 + back (it is the first query) must equal its output for every larger n, at 1-3 threads.
+// for n = 1 + back (it is the first query) must equal its output for every larger n, at 1 and 3 threads.
 void expect_invariant(KvCache& c, const std::string& what) {
   const KvDims d = c.dims();
   const size_t row = (size_t)d.n_head * d.head_dim;
   fill(c, 5, 11);
   const std::vector<float> q = test::random_q(kMaxQueries, d, 99);
   const int saved = omp_get_max_threads();
-  for (int back : {0, 1, 4}) {
+  for (int back : {0, 4}) {
     omp_set_num_threads(1);
     const std::vector<float> alone = attend_last(c, 5, q, 1 + back);
-    for (int threads : {1, 2, 3}) {
+    for (int threads : {1, 3}) {
       omp_set_num_threads(threads);
       for (int n = 1 + back; n <= kMaxQueries; ++n) {
         const std::vector<float> out = attend_last(c, 5, q, n);
