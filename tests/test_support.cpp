@@ -11,6 +11,7 @@
 namespace mpkv::test {
 
 std::string source_path(const std::string& rel) { return std::string(MPKV_SOURCE_DIR) + "/" + rel; }
+std::string shared_path(const std::string& rel) { return std::string(MPKV_SOURCE_DIR) + "/../shared/" + rel; }
 
 std::string default_model_path() {
   if (const char* env = std::getenv("MPKV_MODEL"); env && *env) {

@@ -10,6 +10,8 @@ namespace mpkv::test {
 std::string default_model_path();
 // <source dir>/<rel>.
 std::string source_path(const std::string& rel);
+// <source dir>/../shared/<rel>: the project's shared data (WikiText-2 ...), beside the checkout.
+std::string shared_path(const std::string& rel);
 // A fresh temporary directory for this test process (created once, not removed on failure).
 std::string temp_dir();
 

@@ -25,8 +25,9 @@ Engine::Engine(const Model& model, const Tokenizer& tok, std::unique_ptr<PagedKv
   runner_ = std::make_unique<ModelRunner>(model_, *cache_);
   const size_t admit = budget == 0 ? 0 : (size_t)((double)budget * opts_.admission_overcommit);
   const PagedKvCache* c = cache_.get();
-  sched_ = std::make_unique<Scheduler>(opts_.max_seqs, admit, [c](int n) { return c->sequence_bytes_bound(n); },
-                                       opts_.n_ctx);
+  sched_ = std::make_unique<Scheduler>(
+      opts_.max_seqs, admit, [c](int n) { return c->sequence_bytes_bound(n); }, [c] { return c->available_bytes(); },
+      opts_.n_ctx);
   totals_.kv_budget_bytes = budget;
   snapshot_ = totals_;
 }

@@ -6,8 +6,10 @@
 
 namespace mpkv {
 
-Scheduler::Scheduler(int max_seqs, size_t admit_bytes, std::function<size_t(int)> footprint, int n_ctx)
-    : max_seqs_(max_seqs), admit_bytes_(admit_bytes), footprint_(std::move(footprint)), n_ctx_(n_ctx) {}
+Scheduler::Scheduler(int max_seqs, size_t admit_bytes, std::function<size_t(int)> footprint,
+                     std::function<size_t()> available, int n_ctx)
+    : max_seqs_(max_seqs), admit_bytes_(admit_bytes), footprint_(std::move(footprint)), available_(std::move(available)),
+      n_ctx_(n_ctx) {}
 
 std::vector<Sequence*> Scheduler::admit() {
   std::vector<Sequence*> out;
@@ -16,6 +18,7 @@ std::vector<Sequence*> Scheduler::admit() {
     const size_t need = projected(s);
     // The oldest waiting request always starts when nothing runs (add_request checked it fits alone).
     if (!running_.empty() && admit_bytes_ > 0 && running_bytes_ + need > admit_bytes_) break;
+    if (!running_.empty() && footprint_(std::min((int)s.tokens.size() + 1, n_ctx_)) > available_()) break;
     running_bytes_ += need;
     s.status = SeqStatus::running;
     out.push_back(&s);

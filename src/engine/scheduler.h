@@ -19,12 +19,18 @@ struct BatchEntry {
 class Scheduler {
  public:
   // footprint(n): bytes one sequence needs to grow to n positions (PagedKvCache::sequence_bytes_bound);
-  // admit_bytes: what the projected footprints of running sequences may add up to (0: unlimited).
-  Scheduler(int max_seqs, size_t admit_bytes, std::function<size_t(int)> footprint, int n_ctx);
+  // admit_bytes: what the projected footprints of running sequences may add up to (0: unlimited);
+  // available(): bytes the cache could hand out now, shrinking every page to its floor
+  // (PagedKvCache::available_bytes).
+  Scheduler(int max_seqs, size_t admit_bytes, std::function<size_t(int)> footprint, std::function<size_t()> available,
+            int n_ctx);
 
   void add(std::unique_ptr<Sequence> s) { waiting_.push_back(std::move(s)); }
-  // Moves waiting sequences to running, oldest first, while they fit (engine.h, step 2); stops at
-  // the first that does not (no overtaking). Returns the newly admitted ones.
+  // Moves waiting sequences to running, oldest first, while they fit (engine.h, step 3): their
+  // projection within admit_bytes, and room in the cache now for the tokens they already have
+  // plus one (so a preempted sequence is not taken back before the cache can hold it again, which
+  // would only preempt it again). Stops at the first that does not fit (no overtaking). Returns the
+  // newly admitted ones.
   std::vector<Sequence*> admit();
   // Decode tokens of every running sequence that has finished prefilling, oldest first, then
   // prefill chunks, oldest first, until max_tokens tokens are in the batch.
@@ -49,6 +55,7 @@ class Scheduler {
   int max_seqs_;
   size_t admit_bytes_;
   std::function<size_t(int)> footprint_;
+  std::function<size_t()> available_;
   int n_ctx_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in order of admission

@@ -92,6 +92,10 @@ class PagedKvCache final : public KvCache {
   const KvPlan& plan() const { return plan_; }
   const PagePool& pool() const { return pool_; }
   size_t bytes_used() const { return pool_.used(); }
+  // Bytes that could be charged now if every full page shrank to its final bits (SIZE_MAX: no budget).
+  size_t available_bytes() const {
+    return pool_.budget() == 0 ? SIZE_MAX : pool_.free_bytes() + reclaimable_;
+  }
 
   // The accounting formulas (see the header comment).
   size_t sequence_fixed_bytes() const;

@@ -104,7 +104,7 @@ TEST(Cli, BenchWithPlanForAnotherModelIsAClearError) {
 // is a clear error.
 TEST(Cli, PplWithProgressiveCacheUnderTightBudget) {
   const std::string m = test::default_model_path();
-  const std::string wiki = "/work/shared/data/wikitext-2/test.txt";
+  const std::string wiki = test::shared_path("data/wikitext-2/test.txt");
   if (m.empty() || !std::filesystem::exists(wiki)) GTEST_SKIP() << "real model or WikiText-2 absent";
   const std::string text = test::temp_dir() + "/wiki_head.txt";
   {

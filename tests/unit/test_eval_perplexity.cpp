@@ -20,12 +20,12 @@
 namespace mpkv {
 namespace {
 
-constexpr const char* kWikitext = "/work/shared/data/wikitext-2/test.txt";
+const std::string kWikitext = test::shared_path("data/wikitext-2/test.txt");
 constexpr int kCtx = 256;            // one window of 256 tokens, the last 127 scored
 constexpr size_t kTextChars = 4000;  // ~900 tokens of the start of the file: enough for one window
 
-// Chunked vs one-call f16 prefill (both on the sgemm path, batch > kLinearSmallBatch) differ in
-// the order of float sums (GEMM blocking, online softmax over pages vs within a chunk); a sum
+// Chunked vs one-call f16 prefill differ in the order of float sums (online softmax over pages vs
+// within a chunk); a sum
 // that moves by an ulp can round a K/V element to the neighbouring fp16 value. Observed: per
 // token |dNLL| up to 3.3e-3, mean NLL within 5e-5. A wrong position or a lost chunk moves NLLs
 // by O(1) and the mean by far more than these limits.
