@@ -211,11 +211,18 @@ TEST(ServerHandler, QueueFullGives503WithRetryAfter) {
   EXPECT_EQ(json::parse(second.body)["error"]["code"], "queue_full");
 }
 
-TEST(ServerHandler, CancelledOrDroppedStreamAbortsItsRequest) {
-  ApiHandler h({});
-  EchoBackend b(100000, 4);
-  h.set_backend(&b);
-  HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 50000, "stream": true})"));
+// A handler over an EchoBackend that nobody steps but the test, and streams that would run for
+// 50000 steps unless cancelled.
+class LongStreams : public ::testing::Test {
+ protected:
+  LongStreams() { h.set_backend(&b); }
+  HttpResponse start() { return h.handle(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 50000, "stream": true})")); }
+  ApiHandler h{{}};
+  EchoBackend b{100000, 4};
+};
+
+TEST_F(LongStreams, CancelledOrDroppedStreamAbortsItsRequest) {
+  HttpResponse r = start();
   ASSERT_TRUE(r.stream);
   b.step();
   b.step();
@@ -228,18 +235,15 @@ TEST(ServerHandler, CancelledOrDroppedStreamAbortsItsRequest) {
   EXPECT_EQ(h.in_flight().size(), 0u);
 
   // A stream dropped without a word (its connection died before the first write) aborts too.
-  r = h.handle(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 50000, "stream": true})"));
+  r = start();
   b.step();
   r.stream.reset();
   b.step();
   EXPECT_EQ(b.metrics().running, 0);
 }
 
-TEST(ServerHandler, DrainAbortsWhatOutlivesTheDeadline) {
-  ApiHandler h({});
-  EchoBackend b(100000, 4);
-  h.set_backend(&b);
-  HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 50000, "stream": true})"));
+TEST_F(LongStreams, DrainAbortsWhatOutlivesTheDeadline) {
+  HttpResponse r = start();
   ASSERT_TRUE(r.stream);
   size_t aborted = 0;
   std::thread t([&] { aborted = drain(h, b, 50ms, 2000ms); });
