@@ -77,7 +77,7 @@ def main():
     p.add_argument("--text", required=True, help="text the prompts are cut from")
     p.add_argument("-t", "--threads", type=int, default=2)
     p.add_argument("-n", "--requests", type=int, default=16)
-    p.add_argument("--prompt-tokens", type=int, default=256, help="approximate (4 characters per token)")
+    p.add_argument("--prompt-tokens", type=int, default=512, help="approximate (4 characters per token)")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--out-dir", default="out/demo_serve")
     a = p.parse_args()

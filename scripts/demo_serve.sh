@@ -3,11 +3,11 @@
 # calibrates a 2.5-bit combined plan for the KIVI quantizer (as scripts/demo.sh does), installs the
 # Python client (`openai`, `httpx`) with pip into .venv-bench, then starts `mpkv serve` twice under
 # the same KV budget (4 sequences of the workload at 16 bits): once with the f16 cache, once with
-# the plan. Each time 16 chat requests (prompts of ~256 tokens, 128 generated tokens each) go to the
+# the plan. Each time 16 chat requests (prompts of ~512 tokens, 128 generated tokens each) go to the
 # server at once through the openai client, and one line says how many ran at once, the output
 # tok/s, the peak KV bytes and the lowest effective bits (bench/demo_serve.py).
 # A few minutes on 2 idle cores once built. DEMO_PLAN=FILE skips calibration; DEMO_REQUESTS (16),
-# DEMO_PROMPT_TOKENS (256), DEMO_MAX_TOKENS (128), DEMO_THREADS (2).
+# DEMO_PROMPT_TOKENS (512), DEMO_MAX_TOKENS (128), DEMO_THREADS (2).
 # Outputs (plan, server logs) in out/demo_serve/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,5 +32,5 @@ if [ -z "$PLAN" ]; then
 fi
 echo
 OMP_WAIT_POLICY=passive "$PY" bench/demo_serve.py --mpkv build/mpkv -m "$MODEL" --plan "$PLAN" --text "$TEXT" \
-  -t "$T" -n "${DEMO_REQUESTS:-16}" --prompt-tokens "${DEMO_PROMPT_TOKENS:-256}" \
+  -t "$T" -n "${DEMO_REQUESTS:-16}" --prompt-tokens "${DEMO_PROMPT_TOKENS:-512}" \
   --max-tokens "${DEMO_MAX_TOKENS:-128}" --out-dir "$OUT"
