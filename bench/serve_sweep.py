@@ -34,8 +34,8 @@ MPKV_KV_ARGS = {
 
 def f16_budget_mib(mpkv, model, tokens, threads):
     """4 x mpkv's f16 bound for one sequence of `tokens` positions (MiB)."""
-    out = subprocess.run([mpkv, "bench", "-m", model, "-t", str(threads), "--synthetic", "--ctx", str(tokens),
-                          "-d", "2", "-r", "1", "-p", "16", "--parallel", "0", "--kv-budget-mib", "200",
+    out = subprocess.run([mpkv, "bench", "-m", model, "-t", str(threads), "--synthetic", "-d", str(tokens - 2),
+                          "-n", "2", "-r", "1", "-p", "16", "--parallel", "0", "--kv-budget-mib", "200",
                           "--kv-method", "f16"], capture_output=True, text=True, check=True)
     m = re.search(r"\(([0-9.]+) MiB each at most\)", out.stdout + out.stderr)
     if not m:

@@ -12,17 +12,17 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}; ROUNDS=${2:-2}; BASE=${3:-}
 M=models/SmolLM2-135M-Instruct.Q4_1.gguf
 decode() {  # decode tok/s at context 1K; args: env assignments... -- bench args...
-  env "$@" | sed -n 's/^decode  @ context  1024 *\([0-9.]*\) tok.*/\1/p'
+  env "$@" | sed -n 's/^decode .* @ depth  1016 *\([0-9.]*\) .*tok.*/\1/p'
 }
 pair() {  # name, ref value, value
   echo "$1: $2 -> $3 tok/s, ratio $(python3 -c "print(f'{$3 / $2:.2f}')")  [$(uptime | sed 's/.*load/load/')]"
 }
-bench=("$BUILD/mpkv" bench -m $M --synthetic --ctx 1024 -d 16 -r 3 -p 16)
+bench=("$BUILD/mpkv" bench -m $M --synthetic -d 1016 -n 16 -r 3 -p 16)  # 16 steps around context 1024
 for r in $(seq 1 "$ROUNDS"); do
   echo "=== round $r"
   if [ -n "$BASE" ]; then
     a=$(OMP_WAIT_POLICY=passive "$BASE" bench -m $M -t 1 -p 512 --ctx 128 -d 4 -r 3 | sed -n 's/^prefill .* \([0-9.]*\) tok\/s/\1/p')
-    b=$(OMP_WAIT_POLICY=passive "$BUILD/mpkv" bench -m $M -t 1 -p 512 --ctx 128 -d 4 -r 3 | sed -n 's/^prefill .* \([0-9.]*\) tok\/s/\1/p')
+    b=$(OMP_WAIT_POLICY=passive "$BUILD/mpkv" bench -m $M -t 1 -p 512 -d 128 -n 4 -r 3 | sed -n 's/^prefill  *[0-9]* tokens *\([0-9.]*\) .*/\1/p')
     pair "prefill 512, 1 thread, previous main -> this build" "$a" "$b"
   fi
   for n in 2 4 8 16; do

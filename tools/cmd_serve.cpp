@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "cli_options.h"
 #include "commands.h"
 #include "engine/engine.h"
 #include "kvcache/kv_cache_factory.h"
@@ -56,7 +57,7 @@ void run_serve(ServeArgs a) {
   std::printf("listening on http://%s:%d\n", a.http.host.c_str(), port);
   std::fflush(stdout);
 
-  set_num_threads(a.threads);
+  const int threads = apply_threads(a.threads);
   auto model = Model::load(a.model);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   KvCacheOptions kv = a.kv;
@@ -65,9 +66,9 @@ void run_serve(ServeArgs a) {
   server::EngineBackend backend(engine);
   server::EngineLoop loop(engine);
   handler.set_backend(&backend);
-  std::fprintf(stderr, "[serve] ready: model %s, %s, n_ctx %d, max %d sequences, %d tokens per step, queue %d%s\n",
+  std::fprintf(stderr, "[serve] ready: model %s, %s, n_ctx %d, max %d sequences, %d tokens per step, queue %d, %d threads%s\n",
                a.api.model_name.c_str(), describe(a.kv).c_str(), a.engine.n_ctx, a.engine.max_seqs,
-               a.engine.max_batch_tokens, a.engine.max_queue, a.api.api_key.empty() ? "" : ", API key required");
+               a.engine.max_batch_tokens, a.engine.max_queue, threads, a.api.api_key.empty() ? "" : ", API key required");
 
   const bool by_signal = wait_for_shutdown(signals, loop);
   const auto deadline = std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout_s * 1000));
@@ -85,30 +86,33 @@ void register_serve(CLI::App& app) {
   sub->add_option("-m,--model", a->model, "GGUF model file")->required();
   sub->add_option("--host", a->http.host, "address to listen on (loopback unless told otherwise)")->capture_default_str();
   sub->add_option("--port", a->http.port, "TCP port (0: an ephemeral port, printed on start)")->capture_default_str()
-      ->check(CLI::Range(0, 65535));
+      ->check(integer_in(0, 65535, "in [0, 65535]"));
   sub->add_option("--served-model-name", a->served_name, "model id in /v1/models and responses (default: file stem)");
   sub->add_option("--api-key", a->api.api_key, "require Authorization: Bearer KEY on every endpoint but /health");
-  sub->add_option("-c,--ctx", a->engine.n_ctx, "context per request (prompt + generated)")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  sub->add_option("-c,--ctx-size", a->engine.n_ctx, "context per request (prompt + generated)")->capture_default_str()
+      ->check(integer_in(2, 1 << 24, ">= 2"));
   sub->add_option("--max-seqs", a->engine.max_seqs, "requests running at once")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, 1 << 16, ">= 1"));
   sub->add_option("--max-batch-tokens", a->engine.max_batch_tokens, "tokens per engine step (decode + prefill chunks)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(integer_in(1, 1 << 24, ">= 1"));
   sub->add_option("--max-queue", a->engine.max_queue, "requests waiting before 503 + Retry-After")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(1, 1 << 24, ">= 1"));
   sub->add_option("--admission-overcommit", a->engine.admission_overcommit,
                   "admit up to budget x this many projected bytes (1: never preempt; > 1: admit more, preempt when short)")
-      ->capture_default_str();
+      ->capture_default_str()->check(number_in(1.0, 1e6, ">= 1"));
   sub->add_option("--http-threads", a->http.threads, "connections served at once (each stream holds one)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(integer_in(1, 1 << 16, ">= 1"));
   sub->add_option("--max-body-kib", a->max_body_kib, "request bodies above this get 413")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, 1 << 20, ">= 1"));
   sub->add_option("--shutdown-timeout", a->shutdown_timeout_s, "seconds in-flight requests may finish after SIGINT/SIGTERM")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("-t,--threads", a->threads, "compute threads (0: all cores)")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(number_in(0.0, 3600.0, "in [0, 3600]"));
+  add_threads_option(sub, a->threads);
   add_kv_cache_options(sub, a->kv);
-  sub->callback([a] { run_serve(*a); });
+  sub->callback([a, sub] {
+    check_kv_flags(sub, a->kv);
+    cap_kv_sizes(a->kv, a->engine.n_ctx);
+    run_serve(*a);
+  });
 }
 
 }  // namespace mpkv::cli

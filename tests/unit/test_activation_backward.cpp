@@ -33,9 +33,11 @@ constexpr double kFdDoubleRel = 1e-6;
 // Float backward vs double backward, normwise per layer: fp32 rounding (~1e-7 per op) amplified by
 // softmax/normalisation Jacobians through a few layers stays far below this.
 constexpr double kFloatVsDoubleRel = 1e-3;
-// Engine forward vs this forward: the engine stores K/V in fp16 (relative 2^-11 per entry) and its
-// RoPE angles are computed in float; the NLL moves by at most ~1e-3 of the logit scale here.
-constexpr double kEngineLossAbs = 5e-3;
+// Engine forward vs this forward: the engine stores K/V in fp16 (relative 2^-11 per entry), its
+// RoPE angles are in float, and its linear layers quantize activations to 8 bits per block of 32
+// (docs/numerics.md). Relative to the mean NLL (~44 on the random tiny models) the loss moved by
+// at most 9e-4 (measured); a shifted position or a dropped layer moves it by whole nats.
+constexpr double kEngineLossRel = 2e-3;
 
 std::unique_ptr<Model> tiny(const std::string& arch, uint64_t seed = 7) {
   test::TinyModelSpec spec;
@@ -167,7 +169,7 @@ TEST_P(BackwardTiny, LossMatchesEngineForward) {
       nll += m + std::log(z) - row[toks[t + 1]];
     }
     nll /= (double)(toks.size() - 1);
-    EXPECT_NEAR(ab.loss(toks, s), nll, kEngineLossAbs) << "pos_scale " << s;
+    EXPECT_NEAR(ab.loss(toks, s), nll, kEngineLossRel * std::abs(nll)) << "pos_scale " << s;
   }
 }
 

@@ -20,9 +20,11 @@
 namespace mpkv::calib {
 namespace {
 
-// Key maxima of this pass vs the engine's observer: both float, the engine's RoPE angles in float
-// (relative ~1e-7 * position), so maxima agree to well under this.
-constexpr double kKeyMaxRel = 1e-3;
+// Key maxima of this pass (float activations) vs the engine's observer: the engine's linear layers
+// quantize activations to 8 bits per block of 32 (q8, docs/numerics.md), which moves a projection
+// by up to ~0.5% of its size (measured: 0.36% on the tiny models); a wrong layer, head or position
+// moves maxima by tens of percent.
+constexpr double kKeyMaxRel = 1e-2;
 
 std::unique_ptr<Model> tiny(const std::string& arch) {
   test::TinyModelSpec spec;
