@@ -28,6 +28,7 @@
 #include "cli_options.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "engine/model_runner.h"
 #include "kvcache/kv_cache_factory.h"
 #include "model/forward.h"
 #include "model/linear.h"
@@ -74,18 +75,16 @@ nlohmann::json figure_json(const std::vector<double>& runs) {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Runs ids[0, n) through the model in chunks of `batch`, positions from 0.
-void prefill(Forward& fwd, KvCache& cache, const std::vector<int32_t>& ids, int n, int batch) {
-  std::vector<float> logits;
-  for (int s = 0; s < n; s += batch) {
-    std::vector<BatchToken> b;
-    for (int i = s; i < std::min(n, s + batch); ++i) b.push_back({ids[i], i, 0, i == n - 1});
-    fwd.run(cache, b, logits);
-  }
+// Runs ids[0, n) of seq through the model (ModelRunner::prefill: chunks of `batch`, halved while
+// a budget cannot hold them), positions from 0.
+void prefill(ModelRunner& runner, int seq, const std::vector<int32_t>& ids, int n, int batch) {
+  const size_t done = runner.prefill(seq, std::span(ids.data(), (size_t)n), 0, batch, LogitSpan::last(n), nullptr);
+  MPKV_CHECK(done == (size_t)n, "bench: the KV budget cannot hold " + std::to_string(n) + " tokens of sequence " +
+                                    std::to_string(seq) + " (--kv-budget-mib)");
 }
 
 // Appends n random K/V positions (fixed seed; keys with a few outlier channels) to every layer of
-// seq, in chunks of `batch` halved while the cache cannot reserve them (as generate() does).
+// seq, in chunks of `batch` halved while the cache cannot reserve them (reserve_halving).
 void synthetic_fill(KvCache& cache, int seq, int n, int batch) {
   const KvDims& d = cache.dims();
   const size_t row = (size_t)d.n_head_kv * d.head_dim;
@@ -93,9 +92,8 @@ void synthetic_fill(KvCache& cache, int seq, int n, int batch) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> k((size_t)batch * row), v((size_t)batch * row);
   for (int s = 0; s < n;) {
-    int m = std::min(batch, n - s);
-    while (m > 1 && !cache.reserve(seq, m)) m /= 2;
-    MPKV_CHECK(m > 1 || cache.reserve(seq, 1), "bench: the KV budget cannot hold the synthetic context");
+    const int m = reserve_halving(cache, seq, std::min(batch, n - s));
+    MPKV_CHECK(m > 0, "bench: the KV budget cannot hold the synthetic context");
     for (int l = 0; l < d.n_layer; ++l) {
       for (size_t i = 0; i < (size_t)m * row; ++i) {
         k[i] = nd(rng) * (i % 37 == 5 ? 8.0f : 1.0f);
@@ -150,10 +148,7 @@ void register_bench(CLI::App& app) {
     const auto ids = bench_tokens(max_ctx, c.n_vocab);
     const KvDims dims = c.kv_dims();
     a->kv.model = kv_model_identity(*model);  // a --kv-plan for another model is an Error
-    Forward fwd(*model);
-    // Validates the options and the budget before any work; a calibrated plan's key smoothing
-    // (q *= lambda, k /= lambda before RoPE; kv_plan.h) goes to the forward, as in generate/ppl.
-    fwd.set_qk_smoothing(make_kv_cache(a->kv, dims)->plan().smoothing);
+    make_kv_cache(a->kv, dims);  // validates the options and the budget before any work
     const std::string kv = describe(a->kv);
     std::printf("mpkv bench: %s, %d threads, isa %s, kv %s, median +/- standard deviation of %d runs\n", c.name.c_str(), threads,
                 isa_name(active_isa()), kv.c_str(), a->reps);
@@ -163,8 +158,9 @@ void register_bench(CLI::App& app) {
     std::vector<double> pf;
     for (int r = 0; r < a->reps; ++r) {
       auto cache = make_kv_cache(a->kv, dims);
+      ModelRunner runner(*model, *cache);  // applies a plan's key smoothing
       const double t0 = now_s();
-      prefill(fwd, *cache, ids, a->prompt, a->batch);
+      prefill(runner, 0, ids, a->prompt, a->batch);
       pf.push_back(a->prompt / (now_s() - t0));
     }
     std::printf("prefill %5d tokens      %s\n", a->prompt, figure(pf).c_str());
@@ -187,22 +183,11 @@ void register_bench(CLI::App& app) {
       }
       for (int r = 0; r < a->reps; ++r) {
         auto cache = make_kv_cache(a->kv, dims);
+        ModelRunner runner(*model, *cache);
         const int fill = ctx;
         for (int s = 0; s < parallel; ++s) {
-          if (a->synthetic) {
-            synthetic_fill(*cache, s, fill, a->batch);
-          } else {
-            for (int p0 = 0; p0 < fill;) {
-              int m = std::min(a->batch, fill - p0);
-              while (m > 1 && !cache->reserve(s, m)) m /= 2;
-              MPKV_CHECK(m > 1 || cache->reserve(s, 1), "bench: the KV budget cannot hold the decode context");
-              std::vector<BatchToken> b;
-              for (int i = p0; i < p0 + m; ++i) b.push_back({ids[i], i, s, false});
-              std::vector<float> logits;
-              fwd.run(*cache, b, logits);
-              p0 += m;
-            }
-          }
+          if (a->synthetic) synthetic_fill(*cache, s, fill, a->batch);
+          else if (fill > 0) prefill(runner, s, ids, fill, a->batch);
         }
         std::vector<float> logits;
         const double t0 = now_s();
@@ -213,7 +198,7 @@ void register_bench(CLI::App& app) {
               MPKV_CHECK(cache->reserve(s, 1), "bench: the KV budget cannot hold the decode context");
               b.push_back({ids[fill + i], fill + i, s, true});
             }
-            fwd.run(*cache, b, logits);
+            runner.run(b, logits);
           }
         }
         dv.push_back((double)a->decode * parallel / (now_s() - t0));

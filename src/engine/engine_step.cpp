@@ -14,10 +14,7 @@ bool Engine::reserve_all(std::vector<BatchEntry>& entries) {
   for (BatchEntry& e : entries) {
     while (e.n_tokens > 0) {
       // A prefill chunk that does not fit is halved first (fewer fresh pages at once).
-      int n = e.n_tokens;
-      bool ok = cache_->reserve(e.seq->cache_slot, n);
-      while (!ok && n > 1) ok = cache_->reserve(e.seq->cache_slot, n /= 2);
-      if (ok) {
+      if (const int n = reserve_halving(*cache_, e.seq->cache_slot, e.n_tokens)) {
         e.n_tokens = n;
         break;
       }

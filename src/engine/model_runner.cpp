@@ -18,12 +18,8 @@ size_t ModelRunner::prefill(int seq, std::span<const int32_t> tokens, int pos0, 
   MPKV_CHECK(max_chunk > 0, "prefill chunk must be positive");
   size_t done = 0;
   while (done < tokens.size()) {
-    int n = (int)std::min(tokens.size() - done, (size_t)max_chunk);
-    // Halve while the cache cannot set aside room for the chunk (it shrinks pages first).
-    while (!cache_.reserve(seq, n)) {
-      if (n == 1) return done;
-      n /= 2;
-    }
+    const int n = reserve_halving(cache_, seq, (int)std::min(tokens.size() - done, (size_t)max_chunk));
+    if (n == 0) return done;
     batch_.clear();
     size_t first_row = SIZE_MAX, n_rows = 0;
     for (int i = 0; i < n; ++i) {

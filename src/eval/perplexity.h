@@ -4,7 +4,7 @@
 // positions [n_ctx/2, n_ctx-1) predict the tokens that follow them. PPL = exp(mean NLL), and the
 // standard error is PPL * sqrt(var(NLL) / (count - 1)), as llama.cpp prints it.
 // A window is prefilled in chunks of at most `batch` tokens, each reserved in the cache first and
-// halved while the cache cannot reserve it (as generate() does), so a budgeted progressive cache
+// halved while the cache cannot reserve it (engine/ModelRunner::prefill), so a budgeted progressive cache
 // shrinks pages between chunks instead of needing the whole window at 16 bits at once.
 #pragma once
 #include <cstdint>

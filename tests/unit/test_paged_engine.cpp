@@ -1,17 +1,15 @@
 // The paged KV cache inside the engine, on a tiny synthetic model: the fp16 path and the 16-bit
-// progressive path against F16KvCache through the whole forward pass (prefill and decode), and
-// generate() with several sequences under a budget that stops one of them with "kv_budget".
+// progressive path against F16KvCache through the whole forward pass (prefill and decode). Several
+// sequences under one budget are the serving engine's tests (test_serving_engine.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "engine/generator.h"
 #include "fixtures/tiny_model.h"
 #include "kvcache/f16_kv_cache.h"
 #include "kvcache/kv_cache_factory.h"
 #include "model/forward.h"
 #include "test_support.h"
-#include "tokenizer/tokenizer.h"
 
 namespace mpkv {
 namespace {
@@ -114,44 +112,6 @@ TEST(PagedEngine, SixteenBitCodesMatchF16KvCacheOnTheRealModel) {
   auto prog = make_kv_cache(o, t.dims);  // no budget: pages stay at 16 bits
   EXPECT_LT(max_rel_diff(run(*t.model, *prog, 32, 0), ref), kSixteenBitCodesRel) << "progressive, unshrunk";
   EXPECT_EQ(prog->shrink_totals().page_shrinks, 0u);
-}
-
-TEST(PagedEngine, GenerateStopsOneSequenceWithKvBudgetAndFinishesTheOthers) {
-  const Tiny t = tiny_model();
-  const Tokenizer tok = Tokenizer::from_gguf(t.model->gguf());
-  KvCacheOptions o;
-  o.method = "progressive";
-  o.bits = 2;
-  o.window = 8;
-  o.page_tokens = 8;
-  const int n_total = 10 + 120;  // prompt + generated
-  auto probe = make_kv_cache(o, t.dims);
-  const size_t two = 2 * probe->sequence_bytes_bound(n_total) + probe->sequence_fixed_bytes() / 2;
-  o.budget_mib = (double)two / (1024.0 * 1024.0);
-  auto cache = make_kv_cache(o, t.dims);
-  std::vector<std::vector<int32_t>> prompts(3, std::vector<int32_t>(10));
-  for (int s = 0; s < 3; ++s)
-    for (int i = 0; i < 10; ++i) prompts[s][i] = 3 + s * 20 + i;
-  GenerateOptions g;
-  g.n_predict = 120;
-  g.stop_at_eog = false;
-  g.sampling.temperature = 0;
-  GenerateStats stats;
-  const auto res = generate(*t.model, tok, *cache, prompts, g, stats);
-  int budget_stops = 0, full = 0;
-  for (const auto& r : res) {
-    if (r.stop_reason == "kv_budget") ++budget_stops;
-    if (r.stop_reason == "n_predict") {
-      ++full;
-      EXPECT_EQ((int)r.tokens.size(), 120);
-    }
-  }
-  EXPECT_EQ(budget_stops, 1);
-  EXPECT_EQ(full, 2);
-  EXPECT_EQ(stats.n_kv_budget_stops, 1);
-  EXPECT_LE(cache->pool().peak_used(), cache->pool().budget());
-  EXPECT_GT(cache->shrink_totals().page_shrinks, 0u);
-  EXPECT_EQ(cache->bytes_used(), 0u) << "finished sequences are freed";
 }
 
 }  // namespace
