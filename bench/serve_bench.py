@@ -248,14 +248,14 @@ async def run_request(client, a, headers, model, prompt, rec, t_level):
 
 async def run_level(client, a, headers, model, passages, conc, first_seed):
     n = a.requests or conc
-    todo = list(range(n))
+    unsent = list(range(n))  # request indices of this level not yet sent (a shared work queue)
     records = []
     t_level = time.monotonic()
     deadline = t_level + a.level_seconds if a.level_seconds > 0 else None
 
     async def worker():
-        while todo and (deadline is None or time.monotonic() < deadline):
-            seed = first_seed + todo.pop(0)
+        while unsent and (deadline is None or time.monotonic() < deadline):
+            seed = first_seed + unsent.pop(0)
             rec = {"seed": seed}
             records.append(rec)
             await run_request(client, a, headers, model, passages[seed % len(passages)], rec, t_level)
