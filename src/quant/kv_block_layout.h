@@ -57,6 +57,10 @@ struct KvBlockLayout {
   int head_dim = 0;
   int tokens = 0;      // P
   int group = 0;       // channels per group (token axis) or tokens per group (channel axis)
+  // Uniform codec: the true scale is the stored fp16 scale times scale_mult (1 unless the block
+  // descends from a wider one by equivalent right shifts and keeps its original scale exactly;
+  // issue 12, exact ladder scales). Every kernel that reads a scale applies it once per block.
+  float scale_mult = 1.0f;
   size_t row_bytes = 0;
   size_t codes_offset = 0, codes_bytes = 0;
   size_t scales_offset = 0, zeros_offset = 0;
