@@ -14,7 +14,12 @@
 // n = 1. Timed in thread CPU time (CLOCK_THREAD_CPUTIME_ID), median of 15+ calls, so time the
 // process spends descheduled on a shared machine does not count (cache sharing still does).
 //
-// Usage: bench_matvec [--quick] [--batch]
+// --kquant: only the K-quant table (Gemma-3-270M / SmolLM2 shapes whose columns are a multiple of
+// 256, in Q4_K, Q5_K, Q6_K and, for comparison, Q5_0 / Q8_0): per matrix and n = 1, 8 activation
+// rows, the thread CPU time of one matmul_rows call (1 thread, active kernels, hot, median of 15+),
+// the weight bytes per call over it (GB/s) and the row dots (weight rows x n) per second.
+//
+// Usage: bench_matvec [--quick] [--batch] [--kquant]
 #include <omp.h>
 
 #include <algorithm>
@@ -61,17 +66,20 @@ double bandwidth_probe(const std::vector<uint64_t>& buf, int threads, int reps) 
   return (double)buf.size() * 8 / median(times) / 1e9;
 }
 
-// Random codes with sane fp16 scales (d ~ 0.01, m ~ -0.1) for the 32-blocks of `type`.
+// Random codes with sane fp16 scales (d ~ 0.01, m ~ -0.1) in every block of `type` (the K-quants'
+// d / dmin too: Q4_K / Q5_K keep them at bytes 0 / 2, Q6_K its d at byte 208).
 std::vector<uint8_t> random_matrix_bytes(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
   const size_t row_bytes = ggml_row_bytes(type, cols);
   std::vector<uint8_t> bytes((size_t)rows * row_bytes);
   std::mt19937 rng(seed);
   for (auto& b : bytes) b = (uint8_t)rng();
   const size_t bsize = ggml_type_info((uint32_t)type)->type_size;
-  const uint16_t d = fp32_to_fp16(0.01f), m = fp32_to_fp16(-0.1f);
+  const uint16_t d = fp32_to_fp16(0.01f), m = fp32_to_fp16(-0.1f), dmin = fp32_to_fp16(0.01f);
+  const size_t d_at = type == GgmlType::Q6_K ? 208 : 0;
   for (size_t off = 0; off < bytes.size(); off += bsize) {
-    std::memcpy(&bytes[off], &d, 2);
+    std::memcpy(&bytes[off + d_at], &d, 2);
     if (type == GgmlType::Q4_1 || type == GgmlType::Q5_1) std::memcpy(&bytes[off + 2], &m, 2);
+    if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) std::memcpy(&bytes[off + 2], &dmin, 2);
   }
   return bytes;
 }
@@ -179,13 +187,46 @@ void print_batch_table() {
   }
 }
 
+// Gemma-3-270M (d_model 640, 4 heads x 256, ffn 2048) and SmolLM2-135M matrices whose columns
+// are a multiple of 256, the K-quants' super-block; per_token is unused here.
+const Shape kKquantShapes[] = {
+    {"gemma ffn_down", 640, 2048, GgmlType::Q4_K, 0}, {"gemma ffn_down", 640, 2048, GgmlType::Q5_K, 0},
+    {"gemma ffn_down", 640, 2048, GgmlType::Q6_K, 0}, {"gemma ffn_down", 640, 2048, GgmlType::Q5_0, 0},
+    {"gemma ffn_down", 640, 2048, GgmlType::Q8_0, 0}, {"gemma attn_output", 640, 1024, GgmlType::Q4_K, 0},
+    {"gemma attn_output", 640, 1024, GgmlType::Q6_K, 0}, {"smollm2 ffn_down", 576, 1536, GgmlType::Q4_K, 0},
+    {"smollm2 ffn_down", 576, 1536, GgmlType::Q5_K, 0}, {"smollm2 ffn_down", 576, 1536, GgmlType::Q6_K, 0},
+};
+
+void print_kquant_table() {
+  std::printf("matmul_rows with n activation rows: thread CPU time per call, 1 thread, %s kernels, hot, median\n",
+              active_matvec_kernels().name);
+  std::printf("GB/s = weight bytes / time per call; Mrows/s = weight rows x n / time per call / 1e6\n");
+  std::printf("%-18s %-9s %-5s %-8s | %9s %7s %8s | %9s %7s %8s | %s\n", "matrix", "shape", "type", "path", "n=1 us",
+              "GB/s", "Mrows/s", "n=8 us", "GB/s", "Mrows/s", "n=1/n=8 per row");
+  for (const Shape& s : kKquantShapes) {
+    char shape[32];
+    std::snprintf(shape, sizeof shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
+    const double bytes = (double)ggml_row_bytes(s.type, s.cols) * (double)s.rows;
+    const double t1 = cpu_seconds_per_call(s, 1), t8 = cpu_seconds_per_call(s, 8);
+    std::printf("%-18s %-9s %-5s %-8s | %9.1f %7.2f %8.2f | %9.1f %7.2f %8.2f | %.2fx\n", s.what, shape,
+                ggml_type_name((uint32_t)s.type).c_str(), matvec_uses_dequant_fallback(s.type) ? "dequant" : "int-dot",
+                t1 * 1e6, bytes / t1 / 1e9, (double)s.rows / t1 / 1e6, t8 * 1e6, bytes / t8 / 1e9,
+                8.0 * (double)s.rows / t8 / 1e6, t1 / (t8 / 8.0));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, batch_only = false;
+  bool quick = false, batch_only = false, kquant_only = false;
   for (int i = 1; i < argc; ++i) {
     quick = quick || std::string(argv[i]) == "--quick";
     batch_only = batch_only || std::string(argv[i]) == "--batch";
+    kquant_only = kquant_only || std::string(argv[i]) == "--kquant";
+  }
+  if (kquant_only) {
+    print_kquant_table();
+    return 0;
   }
   if (batch_only) {
     print_batch_table();
