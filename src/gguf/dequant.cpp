@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "gguf/kquant_scales.h"
 #include "util/error.h"
 #include "util/fp16.h"
 
@@ -90,20 +91,6 @@ void dequant_q8_0(const BlockQ8_0* b, float* y, int64_t nb) {
   }
 }
 
-// K-quant scales: 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min, packed in 12 bytes:
-//   sub-block j < 4: scale = q[j] & 63,                         min = q[j + 4] & 63
-//   sub-block j >= 4: scale = (q[j + 4] & 15) | (q[j - 4] >> 6) << 4,
-//                     min   = (q[j + 4] >> 4) | (q[j]     >> 6) << 4
-inline void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (uint8_t)((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
-    *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
-
 // Q4_K: super-block of 256 = 4 chunks of 64; chunk c uses qs[32c .. 32c+32): low nibbles are
 // sub-block 2c, high nibbles sub-block 2c+1. x = d * scale * q - dmin * min.
 void dequant_q4_k(const BlockQ4_K* b, float* y, int64_t nb) {
@@ -112,9 +99,9 @@ void dequant_q4_k(const BlockQ4_K* b, float* y, int64_t nb) {
     const uint8_t* q = b->qs;
     for (int c = 0; c < QK_K / 64; ++c, q += 32) {
       uint8_t sc, m;
-      scale_min_k4(2 * c, b->scales, &sc, &m);
+      k_scale_min(2 * c, b->scales, &sc, &m);
       const float d1 = d * sc, m1 = dmin * m;
-      scale_min_k4(2 * c + 1, b->scales, &sc, &m);
+      k_scale_min(2 * c + 1, b->scales, &sc, &m);
       const float d2 = d * sc, m2 = dmin * m;
       for (int l = 0; l < 32; ++l) *y++ = d1 * (float)(q[l] & 0x0F) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * (float)(q[l] >> 4) - m2;
@@ -131,9 +118,9 @@ void dequant_q5_k(const BlockQ5_K* b, float* y, int64_t nb) {
     const uint8_t* qh = b->qh;
     for (int c = 0; c < QK_K / 64; ++c, ql += 32) {
       uint8_t sc, m;
-      scale_min_k4(2 * c, b->scales, &sc, &m);
+      k_scale_min(2 * c, b->scales, &sc, &m);
       const float d1 = d * sc, m1 = dmin * m;
-      scale_min_k4(2 * c + 1, b->scales, &sc, &m);
+      k_scale_min(2 * c + 1, b->scales, &sc, &m);
       const float d2 = d * sc, m2 = dmin * m;
       const uint8_t u1 = (uint8_t)(1u << (2 * c)), u2 = (uint8_t)(2u << (2 * c));
       for (int l = 0; l < 32; ++l) *y++ = d1 * (float)((ql[l] & 0x0F) + (qh[l] & u1 ? 16 : 0)) - m1;

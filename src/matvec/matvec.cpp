@@ -27,10 +27,11 @@ enum class MatvecPath { quant_dot, float_dot, dequant_fallback, unsupported };
 MatvecPath path_for(GgmlType type) {
   switch (type) {
     case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
       return MatvecPath::quant_dot;
     case GgmlType::F32: case GgmlType::F16:
       return MatvecPath::float_dot;
-    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::BF16:
+    case GgmlType::BF16:
       return MatvecPath::dequant_fallback;
     default:
       return MatvecPath::unsupported;

@@ -1,11 +1,12 @@
 // Weight matrix times activation vector(s): y = W x, the decode path's matrix products.
 //
 // Weights stay in their GGUF encoding. Per type:
-//   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0  fast path: x quantized once to 8-bit blocks, integer dot per block
-//                                 (see matvec_kernels.h); y carries the activation-quantization error,
-//                                 |y - W x| <= sum_blocks (max|x_b| / 254) * sum_{j in b} |w_j| (+ fp32 rounding).
+//   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, fast path: x quantized once to 8-bit blocks of 32, integer dot per
+//   Q4_K, Q5_K, Q6_K              block (see matvec_kernels.h); y carries the activation-quantization
+//                                 error, |y - W x| <= sum_blocks (max|x_b| / 254) * sum_{j in b} |w_j|
+//                                 (+ fp32 rounding).
 //   F32, F16                      float dot product (exact up to fp32 rounding).
-//   Q4_K, Q5_K, Q6_K, BF16        SLOW PATH: each row is dequantized into a thread-local fp32 buffer
+//   BF16                          SLOW PATH: each row is dequantized into a thread-local fp32 buffer
 //                                 and then float-dotted; about 3-10x slower than the integer paths.
 //   anything else                 Error naming the type.
 // Rows are independent: they are split across OpenMP threads (one contiguous chunk each); the caller

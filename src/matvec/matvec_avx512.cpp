@@ -8,6 +8,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "matvec/matvec_kernels.h"
+#include "matvec/matvec_tile_kquant_x86.h"
 #include "matvec/matvec_tile_x86.h"
 
 namespace mpkv {
@@ -83,6 +84,8 @@ constinit const MatvecKernels kMatvecKernelsAvx512{
     Isa::avx512, "avx512", quantize_act_avx512,
     quant_dot_as_tile<TileQ4_0>, quant_dot_as_tile<TileQ4_1>, quant_dot_as_tile<TileQ5_0>,
     quant_dot_as_tile<TileQ5_1>, quant_dot_as_tile<TileQ8_0>, dot_f32_avx512, dot_f16_avx512,
-    quant_tile<TileQ4_0>, quant_tile<TileQ4_1>, quant_tile<TileQ5_0>, quant_tile<TileQ5_1>, quant_tile<TileQ8_0>};
+    quant_tile<TileQ4_0>, quant_tile<TileQ4_1>, quant_tile<TileQ5_0>, quant_tile<TileQ5_1>, quant_tile<TileQ8_0>,
+    quant_dot_as_tile<TileQ4_K>, quant_dot_as_tile<TileQ5_K>, quant_dot_as_tile<TileQ6_K>,
+    quant_tile<TileQ4_K>, quant_tile<TileQ5_K>, quant_tile<TileQ6_K>};
 
 }  // namespace mpkv

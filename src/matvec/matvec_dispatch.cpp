@@ -17,6 +17,9 @@ QuantDotFn MatvecKernels::quant_dot(GgmlType type) const {
     case GgmlType::Q5_0: return dot_q5_0;
     case GgmlType::Q5_1: return dot_q5_1;
     case GgmlType::Q8_0: return dot_q8_0;
+    case GgmlType::Q4_K: return dot_q4_k;
+    case GgmlType::Q5_K: return dot_q5_k;
+    case GgmlType::Q6_K: return dot_q6_k;
     default: return nullptr;
   }
 }
@@ -28,6 +31,9 @@ QuantTileFn MatvecKernels::quant_tile(GgmlType type) const {
     case GgmlType::Q5_0: return tile_q5_0;
     case GgmlType::Q5_1: return tile_q5_1;
     case GgmlType::Q8_0: return tile_q8_0;
+    case GgmlType::Q4_K: return tile_q4_k;
+    case GgmlType::Q5_K: return tile_q5_k;
+    case GgmlType::Q6_K: return tile_q6_k;
     default: return nullptr;
   }
 }

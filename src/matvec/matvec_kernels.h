@@ -1,9 +1,20 @@
 // Per-ISA kernel tables for weight matrix-vector products (the decode path's hot loop).
 //
-// Quantized weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) are multiplied the way llama.cpp does it: the
-// activation vector is quantized ONCE into 8-bit blocks of 32 (BlockQ8Act), then each weight
-// block meets its activation block in an integer dot product; only the per-block results are
-// scaled and summed in fp32. F32 / F16 weights use a plain float dot product.
+// Quantized weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) are multiplied the way
+// llama.cpp does it: the activation vector is quantized ONCE into 8-bit blocks of 32 (BlockQ8Act),
+// then each weight block meets its activation block in an integer dot product; only the per-block
+// results are scaled and summed in fp32. F32 / F16 weights use a plain float dot product.
+//
+// K-quants (super-blocks of 256) use the same 32-element activation blocks, not llama.cpp's Q8_K
+// (one scale per 256): a super-block is 8 activation blocks, and each 32-element piece of it is
+// one step of the integer dot with the sub-block scale(s) folded into the integer sum:
+//   Q4_K / Q5_K (w = d*sc_k*q - dmin*m_k, q in [0, 15] / [0, 31], sub-block k = activation block k):
+//     sum_j w_j x_j = (d*dx) * (sc_k * sum q_j a_j) - (dmin*m_k) * s
+//   Q6_K (w = d*sc*(q - 32), q in [0, 63], a scale per 16): the activation block's integer sum is
+//     sc_lo * sum_{16 lo} (q-32) a + sc_hi * sum_{16 hi} (q-32) a, times d*dx.
+// The integer sums are exact and below 2^24 (Q6_K's worst case: 32 * 32 * 127 * 128 < 2^24), so
+// their conversion to fp32 is exact too. Per-32 activation scales also quantize x more finely
+// than Q8_K's per-256 scale.
 //
 // Every kernel has a scalar _ref (matvec_ref.cpp, the specification) and AVX2 / AVX-512 variants
 // (matvec_avx2.cpp / matvec_avx512.cpp) that do the same integer math; the variants differ from
@@ -36,7 +47,8 @@ static_assert(sizeof(BlockQ8Act) == 40, "BlockQ8Act layout");
 
 // Quantizes x[n] (n a multiple of 32) into n/32 activation blocks.
 using QuantizeActFn = void (*)(const float* x, BlockQ8Act* out, int64_t n);
-// Dot product of one weight row (n elements, n a multiple of 32, in the type's block layout)
+// Dot product of one weight row (n elements, n a multiple of the type's block size: 32, or 256 for
+// the K-quants; in the type's block layout)
 // with the quantized activation xq[n/32].
 using QuantDotFn = float (*)(const void* row, const BlockQ8Act* xq, int64_t n);
 // A tile of nr weight rows (row r at rows + r * row_bytes) times nv quantized activation rows
@@ -57,6 +69,8 @@ struct MatvecKernels {
   QuantDotFn dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0;
   FloatDotFn dot_f32, dot_f16;
   QuantTileFn tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q8_0;
+  QuantDotFn dot_q4_k, dot_q5_k, dot_q6_k;  // n a multiple of 256
+  QuantTileFn tile_q4_k, tile_q5_k, tile_q6_k;
 
   // The integer-dot kernel for `type`, or nullptr when `type` is not an integer-dot type.
   QuantDotFn quant_dot(GgmlType type) const;

@@ -1,9 +1,11 @@
 // Scalar reference kernels: the specification the AVX2 / AVX-512 variants are tested against.
 // Per weight block the integer sum is exact; the block result is (dw*dx)*isum plus the offset term
-// (m*s, or -8*dw*s / -16*dw*s), accumulated in fp32 in block order.
+// (m*s, or -8*dw*s / -16*dw*s), accumulated in fp32 in block order. K-quants: the same per
+// 32-element piece of a super-block, sub-block scales folded into isum (matvec_kernels.h).
 #include <cmath>
 #include <cstring>
 
+#include "gguf/kquant_scales.h"
 #include "matvec/matvec_kernels.h"
 #include "util/fp16.h"
 
@@ -113,6 +115,64 @@ float dot_q8_0_ref(const void* row, const BlockQ8Act* xq, int64_t n) {
   return acc;
 }
 
+// ---- K-quants: super-blocks of 256 = 8 activation blocks (matvec_kernels.h) ----
+
+// Code of element l (< 32) of 32-element piece k (< 8) of a Q4_K / Q5_K super-block: piece k is
+// sub-block k, the low (k even) or high (k odd) nibbles of qs[32 * (k / 2) ..]; Q5_K's fifth bit
+// is bit k of qh[l].
+inline int q45_k_code(const uint8_t* qs, const uint8_t* qh, int k, int l) {
+  const int nib = (qs[32 * (k / 2) + l] >> (4 * (k & 1))) & 0x0f;
+  return qh ? nib | (((qh[l] >> k) & 1) << 4) : nib;
+}
+
+// Q4_K / Q5_K: per sub-block k, acc += (d*dx) * (sc_k * sum q a), offs += (dmin*m_k) * s.
+template <class Block>
+float dot_q45_k_ref(const void* row, const BlockQ8Act* xq, int64_t n) {
+  const Block* w = static_cast<const Block*>(row);
+  float acc = 0.0f, offs = 0.0f;
+  for (int64_t sb = 0; sb < n / QK_K; ++sb) {
+    const float d = fp16_to_fp32(w[sb].d), dmin = fp16_to_fp32(w[sb].dmin);
+    const uint8_t* qh = nullptr;
+    if constexpr (sizeof(Block) == sizeof(BlockQ5_K)) qh = w[sb].qh;
+    for (int k = 0; k < QK_K / kActBlock; ++k) {
+      const BlockQ8Act& a = xq[sb * (QK_K / kActBlock) + k];
+      uint8_t sc, m;
+      k_scale_min(k, w[sb].scales, &sc, &m);
+      int isum = 0;
+      for (int l = 0; l < kActBlock; ++l) isum += q45_k_code(w[sb].qs, qh, k, l) * a.qs[l];
+      acc += (d * a.d) * (float)(sc * isum);
+      offs += (dmin * (float)m) * a.s;
+    }
+  }
+  return acc - offs;
+}
+
+// Q6_K: 32-element piece k = 4h + g of a super-block (h: half of 128, g: 32-group in it) takes the
+// low (g < 2) or high nibbles of ql[64h + 32 (g & 1) ..] and bits 2g, 2g+1 of qh[32h ..] (layout:
+// dequant.cpp); its first 16 elements use scale 2k, the last 16 scale 2k + 1. Codes are q - 32.
+inline int q6_k_code(const BlockQ6_K& w, int k, int l) {
+  const int h = k / 4, g = k % 4;
+  const int nib = (w.ql[64 * h + 32 * (g & 1) + l] >> (4 * (g >> 1))) & 0x0f;
+  const int hi = (w.qh[32 * h + l] >> (2 * g)) & 3;
+  return (nib | (hi << 4)) - 32;
+}
+
+float dot_q6_k_ref(const void* row, const BlockQ8Act* xq, int64_t n) {
+  const BlockQ6_K* w = static_cast<const BlockQ6_K*>(row);
+  float acc = 0.0f;
+  for (int64_t sb = 0; sb < n / QK_K; ++sb) {
+    const float d = fp16_to_fp32(w[sb].d);
+    for (int k = 0; k < QK_K / kActBlock; ++k) {
+      const BlockQ8Act& a = xq[sb * (QK_K / kActBlock) + k];
+      int lo = 0, hi = 0;
+      for (int l = 0; l < 16; ++l) lo += q6_k_code(w[sb], k, l) * a.qs[l];
+      for (int l = 16; l < 32; ++l) hi += q6_k_code(w[sb], k, l) * a.qs[l];
+      acc += (d * a.d) * (float)(w[sb].scales[2 * k] * lo + w[sb].scales[2 * k + 1] * hi);
+    }
+  }
+  return acc;
+}
+
 // Float rows are read through memcpy: a row of a GGUF tensor is only as aligned as the file's
 // general.alignment and the row length make it (1-byte alignment is legal), so the kernel may not
 // assume alignof(float) / alignof(uint16_t). memcpy of a scalar compiles to one unaligned load.
@@ -153,6 +213,7 @@ constinit const MatvecKernels kMatvecKernelsRef{
     Isa::scalar, "ref", quantize_act_ref, dot_q4_0_ref, dot_q4_1_ref, dot_q5_0_ref,
     dot_q5_1_ref, dot_q8_0_ref, dot_f32_ref, dot_f16_ref,
     tile_ref<dot_q4_0_ref>, tile_ref<dot_q4_1_ref>, tile_ref<dot_q5_0_ref>, tile_ref<dot_q5_1_ref>,
-    tile_ref<dot_q8_0_ref>};
+    tile_ref<dot_q8_0_ref>, dot_q45_k_ref<BlockQ4_K>, dot_q45_k_ref<BlockQ5_K>, dot_q6_k_ref,
+    tile_ref<dot_q45_k_ref<BlockQ4_K>>, tile_ref<dot_q45_k_ref<BlockQ5_K>>, tile_ref<dot_q6_k_ref>};
 
 }  // namespace mpkv

@@ -2,15 +2,17 @@
 // those files; internal linkage for the reason given in matvec_x86_helpers.h).
 //
 // A tile is nr weight rows x nv activation rows (1 <= nr, nv <= kQuantTileMax). Each weight block is
-// expanded to 32 code bytes once and meets the nv activation blocks; each activation block is loaded
-// once for the nr rows. The arithmetic of one (weight row, activation row) pair is fixed, whatever the
-// tile shape, so a row's result does not depend on how many rows share the call:
+// expanded to 32 code bytes per activation block once and meets the nv activation blocks; each
+// activation block is loaded once for the nr rows. The arithmetic of one (weight row, activation
+// row) pair is fixed, whatever the tile shape, so a row's result does not depend on how many rows
+// share the call:
 //   acc  (8 fp32 lanes) = fma(set1(dw_b * dx_b), isum8_b, acc)   for b = 0, 1, ... in order
 //   offs (1 fp32 lane)  = fma(c_b, s_b, offs)                    in the same order
 //   y = hsum(acc) + kOffsetFactor * offs
-// isum8_b: the 8 groups-of-4 integer sums of the block (maddubs + madd, exact); c_b is the weight
-// block's offset coefficient (m for Q4_1 / Q5_1, dw for Q4_0 / Q5_0 with factor -8 / -16, none for
-// Q8_0); s_b = dx_b * sum(activation codes). The offsets of one weight row for the nv activation
+// isum8_b: the 8 groups-of-4 integer sums of activation block b (maddubs + madd, exact; K-quant
+// sub-block scales folded in by the madd); dw_b the weight scale (d of the K-quant super-block);
+// c_b the offset coefficient (m for Q4_1 / Q5_1, dw for Q4_0 / Q5_0 with factor -8 / -16,
+// dmin * m_k for Q4_K / Q5_K with factor -1, none for Q8_0 / Q6_K); s_b = dx_b * sum(activation codes). The offsets of one weight row for the nv activation
 // rows sit in the lanes of one __m128 (lane v = activation row v); lanes are independent, so the
 // lane an activation row lands in does not change its value.
 #pragma once
@@ -24,50 +26,62 @@ inline __m256i tile_load_act(const BlockQ8Act& a) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
 }
 
-struct TileQ4_0 {
+// A weight type for the tile kernel (the K-quant ones are in matvec_tile_kquant_x86.h):
+//   Block          the GGUF block; it covers kPieces activation blocks of 32 (1, or 8 for K-quants)
+//   Prep prep(w)   what the block's header decodes to, once per (weight row, block): p.d is the
+//                  fp32 scale that multiplies dx, the rest is the type's own
+//   codes(w, k)    the 32 codes of piece k as bytes (unsigned, or signed for dot's sign trick)
+//   dot(c, a, p, k) the 8 exact integer sums over groups of 4 bytes (sub-block scales folded in), as fp32
+//   offset(p, k)   the offset coefficient c of piece k (with kOffset; times kOffsetFactor at the end)
+
+// The types with one activation block per weight block: Prep is the block's scale and offset coefficient.
+struct TilePerBlock {
+  struct Prep {
+    float d, off;
+  };
+  static constexpr int kPieces = 1;
+  static float offset(const Prep& p, int) { return p.off; }
+};
+
+struct TileQ4_0 : TilePerBlock {
   using Block = BlockQ4_0;
   static constexpr bool kOffset = true;
   static constexpr float kOffsetFactor = -8.0f;
-  static __m256i codes(const Block& w) { return x86_bytes_from_nibbles_32(w.qs); }
-  static float scale(const Block& w) { return x86_fp16(w.d); }
-  static float offset(const Block& w) { return x86_fp16(w.d); }
-  static __m256 dot(__m256i c, __m256i a) { return x86_dot_us8_groups(c, a); }
+  static Prep prep(const Block& w) { return {x86_fp16(w.d), x86_fp16(w.d)}; }
+  static __m256i codes(const Block& w, int) { return x86_bytes_from_nibbles_32(w.qs); }
+  static __m256 dot(__m256i c, __m256i a, const Prep&, int) { return x86_dot_us8_groups(c, a); }
 };
-struct TileQ4_1 {
+struct TileQ4_1 : TilePerBlock {
   using Block = BlockQ4_1;
   static constexpr bool kOffset = true;
   static constexpr float kOffsetFactor = 1.0f;
-  static __m256i codes(const Block& w) { return x86_bytes_from_nibbles_32(w.qs); }
-  static float scale(const Block& w) { return x86_fp16(w.d); }
-  static float offset(const Block& w) { return x86_fp16(w.m); }
-  static __m256 dot(__m256i c, __m256i a) { return x86_dot_us8_groups(c, a); }
+  static Prep prep(const Block& w) { return {x86_fp16(w.d), x86_fp16(w.m)}; }
+  static __m256i codes(const Block& w, int) { return x86_bytes_from_nibbles_32(w.qs); }
+  static __m256 dot(__m256i c, __m256i a, const Prep&, int) { return x86_dot_us8_groups(c, a); }
 };
-struct TileQ5_0 {
+struct TileQ5_0 : TilePerBlock {
   using Block = BlockQ5_0;
   static constexpr bool kOffset = true;
   static constexpr float kOffsetFactor = -16.0f;
-  static __m256i codes(const Block& w) { return x86_q5_codes_32(w.qs, w.qh); }
-  static float scale(const Block& w) { return x86_fp16(w.d); }
-  static float offset(const Block& w) { return x86_fp16(w.d); }
-  static __m256 dot(__m256i c, __m256i a) { return x86_dot_us8_groups(c, a); }
+  static Prep prep(const Block& w) { return {x86_fp16(w.d), x86_fp16(w.d)}; }
+  static __m256i codes(const Block& w, int) { return x86_q5_codes_32(w.qs, w.qh); }
+  static __m256 dot(__m256i c, __m256i a, const Prep&, int) { return x86_dot_us8_groups(c, a); }
 };
-struct TileQ5_1 {
+struct TileQ5_1 : TilePerBlock {
   using Block = BlockQ5_1;
   static constexpr bool kOffset = true;
   static constexpr float kOffsetFactor = 1.0f;
-  static __m256i codes(const Block& w) { return x86_q5_codes_32(w.qs, w.qh); }
-  static float scale(const Block& w) { return x86_fp16(w.d); }
-  static float offset(const Block& w) { return x86_fp16(w.m); }
-  static __m256 dot(__m256i c, __m256i a) { return x86_dot_us8_groups(c, a); }
+  static Prep prep(const Block& w) { return {x86_fp16(w.d), x86_fp16(w.m)}; }
+  static __m256i codes(const Block& w, int) { return x86_q5_codes_32(w.qs, w.qh); }
+  static __m256 dot(__m256i c, __m256i a, const Prep&, int) { return x86_dot_us8_groups(c, a); }
 };
-struct TileQ8_0 {
+struct TileQ8_0 : TilePerBlock {
   using Block = BlockQ8_0;
   static constexpr bool kOffset = false;
   static constexpr float kOffsetFactor = 0.0f;
-  static __m256i codes(const Block& w) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs)); }
-  static float scale(const Block& w) { return x86_fp16(w.d); }
-  static float offset(const Block&) { return 0.0f; }
-  static __m256 dot(__m256i c, __m256i a) { return x86_dot_ss8_groups(c, a); }
+  static Prep prep(const Block& w) { return {x86_fp16(w.d), 0.0f}; }
+  static __m256i codes(const Block& w, int) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs)); }
+  static __m256 dot(__m256i c, __m256i a, const Prep&, int) { return x86_dot_ss8_groups(c, a); }
 };
 
 // Activation sums of block b for the V activation rows, lane v (unused lanes 0).
@@ -81,23 +95,27 @@ template <class T, int R, int V>
 void quant_tile_rv(const uint8_t* rows, size_t row_bytes, const BlockQ8Act* xq, size_t xq_stride, int64_t nb,
                    float* y, size_t ldy) {
   using Block = typename T::Block;
+  constexpr int P = T::kPieces;
   __m256 acc[R][V];
   __m128 offs[R];
   for (int r = 0; r < R; ++r) {
     offs[r] = _mm_setzero_ps();
     for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
   }
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m128 sums = T::kOffset ? tile_act_sums<V>(xq, xq_stride, b) : _mm_setzero_ps();
+  for (int64_t wb = 0; wb < nb / P; ++wb) {  // weight blocks; activation blocks wb*P .. wb*P + P-1
+    __m128 sums[P];
+    for (int k = 0; k < P; ++k) sums[k] = T::kOffset ? tile_act_sums<V>(xq, xq_stride, wb * P + k) : _mm_setzero_ps();
     for (int r = 0; r < R; ++r) {
-      const Block& w = reinterpret_cast<const Block*>(rows + (size_t)r * row_bytes)[b];
-      const __m256i codes = T::codes(w);
-      const float dw = T::scale(w);
-      for (int v = 0; v < V; ++v) {
-        const BlockQ8Act& a = xq[(size_t)v * xq_stride + b];
-        acc[r][v] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.d), T::dot(codes, tile_load_act(a)), acc[r][v]);
+      const Block& w = reinterpret_cast<const Block*>(rows + (size_t)r * row_bytes)[wb];
+      const typename T::Prep p = T::prep(w);
+      for (int k = 0; k < P; ++k) {
+        const __m256i codes = T::codes(w, k);
+        for (int v = 0; v < V; ++v) {
+          const BlockQ8Act& a = xq[(size_t)v * xq_stride + wb * P + k];
+          acc[r][v] = _mm256_fmadd_ps(_mm256_set1_ps(p.d * a.d), T::dot(codes, tile_load_act(a), p, k), acc[r][v]);
+        }
+        if (T::kOffset) offs[r] = _mm_fmadd_ps(_mm_set1_ps(T::offset(p, k)), sums[k], offs[r]);
       }
-      if (T::kOffset) offs[r] = _mm_fmadd_ps(_mm_set1_ps(T::offset(w)), sums, offs[r]);
     }
   }
   for (int r = 0; r < R; ++r) {

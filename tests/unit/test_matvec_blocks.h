@@ -25,6 +25,7 @@
 
 #include "gguf/dequant.h"
 #include "gguf/ggml_types.h"
+#include "gguf/kquant_scales.h"
 #include "matvec/matvec.h"
 #include "util/fp16.h"
 
@@ -42,9 +43,10 @@ constexpr double kActStepSlack = 1e-5;
 // the final add and the horizontal sums of up to 16 lanes.
 constexpr int kFixedRoundings = 24;
 
+inline bool is_k_quant_type(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K; }
 inline bool is_quant_dot_type(GgmlType t) {
   return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 ||
-         t == GgmlType::Q8_0;
+         t == GgmlType::Q8_0 || is_k_quant_type(t);
 }
 inline bool is_float_dot_type(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16; }
 
@@ -73,6 +75,32 @@ inline uint16_t rand_half(std::mt19937& rng, float lo, float hi, bool random_sig
 }
 
 inline uint32_t load_u32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
+
+// mag of a K-quant row (see the header comment): per sub-block, the largest |code| times its scale
+// plus the min term: Q4_K / Q5_K |d sc_k| * (15 / 31) + |dmin m_k| per 32, Q6_K |d sc| * 32 per 16.
+// The scales are unpacked by gguf/kquant_scales.h (its packing is checked by test_gguf_dequant).
+inline void k_quant_magnitudes(GgmlType t, const uint8_t* row, int64_t cols, double* mag) {
+  const size_t bsize = ggml_type_info((uint32_t)t)->type_size;
+  for (int64_t sb = 0; sb < cols / QK_K; ++sb) {
+    const uint8_t* blk = row + sb * bsize;
+    double* m = mag + sb * QK_K;
+    if (t == GgmlType::Q6_K) {
+      const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(blk);
+      const double d = std::fabs(fp16_to_fp32(b->d));
+      for (int j = 0; j < QK_K; ++j) m[j] = d * std::abs(b->scales[j / 16]) * 32;  // scale index = element / 16
+      continue;
+    }
+    uint16_t dh, dminh;
+    std::memcpy(&dh, blk, 2);
+    std::memcpy(&dminh, blk + 2, 2);
+    const double d = std::fabs(fp16_to_fp32(dh)), dmin = std::fabs(fp16_to_fp32(dminh));
+    for (int k = 0; k < 8; ++k) {
+      uint8_t sc, mn;
+      k_scale_min(k, blk + 4, &sc, &mn);
+      for (int j = 0; j < 32; ++j) m[32 * k + j] = d * sc * (t == GgmlType::Q4_K ? 15 : 31) + dmin * mn;
+    }
+  }
+}
 
 // Hand decoder (to double) for the simple types, from the ggml format definition; the K-quants
 // go through gguf's dequantize_row (not the code under test here). Fills w[cols], mag[cols].
@@ -129,6 +157,7 @@ inline void decode_row(GgmlType t, const uint8_t* row, int64_t cols, double* w, 
       std::vector<float> tmp(cols);
       dequantize_row(t, row, tmp.data(), cols);
       for (int64_t j = 0; j < cols; ++j) { w[j] = tmp[j]; mag[j] = std::fabs(w[j]); }
+      if (is_k_quant_type(t)) k_quant_magnitudes(t, row, cols, mag);
       return;
     }
   }

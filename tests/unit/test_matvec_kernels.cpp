@@ -5,11 +5,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "matvec/matvec_kernels.h"
 #include "test_matvec_blocks.h"
 #include "util/cpu_features.h"
+#include "util/fp16.h"
 
 namespace mpkv {
 namespace {
@@ -26,9 +28,14 @@ using test::row_bounds;
 // sum_j mag_j |x_j|, some 500x tighter than the activation-quantization bound.
 constexpr double kSimdVsRefFactor = 2.0;
 
-const GgmlType kQuantTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0};
-// Column counts: 1 block, odd block counts (tails of the 2-block loops), the model's 576 and 1536.
-const int64_t kQuantCols[] = {32, 64, 96, 224, 576, 1536};
+const GgmlType kQuantTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+// Column counts: 1 block, odd block counts (tails of the 2-block loops), the model's 576 and 1536;
+// for the K-quants (super-blocks of 256): 1, 2, 3 super-blocks, SmolLM2's 1536, Gemma-3's 1024 / 2048.
+std::vector<int64_t> quant_cols(GgmlType t) {
+  if (test::is_k_quant_type(t)) return {256, 512, 768, 1024, 1536, 2048};
+  return {32, 64, 96, 224, 576, 1536};
+}
 // Float-dot lengths: below one vector, ragged tails after 8/16/32/64-wide loops.
 const int64_t kFloatCols[] = {1, 7, 15, 33, 100, 577, 1536};
 
@@ -129,7 +136,7 @@ TEST_P(MatvecQuantDot, RefWithinActivationQuantizationBound) {
   const GgmlType t = GetParam();
   const MatvecKernels& k = matvec_kernels_ref();
   double worst_used = 0;  // largest |error| / bound seen, for the log
-  for (int64_t cols : kQuantCols) {
+  for (int64_t cols : quant_cols(t)) {
     const test::TestMatrix m = make_test_matrix(t, 9, cols, 100 + (uint32_t)cols);
     const std::vector<float> x = make_activations(cols, 200 + (uint32_t)cols);
     const std::vector<BlockQ8Act> xq = quantize(k, x);
@@ -147,7 +154,7 @@ TEST_P(MatvecQuantDot, RefWithinActivationQuantizationBound) {
 void expect_quant_dot_matches_ref(const MatvecKernels& k, GgmlType t) {
   const MatvecKernels& ref = matvec_kernels_ref();
   ASSERT_NE(k.quant_dot(t), nullptr);
-  for (int64_t cols : kQuantCols) {
+  for (int64_t cols : quant_cols(t)) {
     const test::TestMatrix m = make_test_matrix(t, 7, cols, 300 + (uint32_t)cols);
     const std::vector<float> x = make_activations(cols, 400 + (uint32_t)cols);
     const std::vector<BlockQ8Act> xq = quantize(ref, x);  // the same codes for both kernels
@@ -190,6 +197,41 @@ TEST(MatvecQuantDotEdge, Q8_0MinusOneTwentyEight) {
     if (!cpu_has(k->isa)) continue;
     const std::vector<BlockQ8Act> xq = quantize(*k, x);
     EXPECT_EQ(k->dot_q8_0(&w, xq.data(), 32), (float)exact) << k->name;  // integers: exact
+  }
+}
+
+// K-quant extremes, where the integer sums are largest (activations 127 everywhere, so dx = 1 and
+// the codes are the x exactly): every partial sum is an integer below 2^26 and a multiple of 2^5
+// or exactly representable, so every kernel must return the exact value bit for bit.
+//   Q6_K: codes q - 32 = -32, all 16 scales -128: a piece's isum is 32 * 32 * 128 * 127 < 2^24.
+//   Q5_K: codes 31, scales and mins 63 (all 12 scale bytes 0xff), d = dmin = 1.
+//   Q4_K: codes 15, the same scales.
+std::vector<float> all_127(int64_t n) { return std::vector<float>((size_t)n, 127.0f); }
+
+TEST(MatvecQuantDotEdge, KQuantLargestIntegerSumsAreExact) {
+  BlockQ6_K q6{};
+  std::memset(&q6, 0, sizeof q6);  // ql = qh = 0: q = 0, code -32
+  for (auto& sc : q6.scales) sc = -128;
+  q6.d = fp32_to_fp16(1.0f);
+  BlockQ5_K q5{};
+  q5.d = q5.dmin = fp32_to_fp16(1.0f);
+  std::memset(q5.scales, 0xff, sizeof q5.scales);  // every 6-bit scale and min = 63
+  std::memset(q5.qs, 0xff, sizeof q5.qs);
+  std::memset(q5.qh, 0xff, sizeof q5.qh);  // codes 31
+  BlockQ4_K q4{};
+  q4.d = q4.dmin = fp32_to_fp16(1.0f);
+  std::memset(q4.scales, 0xff, sizeof q4.scales);
+  std::memset(q4.qs, 0xff, sizeof q4.qs);  // codes 15
+  const std::vector<float> x = all_127(QK_K);
+  const double exact_q6 = 256.0 * 1 * -128 * -32 * 127, exact_q5 = 256.0 * (63 * 31 - 63) * 127,
+               exact_q4 = 256.0 * (63 * 15 - 63) * 127;
+  for (const MatvecKernels* k : {&matvec_kernels_ref(), &matvec_kernels_avx2(), &matvec_kernels_avx512()}) {
+    if (!cpu_has(k->isa)) continue;
+    const std::vector<BlockQ8Act> xq = quantize(*k, x);
+    ASSERT_EQ(xq[0].d, 1.0f);
+    EXPECT_EQ(k->dot_q6_k(&q6, xq.data(), QK_K), (float)exact_q6) << k->name;
+    EXPECT_EQ(k->dot_q5_k(&q5, xq.data(), QK_K), (float)exact_q5) << k->name;
+    EXPECT_EQ(k->dot_q4_k(&q4, xq.data(), QK_K), (float)exact_q4) << k->name;
   }
 }
 
@@ -245,7 +287,8 @@ TEST(MatvecKernelTables, EveryEntryFilledAndActiveFollowsIsa) {
     for (GgmlType t : kQuantTypes) EXPECT_NE(k->quant_dot(t), nullptr) << k->name;
     EXPECT_NE(k->float_dot(GgmlType::F32), nullptr) << k->name;
     EXPECT_NE(k->float_dot(GgmlType::F16), nullptr) << k->name;
-    EXPECT_EQ(k->quant_dot(GgmlType::Q4_K), nullptr) << k->name;
+    EXPECT_EQ(k->quant_dot(GgmlType::BF16), nullptr) << k->name;
+    EXPECT_EQ(k->quant_dot(GgmlType::Q2_K), nullptr) << k->name;
     EXPECT_EQ(&matvec_kernels_for(k->isa), k);
   }
   EXPECT_EQ(active_matvec_kernels().isa, active_isa());
