@@ -42,19 +42,39 @@ inline __m256i x86_bytes_shift_mask(__m256i x, int bits, char mask) {
   return _mm256_and_si256(_mm256_srl_epi16(x, _mm_cvtsi32_si128(bits)), _mm256_set1_epi8(mask));
 }
 
+// Byte-shuffle masks that broadcast int16 lane k of a 128-bit half to all 8 int16 lanes of each half.
+alignas(32) constexpr uint8_t kPickInt16[8][32] = {
+#define MPKV_PICK(k) {2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, \
+                      2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, \
+                      2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1}
+    MPKV_PICK(0), MPKV_PICK(1), MPKV_PICK(2), MPKV_PICK(3), MPKV_PICK(4), MPKV_PICK(5), MPKV_PICK(6), MPKV_PICK(7)};
+#undef MPKV_PICK
+
+inline __m256i x86_pick_int16(__m256i v, int k) {
+  return _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPickInt16[k])));
+}
+
 // Q4_K / Q5_K: piece k is sub-block k, the low (k even) or high (k odd) nibbles of qs[32 (k/2) ..];
-// Q5_K adds bit k of qh[l] as bit 4 of code l.
+// Q5_K adds bit k of qh[l] as bit 4 of code l. prep() widens the 8 scales to int16 (both halves)
+// and the 8 offset coefficients dmin * m_k to fp32 lanes (kLaneOffset).
 template <class B>
 struct TileQ45_K {
   using Block = B;
   struct Prep {
-    float d, dmin;
-    KScalesMins s;
+    float d;
+    __m256i sc16;  // int16 lane k (of each 128-bit half) = scale of sub-block k
+    __m256 mins;   // lane k = dmin * m_k
   };
   static constexpr int kPieces = QK_K / kActBlock;
-  static constexpr bool kOffset = true;
-  static constexpr float kOffsetFactor = -1.0f;
-  static Prep prep(const Block& w) { return {x86_fp16(w.d), x86_fp16(w.dmin), x86_unpack_k_scales(w.scales)}; }
+  static constexpr bool kOffset = false, kLaneOffset = true;
+  static constexpr float kOffsetFactor = 0.0f;
+  static Prep prep(const Block& w) {
+    const KScalesMins s = x86_unpack_k_scales(w.scales);
+    const __m128i sc8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.sc));
+    const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.m));
+    return {x86_fp16(w.d), _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8)),
+            _mm256_mul_ps(_mm256_set1_ps(x86_fp16(w.dmin)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m8)))};
+  }
   static __m256i codes(const Block& w, int k) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * (k >> 1)));
     const __m256i nib = x86_bytes_shift_mask(q, 4 * (k & 1), 0x0f);
@@ -65,27 +85,31 @@ struct TileQ45_K {
       return _mm256_or_si256(nib, _mm256_slli_epi16(x86_bytes_shift_mask(qh, k, 1), 4));
     }
   }
-  static float offset(const Prep& p, int k) { return p.dmin * (float)p.s.m[k]; }
+  static float offset(const Prep&, int) { return 0.0f; }
   static __m256 dot(__m256i c, __m256i a, const Prep& p, int k) {
     const __m256i pairs = _mm256_maddubs_epi16(c, a);
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(p.s.sc[k])));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, x86_pick_int16(p.sc16, k)));
   }
 };
 using TileQ4_K = TileQ45_K<BlockQ4_K>;
 using TileQ5_K = TileQ45_K<BlockQ5_K>;
 
 // Q6_K: piece k = 4h + g takes the low (g < 2) or high nibbles of ql[64h + 32 (g & 1) ..] and bits
-// 2g, 2g+1 of qh[32h ..] (layout: gguf/dequant.cpp); codes are q - 32 as signed bytes.
+// 2g, 2g+1 of qh[32h ..] (layout: gguf/dequant.cpp); codes are q - 32 as signed bytes. prep()
+// widens the 16 int8 scales to int16; piece k needs scale 2k in the low half and 2k + 1 in the
+// high half: the int32 lane k holds exactly that pair, broadcast, then each half picks its int16.
 struct TileQ6_K {
   using Block = BlockQ6_K;
   struct Prep {
     float d;
-    const int8_t* sc;
+    __m256i s16;  // int16 lane j = scale j
   };
   static constexpr int kPieces = QK_K / kActBlock;
-  static constexpr bool kOffset = false;
+  static constexpr bool kOffset = false, kLaneOffset = false;
   static constexpr float kOffsetFactor = 0.0f;
-  static Prep prep(const Block& w) { return {x86_fp16(w.d), w.scales}; }
+  static Prep prep(const Block& w) {
+    return {x86_fp16(w.d), _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales)))};
+  }
   static __m256i codes(const Block& w, int k) {
     const int h = k >> 2, g = k & 3;
     const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.ql + 64 * h + 32 * (g & 1)));
@@ -97,8 +121,9 @@ struct TileQ6_K {
   static float offset(const Prep&, int) { return 0.0f; }
   static __m256 dot(__m256i c, __m256i a, const Prep& p, int k) {
     const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(c, c), _mm256_sign_epi8(a, c));
-    const __m256i sc = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(p.sc[2 * k])),
-                                               _mm_set1_epi16(p.sc[2 * k + 1]), 1);
+    const __m256i pair = _mm256_permutevar8x32_epi32(p.s16, _mm256_set1_epi32(k));  // (sc[2k], sc[2k+1]) everywhere
+    const __m256i sc = _mm256_shuffle_epi8(pair, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,  //
+                                                                  2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3));
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, sc));
   }
 };

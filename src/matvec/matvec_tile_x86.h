@@ -12,9 +12,11 @@
 // isum8_b: the 8 groups-of-4 integer sums of activation block b (maddubs + madd, exact; K-quant
 // sub-block scales folded in by the madd); dw_b the weight scale (d of the K-quant super-block);
 // c_b the offset coefficient (m for Q4_1 / Q5_1, dw for Q4_0 / Q5_0 with factor -8 / -16,
-// dmin * m_k for Q4_K / Q5_K with factor -1, none for Q8_0 / Q6_K); s_b = dx_b * sum(activation codes). The offsets of one weight row for the nv activation
-// rows sit in the lanes of one __m128 (lane v = activation row v); lanes are independent, so the
-// lane an activation row lands in does not change its value.
+// none for Q8_0 / Q6_K); s_b = dx_b * sum(activation codes). Q4_K / Q5_K put their offsets
+// -dmin * m_k * s_k into lane k of acc instead, once per super-block after its 8 pieces
+// (kLaneOffset). The offsets of one weight row for the nv activation rows sit in the lanes of one
+// __m128 (lane v = activation row v); lanes are independent, so the lane an activation row lands
+// in does not change its value.
 #pragma once
 #include "matvec/matvec_kernels.h"
 #include "matvec/matvec_x86_helpers.h"
@@ -33,6 +35,9 @@ inline __m256i tile_load_act(const BlockQ8Act& a) {
 //   codes(w, k)    the 32 codes of piece k as bytes (unsigned, or signed for dot's sign trick)
 //   dot(c, a, p, k) the 8 exact integer sums over groups of 4 bytes (sub-block scales folded in), as fp32
 //   offset(p, k)   the offset coefficient c of piece k (with kOffset; times kOffsetFactor at the end)
+//   kLaneOffset    (K-quants with mins) instead of kOffset: p.mins holds piece k's coefficient in
+//                  lane k, and acc = fnmadd(p.mins, (s of pieces 0..7 in lanes 0..7), acc) once per
+//                  weight block, after its pieces
 
 // The types with one activation block per weight block: Prep is the block's scale and offset coefficient.
 struct TilePerBlock {
@@ -40,6 +45,7 @@ struct TilePerBlock {
     float d, off;
   };
   static constexpr int kPieces = 1;
+  static constexpr bool kLaneOffset = false;
   static float offset(const Prep& p, int) { return p.off; }
 };
 
@@ -91,6 +97,12 @@ inline __m128 tile_act_sums(const BlockQ8Act* xq, size_t xq_stride, int64_t b) {
                      V > 3 ? xq[3 * xq_stride + b].s : 0.0f);
 }
 
+// The activation sums s of 8 consecutive activation blocks, block k in lane k (BlockQ8Act is 10 floats).
+inline __m256 tile_act_sums_8(const BlockQ8Act* blocks) {
+  static_assert(sizeof(BlockQ8Act) == 10 * sizeof(float), "BlockQ8Act stride in floats");
+  return _mm256_i32gather_ps(&blocks->s, _mm256_setr_epi32(0, 10, 20, 30, 40, 50, 60, 70), 4);
+}
+
 template <class T, int R, int V>
 void quant_tile_rv(const uint8_t* rows, size_t row_bytes, const BlockQ8Act* xq, size_t xq_stride, int64_t nb,
                    float* y, size_t ldy) {
@@ -105,6 +117,11 @@ void quant_tile_rv(const uint8_t* rows, size_t row_bytes, const BlockQ8Act* xq, 
   for (int64_t wb = 0; wb < nb / P; ++wb) {  // weight blocks; activation blocks wb*P .. wb*P + P-1
     __m128 sums[P];
     for (int k = 0; k < P; ++k) sums[k] = T::kOffset ? tile_act_sums<V>(xq, xq_stride, wb * P + k) : _mm_setzero_ps();
+    __m256 lane_sums[V];
+    if constexpr (T::kLaneOffset) {
+      static_assert(P == 8, "one lane per piece");
+      for (int v = 0; v < V; ++v) lane_sums[v] = tile_act_sums_8(xq + (size_t)v * xq_stride + wb * P);
+    }
     for (int r = 0; r < R; ++r) {
       const Block& w = reinterpret_cast<const Block*>(rows + (size_t)r * row_bytes)[wb];
       const typename T::Prep p = T::prep(w);
@@ -115,6 +132,9 @@ void quant_tile_rv(const uint8_t* rows, size_t row_bytes, const BlockQ8Act* xq, 
           acc[r][v] = _mm256_fmadd_ps(_mm256_set1_ps(p.d * a.d), T::dot(codes, tile_load_act(a), p, k), acc[r][v]);
         }
         if (T::kOffset) offs[r] = _mm_fmadd_ps(_mm_set1_ps(T::offset(p, k)), sums[k], offs[r]);
+      }
+      if constexpr (T::kLaneOffset) {
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fnmadd_ps(p.mins, lane_sums[v], acc[r][v]);
       }
     }
   }
