@@ -125,11 +125,14 @@ void quant_tile_rv(const uint8_t* rows, size_t row_bytes, const BlockQ8Act* xq, 
     for (int r = 0; r < R; ++r) {
       const Block& w = reinterpret_cast<const Block*>(rows + (size_t)r * row_bytes)[wb];
       const typename T::Prep p = T::prep(w);
+      const __m256 dw = _mm256_set1_ps(p.d);
       for (int k = 0; k < P; ++k) {
         const __m256i codes = T::codes(w, k);
         for (int v = 0; v < V; ++v) {
           const BlockQ8Act& a = xq[(size_t)v * xq_stride + wb * P + k];
-          acc[r][v] = _mm256_fmadd_ps(_mm256_set1_ps(p.d * a.d), T::dot(codes, tile_load_act(a), p, k), acc[r][v]);
+          // dw * dx as one vector multiply of a broadcast load (the same IEEE product as a scalar one).
+          const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(&a.d));
+          acc[r][v] = _mm256_fmadd_ps(scale, T::dot(codes, tile_load_act(a), p, k), acc[r][v]);
         }
         if (T::kOffset) offs[r] = _mm_fmadd_ps(_mm_set1_ps(T::offset(p, k)), sums[k], offs[r]);
       }
