@@ -115,29 +115,29 @@ void quant_tile_rv(const uint8_t* rows, size_t row_bytes, const BlockQ8Act* xq, 
     for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
   }
   for (int64_t wb = 0; wb < nb / P; ++wb) {  // weight blocks; activation blocks wb*P .. wb*P + P-1
-    __m128 sums[P];
-    for (int k = 0; k < P; ++k) sums[k] = T::kOffset ? tile_act_sums<V>(xq, xq_stride, wb * P + k) : _mm_setzero_ps();
-    __m256 lane_sums[V];
-    if constexpr (T::kLaneOffset) {
-      static_assert(P == 8, "one lane per piece");
-      for (int v = 0; v < V; ++v) lane_sums[v] = tile_act_sums_8(xq + (size_t)v * xq_stride + wb * P);
-    }
+    static_assert(P == 1 || !T::kOffset, "per-piece offsets only for one piece per block");
+    const __m128 sums = T::kOffset ? tile_act_sums<V>(xq, xq_stride, wb) : _mm_setzero_ps();
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const Block& w = reinterpret_cast<const Block*>(rows + (size_t)r * row_bytes)[wb];
       const typename T::Prep p = T::prep(w);
       const __m256 dw = _mm256_set1_ps(p.d);
       for (int k = 0; k < P; ++k) {
         const __m256i codes = T::codes(w, k);
+#pragma GCC unroll 4
         for (int v = 0; v < V; ++v) {
           const BlockQ8Act& a = xq[(size_t)v * xq_stride + wb * P + k];
           // dw * dx as one vector multiply of a broadcast load (the same IEEE product as a scalar one).
           const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(&a.d));
           acc[r][v] = _mm256_fmadd_ps(scale, T::dot(codes, tile_load_act(a), p, k), acc[r][v]);
         }
-        if (T::kOffset) offs[r] = _mm_fmadd_ps(_mm_set1_ps(T::offset(p, k)), sums[k], offs[r]);
+        if (T::kOffset) offs[r] = _mm_fmadd_ps(_mm_set1_ps(T::offset(p, k)), sums, offs[r]);
       }
       if constexpr (T::kLaneOffset) {
-        for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fnmadd_ps(p.mins, lane_sums[v], acc[r][v]);
+        static_assert(P == 8, "one lane per piece");
+        for (int v = 0; v < V; ++v) {
+          acc[r][v] = _mm256_fnmadd_ps(p.mins, tile_act_sums_8(xq + (size_t)v * xq_stride + wb * P), acc[r][v]);
+        }
       }
     }
   }
