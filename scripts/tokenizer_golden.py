@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes llama.cpp's token ids for a model's tokenizer as a golden JSON file for
-tests/golden/test_golden_tokens.cpp (run through scripts/make_tokenizer_golden.sh).
+tests/golden/test_tokenizer_golden.cpp (run through scripts/make_tokenizer_golden.sh).
 
 The file holds:
   - wikitext: for the whole WikiText-2 test file, per (add_bos, parse_special) variant, the number of

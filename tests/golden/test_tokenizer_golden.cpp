@@ -1,7 +1,7 @@
 // Gemma 3's SentencePiece tokenizer against llama.cpp's ids (tests/golden/gemma3_tokens.json,
 // written by scripts/make_tokenizer_golden.sh): the whole WikiText-2 test file (id count, FNV-1a
 // of all ids, and of each block of ids to locate the first difference) and awkward strings (full
-// id lists). Skipped when the model is absent.
+// id lists). Skipped when the model is absent. Named test_tokenizer_* so it links only mpkv_tokenizer.
 #include <gtest/gtest.h>
 
 #include <chrono>
