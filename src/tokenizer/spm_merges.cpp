@@ -1,6 +1,7 @@
 #include "tokenizer/spm_merges.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <queue>
 
@@ -41,6 +42,10 @@ SpmMerges::SpmMerges(const std::vector<std::string>& tokens, std::vector<float> 
     : scores_(std::move(scores)), unk_id_(unk_id) {
   MPKV_CHECK(scores_.size() == tokens.size(), "tokenizer: " + std::to_string(scores_.size()) + " token scores for " +
                                                   std::to_string(tokens.size()) + " tokens");
+  // A NaN score would break the candidates' ordering (a corrupt file, not a model to guess about).
+  for (size_t i = 0; i < scores_.size(); ++i) {
+    MPKV_CHECK(!std::isnan(scores_[i]), "tokenizer: token " + std::to_string(i) + " has a NaN score");
+  }
   ids_.reserve(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) ids_.emplace(tokens[i], static_cast<int32_t>(i));
   for (int b = 0; b < 256; ++b) {
@@ -74,6 +79,9 @@ void SpmMerges::emit_bytes(std::string_view symbol, std::vector<int32_t>& out) c
 
 void SpmMerges::encode(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
+  // Symbols hold 32-bit offsets and indices.
+  MPKV_CHECK(text.size() < (size_t{1} << 31), "tokenizer: a stretch of " + std::to_string(text.size()) +
+                                                  " bytes without special tokens is too long to encode (2 GiB at most)");
   std::vector<Symbol> symbols;
   symbols.reserve(text.size());
   for (size_t at = 0; at < text.size();) {

@@ -25,7 +25,7 @@ class SpmMerges {
  public:
   // tokens: vocabulary texts (id = index), already unique. scores: one per token.
   // unk_id: emitted for a byte that has no token (-1: such a byte is an Error at encode time).
-  // Throws Error when scores and tokens differ in length.
+  // Throws Error when scores and tokens differ in length or a score is NaN.
   SpmMerges(const std::vector<std::string>& tokens, std::vector<float> scores, int32_t unk_id);
 
   // Vocabulary id of an exact token text, or -1.
@@ -35,7 +35,8 @@ class SpmMerges {
   int32_t byte_token(uint8_t b) const { return byte_token_[b]; }
 
   // Segments text (spaces already escaped to U+2581) and appends the token ids to out.
-  // Throws Error for a byte that has neither a byte token nor unk_id to fall back to.
+  // Throws Error for a byte that has neither a byte token nor unk_id to fall back to, or a text of
+  // 2 GiB or more.
   void encode(std::string_view text, std::vector<int32_t>& out) const;
 
  private:

@@ -2,6 +2,8 @@
 // expected id list below was worked out by hand from the rules in spm_merges.h / tokenizer.h.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -84,6 +86,7 @@ TEST(TokenizerSpm, DecodeTurnsTheSpaceMarkBack) {
 
 TEST(TokenizerSpm, RejectsMismatchedScores) {
   EXPECT_THROW(Tokenizer::sentencepiece({"a", "b"}, {}, {0.0f}, {}, false, true), Error);
+  EXPECT_THROW(Tokenizer::sentencepiece({"a", "b"}, {}, {0.0f, std::nanf("")}, {}, false, true), Error);
 }
 
 }  // namespace
