@@ -8,6 +8,10 @@ Sequence::Sequence(uint64_t id_, RequestParams p, OutputCallback cb)
     : id(id_), params(std::move(p)), on_output(std::move(cb)), sampler(params.sampling), text(params.stop),
       tokens(params.prompt), n_prompt((int)params.prompt.size()), arrived(Clock::now()) {
   stats.n_prompt_tokens = n_prompt;
+  // The prompt joins the repetition-penalty history, as in llama.cpp (llama-cli and llama-server
+  // accept every prompt token into the sampler), so the first generated token is already penalized.
+  // A preempted sequence keeps this object and its sampler, so recompute does not add them twice.
+  for (int32_t t : params.prompt) sampler.accept(t);
 }
 
 int Sequence::max_positions(int n_ctx) const {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <map>
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -357,6 +358,46 @@ TEST(ServingEngine, RequestsFromOtherThreadsWhileAnotherSteps) {
   loop.join();
   EXPECT_EQ(finished.load(), 12);
   EXPECT_EQ(eng.metrics().kv_bytes_used, 0u);
+}
+
+
+// llama.cpp feeds the prompt into the repetition-penalty history (llama-cli and llama-server accept
+// every prompt token into the sampler), so the first generated token is already penalized for
+// repeating the prompt. The reference applies the penalty by hand to the plain loop's logits.
+TEST(ServingEngine, RepeatPenaltyCountsThePromptTokens) {
+  const Fixture& f = tiny();
+  const int n_vocab = f.model->config().n_vocab;
+  const float penalty = 50.0f;
+  // A prompt whose unpenalized greedy continuation repeats one of its own tokens, so the penalty
+  // must change the answer (found by search; the assertion keeps the test from going weak).
+  std::vector<int32_t> p;
+  std::vector<float> lg;
+  for (int seed = 0; seed < 64 && p.empty(); ++seed) {
+    std::vector<int32_t> cand = prompt(seed, 40);
+    auto cache = make_kv_cache(f16_opts(), f.dims);
+    Forward fwd(*f.model);
+    std::vector<BatchToken> b;
+    for (size_t k = 0; k < cand.size(); ++k) b.push_back({cand[k], (int)k, 0, k + 1 == cand.size()});
+    ASSERT_TRUE(cache->reserve(0, (int)b.size()));
+    fwd.run(*cache, b, lg);
+    if (std::count(cand.begin(), cand.end(), argmax(lg.data(), n_vocab))) p = cand;
+  }
+  ASSERT_FALSE(p.empty()) << "no prompt among 64 repeats itself; pick another search";
+  const int32_t unpenalized = argmax(lg.data(), n_vocab);
+  std::set<int32_t> seen(p.begin(), p.end());
+  for (int32_t t : seen) lg[t] = lg[t] > 0 ? lg[t] / penalty : lg[t] * penalty;
+  const int32_t expected = argmax(lg.data(), n_vocab);
+  ASSERT_NE(expected, unpenalized);
+
+  Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+  Collected c;
+  RequestParams r = greedy(p, 1);
+  r.sampling.repeat_penalty = penalty;
+  r.sampling.repeat_last_n = 64;  // covers the whole prompt
+  const uint64_t id = eng.add_request(r, collect(c));
+  eng.run_until_idle();
+  ASSERT_EQ(c.tokens[id].size(), 1u);
+  EXPECT_EQ(c.tokens[id][0], expected);
 }
 
 }  // namespace
