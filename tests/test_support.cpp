@@ -13,12 +13,31 @@ namespace mpkv::test {
 std::string source_path(const std::string& rel) { return std::string(MPKV_SOURCE_DIR) + "/" + rel; }
 std::string shared_path(const std::string& rel) { return std::string(MPKV_SOURCE_DIR) + "/../shared/" + rel; }
 
-std::string default_model_path() {
-  if (const char* env = std::getenv("MPKV_MODEL"); env && *env) {
+namespace {
+
+// $env when set (empty when that file is absent), else <source>/models/<file> when present.
+std::string model_path(const char* env_name, const std::string& file) {
+  if (const char* env = std::getenv(env_name); env && *env) {
     return std::filesystem::exists(env) ? std::string(env) : std::string();
   }
-  const std::string p = source_path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  const std::string p = source_path("models/" + file);
   return std::filesystem::exists(p) ? p : std::string();
+}
+
+}  // namespace
+
+std::string default_model_path() { return model_path("MPKV_MODEL", "SmolLM2-135M-Instruct.Q4_1.gguf"); }
+std::string gemma_model_path() { return model_path("MPKV_GEMMA_MODEL", "gemma-3-270m-q4_k_m.gguf"); }
+
+uint64_t fnv1a_ids(const std::vector<int32_t>& ids) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int32_t id : ids) {
+    for (int k = 0; k < 4; ++k) {
+      h ^= static_cast<uint8_t>(static_cast<uint32_t>(id) >> (8 * k));
+      h *= 0x100000001b3ull;
+    }
+  }
+  return h;
 }
 
 std::string temp_dir() {

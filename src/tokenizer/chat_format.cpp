@@ -1,6 +1,25 @@
 #include "tokenizer/chat_format.h"
 
+#include <string_view>
+
 namespace mpkv {
+namespace {
+
+// s without leading and trailing ASCII whitespace (" \t\n\v\f\r", C isspace).
+std::string_view trim_space(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\v\f\r";
+  const size_t begin = s.find_first_not_of(kSpace);
+  if (begin == std::string_view::npos) return {};
+  return s.substr(begin, s.find_last_not_of(kSpace) - begin + 1);
+}
+
+}  // namespace
+
+ChatFormat detect_chat_format(const std::string& chat_template, bool vocab_has_start_of_turn) {
+  if (chat_template.find("<start_of_turn>") != std::string::npos) return ChatFormat::gemma;
+  if (chat_template.empty() && vocab_has_start_of_turn) return ChatFormat::gemma;
+  return ChatFormat::chatml;
+}
 
 std::optional<std::string> chatml_default_system_prompt(const std::string& tmpl) {
   static const std::string kStart = "<|im_start|>system";
@@ -50,6 +69,26 @@ std::string format_chatml(const std::vector<ChatMessage>& messages, bool add_gen
   }
   for (const auto& m : messages) add(m.role, m.content);
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+std::string format_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  std::string out, system;
+  for (const auto& m : messages) {
+    if (m.role == "system") {
+      system += trim_space(m.content);
+      continue;
+    }
+    const std::string role = m.role == "assistant" ? "model" : m.role;
+    out += "<start_of_turn>" + role + "\n";
+    if (!system.empty() && role != "model") {
+      out += system + "\n\n";
+      system.clear();
+    }
+    out += trim_space(m.content);
+    out += "<end_of_turn>\n";
+  }
+  if (add_generation_prompt) out += "<start_of_turn>model\n";
   return out;
 }
 

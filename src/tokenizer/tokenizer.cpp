@@ -66,6 +66,22 @@ std::string decode_normal_text(const std::string& text) {
   return out;
 }
 
+// SentencePiece marks spaces with U+2581 ("\xE2\x96\x81"); a NORMAL token's bytes have them back.
+constexpr std::string_view kSpmSpace = "\xE2\x96\x81";
+std::string decode_spm_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t at = 0; at < text.size();) {
+    if (text.compare(at, kSpmSpace.size(), kSpmSpace) == 0) {
+      out.push_back(' ');
+      at += kSpmSpace.size();
+    } else {
+      out.push_back(text[at++]);
+    }
+  }
+  return out;
+}
+
 // "<0xAB>" -> byte 0xAB, or -1 when the text is not of that form.
 int parse_byte_token(const std::string& text) {
   if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>') return -1;
@@ -81,12 +97,27 @@ int parse_byte_token(const std::string& text) {
 Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<TokenType> types,
                      const std::vector<std::string>& merges, const std::string& pre, SpecialTokenIds special,
                      bool add_bos, const std::string& chat_template)
-    : tokens_(checked_tokens(std::move(tokens))),
+    : Tokenizer(TokenizerKind::bpe, std::move(tokens), std::move(types), special, add_bos, chat_template) {
+  pre_.emplace(pre);
+  bpe_.emplace(tokens_, merges);
+}
+
+Tokenizer Tokenizer::sentencepiece(std::vector<std::string> tokens, std::vector<TokenType> types,
+                                   std::vector<float> scores, SpecialTokenIds special, bool add_bos,
+                                   bool add_space_prefix, const std::string& chat_template) {
+  Tokenizer t(TokenizerKind::spm, std::move(tokens), std::move(types), special, add_bos, chat_template);
+  t.add_space_prefix_ = add_space_prefix;
+  t.spm_.emplace(t.tokens_, std::move(scores), t.special_.unk);
+  return t;
+}
+
+Tokenizer::Tokenizer(TokenizerKind kind, std::vector<std::string> tokens, std::vector<TokenType> types,
+                     SpecialTokenIds special, bool add_bos, const std::string& chat_template)
+    : kind_(kind),
+      tokens_(checked_tokens(std::move(tokens))),
       types_(checked_types(std::move(types), tokens_.size())),
       special_(special),
-      add_bos_(add_bos),
-      pre_(pre),
-      bpe_(tokens_, merges) {
+      add_bos_(add_bos) {
   const int32_t n = n_vocab();
   const auto in_range = [&](int32_t id) { return id >= 0 && id < n; };
   for (auto [name, id] : {std::pair<const char*, int32_t>{"bos", special_.bos}, {"eos", special_.eos}}) {
@@ -99,14 +130,15 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<TokenType> typ
   MPKV_CHECK(!add_bos_ || special_.bos >= 0, "tokenizer: add_bos_token is true but the model has no bos token id");
 
   // End of generation: eos plus the texts llama.cpp recognises; those tokens count as CONTROL
-  // (llama.cpp overrides their type the same way) so encode() cuts them out as special tokens.
+  // (llama.cpp adds the CONTROL attribute the same way, even to a USER_DEFINED token) so encode()
+  // cuts them out as special tokens only when parsing special tokens.
   is_eog_.assign(n, false);
   if (special_.eos >= 0) is_eog_[special_.eos] = true;
   const auto& texts = eog_texts();
   for (int32_t id = 0; id < n; ++id) {
     if (texts.count(tokens_[id])) {
       is_eog_[id] = true;
-      if (types_[id] != TokenType::control && types_[id] != TokenType::user_defined) types_[id] = TokenType::control;
+      types_[id] = TokenType::control;
     }
   }
   for (int32_t id = 0; id < n; ++id)
@@ -115,7 +147,9 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<TokenType> typ
   pieces_.resize(n);
   for (int32_t id = 0; id < n; ++id) {
     switch (types_[id]) {
-      case TokenType::normal: pieces_[id] = decode_normal_text(tokens_[id]); break;
+      case TokenType::normal:
+        pieces_[id] = kind_ == TokenizerKind::bpe ? decode_normal_text(tokens_[id]) : decode_spm_text(tokens_[id]);
+        break;
       case TokenType::control:
       case TokenType::user_defined:
       case TokenType::unknown: pieces_[id] = tokens_[id]; break;
@@ -134,51 +168,83 @@ Tokenizer::Tokenizer(std::vector<std::string> tokens, std::vector<TokenType> typ
   std::stable_sort(special_by_length_.begin(), special_by_length_.end(),
                    [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
 
-  default_system_prompt_ = chatml_default_system_prompt(chat_template);
+  chat_format_ = detect_chat_format(chat_template, std::find(tokens_.begin(), tokens_.end(), "<start_of_turn>") != tokens_.end());
+  if (chat_format_ == ChatFormat::chatml) default_system_prompt_ = chatml_default_system_prompt(chat_template);
 }
+
+namespace {
+
+std::vector<std::string> gguf_string_array(const GgufReader& g, const char* key) {
+  const GgufValue& v = g.get(key);
+  MPKV_CHECK(v.is_array(), g.path() + ": " + key + " is not an array");
+  std::vector<std::string> out;
+  out.reserve(v.as_array().size());
+  for (const auto& e : v.as_array()) out.push_back(e.as_string());
+  return out;
+}
+
+// tokenizer.ggml.token_type (optional: all NORMAL without it); at least n_tokens entries.
+std::vector<TokenType> gguf_token_types(const GgufReader& g, size_t n_tokens) {
+  std::vector<TokenType> types;
+  if (!g.has("tokenizer.ggml.token_type")) return types;
+  const GgufValue& v = g.get("tokenizer.ggml.token_type");
+  MPKV_CHECK(v.is_array(), g.path() + ": tokenizer.ggml.token_type is not an array");
+  const auto& arr = v.as_array();
+  MPKV_CHECK(arr.size() >= n_tokens, g.path() + ": tokenizer.ggml.token_type has " + std::to_string(arr.size()) +
+                                         " entries for " + std::to_string(n_tokens) + " tokens");
+  types.reserve(n_tokens);
+  for (size_t i = 0; i < n_tokens; ++i) {
+    const int64_t t = arr[i].as_int();
+    types.push_back(t >= 0 && t <= 6 ? static_cast<TokenType>(t) : TokenType::undefined);
+  }
+  return types;
+}
+
+// tokenizer.ggml.scores (optional: all 0 without it, as llama.cpp); at least n_tokens entries.
+std::vector<float> gguf_token_scores(const GgufReader& g, size_t n_tokens) {
+  if (!g.has("tokenizer.ggml.scores")) return std::vector<float>(n_tokens, 0.0f);
+  const GgufValue& v = g.get("tokenizer.ggml.scores");
+  MPKV_CHECK(v.is_array(), g.path() + ": tokenizer.ggml.scores is not an array");
+  const auto& arr = v.as_array();
+  MPKV_CHECK(arr.size() >= n_tokens, g.path() + ": tokenizer.ggml.scores has " + std::to_string(arr.size()) +
+                                         " entries for " + std::to_string(n_tokens) + " tokens");
+  std::vector<float> scores(n_tokens);
+  for (size_t i = 0; i < n_tokens; ++i) scores[i] = static_cast<float>(arr[i].as_float());
+  return scores;
+}
+
+// The special ids from metadata; a key that is absent keeps its default.
+SpecialTokenIds gguf_special_ids(const GgufReader& g, SpecialTokenIds ids) {
+  ids.bos = static_cast<int32_t>(g.get_int("tokenizer.ggml.bos_token_id", ids.bos));
+  ids.eos = static_cast<int32_t>(g.get_int("tokenizer.ggml.eos_token_id", ids.eos));
+  ids.unk = static_cast<int32_t>(g.get_int("tokenizer.ggml.unknown_token_id", ids.unk));
+  ids.pad = static_cast<int32_t>(g.get_int("tokenizer.ggml.padding_token_id", ids.pad));
+  return ids;
+}
+
+}  // namespace
 
 Tokenizer Tokenizer::from_gguf(const GgufReader& g) {
   const std::string model = g.get_string("tokenizer.ggml.model", "");
-  MPKV_CHECK(model == "gpt2", g.path() + ": unsupported tokenizer model '" + model +
-                                  "' (tokenizer.ggml.model); only 'gpt2' byte-level BPE is supported");
-  MPKV_CHECK(g.has("tokenizer.ggml.pre"), g.path() + ": tokenizer.ggml.pre is missing; cannot choose a pre-tokenizer");
-  const std::string pre = g.get_string("tokenizer.ggml.pre", "");
-
-  const auto string_array = [&](const char* key) {
-    const GgufValue& v = g.get(key);
-    MPKV_CHECK(v.is_array(), g.path() + ": " + key + " is not an array");
-    std::vector<std::string> out;
-    out.reserve(v.as_array().size());
-    for (const auto& e : v.as_array()) out.push_back(e.as_string());
-    return out;
-  };
-  std::vector<std::string> tokens = string_array("tokenizer.ggml.tokens");
-  std::vector<std::string> merges = string_array("tokenizer.ggml.merges");
-
-  std::vector<TokenType> types;
-  if (g.has("tokenizer.ggml.token_type")) {
-    const GgufValue& v = g.get("tokenizer.ggml.token_type");
-    MPKV_CHECK(v.is_array(), g.path() + ": tokenizer.ggml.token_type is not an array");
-    const auto& arr = v.as_array();
-    MPKV_CHECK(arr.size() >= tokens.size(), g.path() + ": tokenizer.ggml.token_type has " +
-                                                std::to_string(arr.size()) + " entries for " +
-                                                std::to_string(tokens.size()) + " tokens");
-    types.reserve(tokens.size());
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      const int64_t t = arr[i].as_int();
-      types.push_back(t >= 0 && t <= 6 ? static_cast<TokenType>(t) : TokenType::undefined);
-    }
-  }
-
-  SpecialTokenIds ids;
-  ids.bos = static_cast<int32_t>(g.get_int("tokenizer.ggml.bos_token_id", -1));
-  ids.eos = static_cast<int32_t>(g.get_int("tokenizer.ggml.eos_token_id", -1));
-  ids.unk = static_cast<int32_t>(g.get_int("tokenizer.ggml.unknown_token_id", -1));
-  ids.pad = static_cast<int32_t>(g.get_int("tokenizer.ggml.padding_token_id", -1));
-  const bool add_bos = g.get_bool("tokenizer.ggml.add_bos_token", pre_tokenizer_spec(pre).add_bos_default);
+  MPKV_CHECK(model == "gpt2" || model == "llama",
+             g.path() + ": unsupported tokenizer model '" + model +
+                 "' (tokenizer.ggml.model); supported: 'gpt2' (byte-level BPE) and 'llama' (SentencePiece)");
+  std::vector<std::string> tokens = gguf_string_array(g, "tokenizer.ggml.tokens");
+  std::vector<TokenType> types = gguf_token_types(g, tokens.size());
   const std::string chat_template = g.get_string("tokenizer.chat_template", "");
   try {
-    return Tokenizer(std::move(tokens), std::move(types), merges, pre, ids, add_bos, chat_template);
+    if (model == "llama") {
+      std::vector<float> scores = gguf_token_scores(g, tokens.size());
+      const SpecialTokenIds ids = gguf_special_ids(g, {.bos = 1, .eos = 2, .unk = 0, .pad = -1});
+      return sentencepiece(std::move(tokens), std::move(types), std::move(scores), ids,
+                           g.get_bool("tokenizer.ggml.add_bos_token", true),
+                           g.get_bool("tokenizer.ggml.add_space_prefix", true), chat_template);
+    }
+    MPKV_CHECK(g.has("tokenizer.ggml.pre"), "tokenizer.ggml.pre is missing; cannot choose a pre-tokenizer");
+    const std::string pre = g.get_string("tokenizer.ggml.pre", "");
+    const std::vector<std::string> merges = gguf_string_array(g, "tokenizer.ggml.merges");
+    const bool add_bos = g.get_bool("tokenizer.ggml.add_bos_token", pre_tokenizer_spec(pre).add_bos_default);
+    return Tokenizer(std::move(tokens), std::move(types), merges, pre, gguf_special_ids(g, {}), add_bos, chat_template);
   } catch (const Error& e) {
     throw Error(g.path() + ": " + e.what());
   }
@@ -204,7 +270,14 @@ TokenType Tokenizer::token_type(int32_t id) const {
   return types_[id];
 }
 
-int32_t Tokenizer::find_token(const std::string& text) const { return bpe_.find_token(text); }
+int32_t Tokenizer::find_token(const std::string& text) const {
+  return bpe_ ? bpe_->find_token(text) : spm_->find_token(text);
+}
+
+const std::string& Tokenizer::pre_name() const {
+  static const std::string kNone;
+  return pre_ ? pre_->name() : kNone;
+}
 
 bool Tokenizer::is_end_of_generation(int32_t id) const { return id >= 0 && id < n_vocab() && is_eog_[id]; }
 
@@ -215,6 +288,10 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
 }
 
 std::string Tokenizer::format_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  switch (chat_format_) {
+    case ChatFormat::gemma: return format_gemma(messages, add_generation_prompt);
+    case ChatFormat::chatml: break;
+  }
   return format_chatml(messages, add_generation_prompt, default_system_prompt_);
 }
 
@@ -226,13 +303,25 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_bos, bo
     out.push_back(special_.bos);
   }
   if (text.empty()) return out;
+  bool after_special = true;  // spm: the start of the text counts as following a special token
+  for (const Fragment& f : split_special(text, parse_special)) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+      after_special = true;
+      continue;
+    }
+    const std::string_view raw(text.data() + f.offset, f.length);
+    switch (kind_) {
+      case TokenizerKind::bpe: encode_bpe_text(raw, out); break;
+      case TokenizerKind::spm: encode_spm_text(raw, after_special, out); break;
+    }
+    after_special = false;
+  }
+  return out;
+}
 
-  // Cut special tokens out of the text, longest first: fragments are either a token id or a raw
-  // stretch [offset, offset + length) of text.
-  struct Fragment {
-    int32_t token;  // -1 for raw text
-    size_t offset, length;
-  };
+// Cuts special tokens out of the text, longest first.
+std::vector<Tokenizer::Fragment> Tokenizer::split_special(const std::string& text, bool parse_special) const {
   std::vector<Fragment> frags{{-1, 0, text.size()}}, next;
   for (int32_t sid : special_by_length_) {
     if (!parse_special && types_[sid] != TokenType::user_defined) continue;
@@ -256,16 +345,23 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_bos, bo
     }
     if (found) frags.swap(next);
   }
+  return frags;
+}
 
-  for (const Fragment& f : frags) {
-    if (f.token >= 0) out.push_back(f.token);
-    else encode_text(std::string_view(text.data() + f.offset, f.length), out);
+// SentencePiece-style: optional leading space, spaces to U+2581, then merging by score.
+void Tokenizer::encode_spm_text(std::string_view text, bool after_special, std::vector<int32_t>& out) const {
+  std::string escaped;
+  escaped.reserve(text.size() + text.size() / 2 + kSpmSpace.size());
+  if (add_space_prefix_ && after_special) escaped += kSpmSpace;
+  for (const char c : text) {
+    if (c == ' ') escaped += kSpmSpace;
+    else escaped.push_back(c);
   }
-  return out;
+  spm_->encode(escaped, out);
 }
 
 // Pre-tokenizes and BPE-encodes one stretch of text without special tokens.
-void Tokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
+void Tokenizer::encode_bpe_text(std::string_view text, std::vector<int32_t>& out) const {
   std::string sanitized;
   if (!utf8_is_valid(text)) {
     sanitized = utf8_sanitize(text);
@@ -274,12 +370,12 @@ void Tokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) co
   // word -> [begin, end) in cached_ids; the views point into text, which outlives the map.
   std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> cache;
   std::vector<int32_t> cached_ids;
-  const bool ignore_merges = pre_.spec().ignore_merges;
-  for (const std::string_view word : pre_.split(text)) {
+  const bool ignore_merges = pre_->spec().ignore_merges;
+  for (const std::string_view word : pre_->split(text)) {
     auto it = cache.find(word);
     if (it == cache.end()) {
       const auto begin = static_cast<uint32_t>(cached_ids.size());
-      bpe_.encode_word(word, ignore_merges, special_.unk, cached_ids);
+      bpe_->encode_word(word, ignore_merges, special_.unk, cached_ids);
       it = cache.emplace(word, std::make_pair(begin, static_cast<uint32_t>(cached_ids.size()))).first;
     }
     out.insert(out.end(), cached_ids.begin() + it->second.first, cached_ids.begin() + it->second.second);

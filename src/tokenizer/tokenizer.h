@@ -1,15 +1,23 @@
-// mpkv::Tokenizer: byte-level BPE (llama.cpp's "gpt2" tokenizer model) built from GGUF metadata.
+// mpkv::Tokenizer, built from GGUF metadata, of one of two kinds (tokenizer.ggml.model):
+//   "gpt2"  -> TokenizerKind::bpe: byte-level BPE with a regex pre-tokenizer;
+//   "llama" -> TokenizerKind::spm: SentencePiece-style merging by token score (spm_merges.h).
+// docs/tokenizer.md describes both.
 //
 // encode(text):
 //   1. special tokens (token type CONTROL / USER_DEFINED / UNKNOWN) are cut out of the text first,
 //      longest token text first, as llama.cpp's tokenizer_st_partition does; with
-//      parse_special = false only USER_DEFINED tokens are;
-//   2. invalid UTF-8 is replaced by U+FFFD per bad byte (llama.cpp does the same);
-//   3. each remaining stretch is split by the pre-tokenizer regexes (pre_tokenizer.h);
-//   4. each word is BPE-merged (bpe_merges.h); word -> ids is cached within one encode() call.
+//      parse_special = false only USER_DEFINED tokens are (an end-of-generation text such as
+//      "</s>" counts as CONTROL even when its type says USER_DEFINED, as in llama.cpp);
+//   2. bpe: invalid UTF-8 is replaced by U+FFFD per bad byte (llama.cpp does the same), each
+//      remaining stretch is split by the pre-tokenizer regexes (pre_tokenizer.h) and each word is
+//      BPE-merged (bpe_merges.h); word -> ids is cached within one encode() call;
+//   2. spm: a stretch that follows a special token (or starts the text) gets one leading space when
+//      add_space_prefix is set; spaces become U+2581; the stretch is merged by score, characters
+//      outside the vocabulary falling back to byte tokens <0xXX>. Invalid UTF-8 is kept as bytes.
 // decode(ids) concatenates token pieces: NORMAL tokens map their code points back through the
-// GPT-2 byte table, BYTE tokens "<0xXX>" give their byte, CONTROL / USER_DEFINED / UNKNOWN tokens
-// give their text, UNUSED / UNDEFINED give nothing. decode(encode(x)) == x for valid UTF-8 x.
+// GPT-2 byte table (bpe) or turn U+2581 back into a space (spm), BYTE tokens "<0xXX>" give their
+// byte, CONTROL / USER_DEFINED / UNKNOWN tokens give their text, UNUSED / UNDEFINED give nothing.
+// decode(encode(x)) == x for valid UTF-8 x (spm: when add_space_prefix is off).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -19,6 +27,7 @@
 #include "tokenizer/bpe_merges.h"
 #include "tokenizer/chat_format.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/spm_merges.h"
 
 namespace mpkv {
 
@@ -34,6 +43,9 @@ enum class TokenType : int32_t {
   unused = 5,
   byte = 6,
 };
+
+// tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece-style).
+enum class TokenizerKind { bpe, spm };
 
 // Special token ids; -1 when the model has none.
 struct SpecialTokenIds {
@@ -55,9 +67,18 @@ class Tokenizer {
   Tokenizer(std::vector<std::string> tokens, std::vector<TokenType> types, const std::vector<std::string>& merges,
             const std::string& pre, SpecialTokenIds special, bool add_bos, const std::string& chat_template = "");
 
-  // Reads tokenizer.ggml.{model,pre,tokens,token_type,merges,*_token_id,add_bos_token} and
-  // tokenizer.chat_template. Throws Error when the model is not "gpt2", the pre name is not
-  // supported, or a key has the wrong type or size.
+  // A SentencePiece-style tokenizer: scores one per token (higher merges first); add_space_prefix
+  // puts a space before text that starts the input or follows a special token. Throws Error as
+  // the constructor above, and when scores and tokens differ in length.
+  static Tokenizer sentencepiece(std::vector<std::string> tokens, std::vector<TokenType> types,
+                                 std::vector<float> scores, SpecialTokenIds special, bool add_bos,
+                                 bool add_space_prefix, const std::string& chat_template = "");
+
+  // Reads tokenizer.ggml.{model,tokens,token_type,*_token_id,add_bos_token} and tokenizer.chat_template;
+  // for "gpt2" also tokenizer.ggml.{pre,merges}, for "llama" tokenizer.ggml.{scores,add_space_prefix}
+  // (absent keys take llama.cpp's defaults for that model: bos 1, eos 2, unk 0, add_bos and
+  // add_space_prefix true). Throws Error for another model, an unsupported pre name, or a key
+  // with the wrong type or size.
   static Tokenizer from_gguf(const GgufReader& gguf);
 
   std::vector<int32_t> encode(const std::string& text) const { return encode(text, add_bos_, true); }
@@ -80,32 +101,52 @@ class Tokenizer {
   int32_t pad() const { return special_.pad; }
   bool add_bos() const { return add_bos_; }
   int32_t n_vocab() const { return static_cast<int32_t>(tokens_.size()); }
-  const std::string& pre_name() const { return pre_.name(); }
+  TokenizerKind kind() const { return kind_; }
+  // The pre-tokenizer's name (bpe); empty for spm, which has none.
+  const std::string& pre_name() const;
+  bool add_space_prefix() const { return add_space_prefix_; }
 
   // eos, and every token whose text llama.cpp treats as end of generation (<|im_end|>,
   // <|endoftext|>, <|eot_id|>, <end_of_turn>, ..., and the FIM pad/repo/separator tokens).
   bool is_end_of_generation(int32_t id) const;
   const std::vector<int32_t>& end_of_generation_ids() const { return eog_ids_; }
 
-  // ChatML (chat_format.h), with the chat template's default system prompt if it has one.
+  // The model's chat format (chat_format.h: ChatML with the chat template's default system
+  // prompt if it has one, or Gemma's turns).
   std::string format_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  ChatFormat chat_format() const { return chat_format_; }
   const std::optional<std::string>& default_system_prompt() const { return default_system_prompt_; }
 
  private:
+  // What both kinds share: vocabulary checks, end of generation, pieces, the special-token list
+  // and the chat format.
+  Tokenizer(TokenizerKind kind, std::vector<std::string> tokens, std::vector<TokenType> types,
+            SpecialTokenIds special, bool add_bos, const std::string& chat_template);
   void check_id(int32_t id) const;
-  void encode_text(std::string_view text, std::vector<int32_t>& out) const;
+  // A raw stretch of text [offset, offset + length), or a special token (token >= 0).
+  struct Fragment {
+    int32_t token;
+    size_t offset, length;
+  };
+  std::vector<Fragment> split_special(const std::string& text, bool parse_special) const;
+  void encode_bpe_text(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_spm_text(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
 
+  TokenizerKind kind_;
   std::vector<std::string> tokens_;
   std::vector<TokenType> types_;
   std::vector<std::string> pieces_;       // decoded bytes per token
   SpecialTokenIds special_;
   bool add_bos_ = false;
-  PreTokenizer pre_;
-  BpeMerges bpe_;
+  bool add_space_prefix_ = false;         // spm only
+  std::optional<PreTokenizer> pre_;       // bpe only
+  std::optional<BpeMerges> bpe_;          // bpe only
+  std::optional<SpmMerges> spm_;          // spm only
   std::vector<int32_t> special_by_length_;  // CONTROL/USER_DEFINED/UNKNOWN ids, longest text first
   std::vector<int32_t> eog_ids_;            // sorted
   std::vector<bool> is_eog_;
-  std::optional<std::string> default_system_prompt_;
+  ChatFormat chat_format_ = ChatFormat::chatml;
+  std::optional<std::string> default_system_prompt_;  // chatml only
 };
 
 }  // namespace mpkv

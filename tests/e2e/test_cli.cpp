@@ -76,6 +76,15 @@ TEST(Cli, TokenizePrintsIds) {
   EXPECT_EQ(r.out, "504 3575 282 4649 314\n");
 }
 
+TEST(Cli, TokenizeGemmaPrintsIds) {
+  const std::string m = test::gemma_model_path();
+  if (m.empty()) GTEST_SKIP() << test::kGemmaModelAbsent;
+  // llama.cpp's ids (llama-cpp-python 0.3.36, tokenize(add_bos=True)): <bos> first, no space prefix.
+  const auto r = run_cli("tokenize -m " + m + " -p 'The capital of France is' --ids");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "2 818 5279 529 7001 563\n");
+}
+
 TEST(Cli, ChatAnswersParis) {
   const std::string m = test::default_model_path();
   if (m.empty()) GTEST_SKIP() << "real model absent";

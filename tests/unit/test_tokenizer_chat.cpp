@@ -1,4 +1,5 @@
-// ChatML formatting and default-system-prompt extraction; expected strings written by hand.
+// ChatML and Gemma formatting, format detection and default-system-prompt extraction; expected
+// strings written by hand.
 #include <gtest/gtest.h>
 
 #include "tokenizer/chat_format.h"
@@ -50,6 +51,32 @@ TEST(TokenizerChat, NoDefaultMeansNoSystemMessage) {
   EXPECT_EQ(format_chatml({{"user", "Hi"}}, true, std::nullopt),
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(format_chatml({}, true, std::string("ignored")), "<|im_start|>assistant\n");
+}
+
+TEST(TokenizerChat, GemmaTurns) {
+  EXPECT_EQ(format_gemma({{"user", "What is 2+2?"}}, true),
+            "<start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n");
+  // assistant is written "model"; contents are trimmed; no generation prompt when not asked.
+  EXPECT_EQ(format_gemma({{"user", "  Hi \n"}, {"assistant", "Hello."}, {"user", "Bye"}}, false),
+            "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
+            "<start_of_turn>user\nBye<end_of_turn>\n");
+}
+
+TEST(TokenizerChat, GemmaPutsSystemTextIntoTheNextUserTurn) {
+  EXPECT_EQ(format_gemma({{"system", " Be brief. "}, {"user", "Hi"}}, true),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  // A model turn does not take it; the next user turn does.
+  EXPECT_EQ(format_gemma({{"system", "S"}, {"assistant", "A"}, {"user", "U"}}, false),
+            "<start_of_turn>model\nA<end_of_turn>\n<start_of_turn>user\nS\n\nU<end_of_turn>\n");
+  EXPECT_EQ(format_gemma({}, true), "<start_of_turn>model\n");
+}
+
+TEST(TokenizerChat, DetectsTheFormat) {
+  EXPECT_EQ(detect_chat_format(kSmolLm2Template, false), ChatFormat::chatml);
+  EXPECT_EQ(detect_chat_format("{{ '<start_of_turn>' + role + '\n' }}", false), ChatFormat::gemma);
+  EXPECT_EQ(detect_chat_format("", true), ChatFormat::gemma);   // base Gemma: no template
+  EXPECT_EQ(detect_chat_format("", false), ChatFormat::chatml);
+  EXPECT_EQ(detect_chat_format(kSmolLm2Template, true), ChatFormat::chatml);  // the template decides
 }
 
 }  // namespace

@@ -94,18 +94,6 @@ TEST_F(TokenizerModel, MatchesLlamaCppOnTrickyStrings) {
   }
 }
 
-// FNV-1a 64 over the ids' little-endian int32 bytes.
-uint64_t fnv1a_ids(const Ids& ids) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (int32_t id : ids) {
-    for (int k = 0; k < 4; ++k) {
-      h ^= static_cast<uint8_t>(static_cast<uint32_t>(id) >> (8 * k));
-      h *= 0x100000001b3ull;
-    }
-  }
-  return h;
-}
-
 TEST_F(TokenizerModel, SpecialTokensParsedOrNot) {
   const Ids with = tok_->encode("<|im_start|>user\nhi<|im_end|>", false, true);
   ASSERT_GE(with.size(), 3u);
@@ -146,7 +134,7 @@ TEST_F(TokenizerModel, RandomTextMatchesLlamaCppAndRoundTrips) {
       all.insert(all.end(), ids.begin(), ids.end());
     }
     EXPECT_EQ(all.size(), e.n_ids) << "parse_special " << e.parse_special;
-    EXPECT_EQ(fnv1a_ids(all), e.fnv) << "parse_special " << e.parse_special;
+    EXPECT_EQ(test::fnv1a_ids(all), e.fnv) << "parse_special " << e.parse_special;
   }
 }
 
@@ -171,7 +159,7 @@ TEST_F(TokenizerModel, WikiTextMatchesLlamaCppAndRoundTrips) {
   // Same ids as llama.cpp over the whole file: count and FNV-1a of
   // llm.tokenize(open(test.txt, 'rb').read(), add_bos=False, special=True) (see above).
   EXPECT_EQ(ids.size(), 312144u);
-  EXPECT_EQ(fnv1a_ids(ids), 0x90781a3639f7d41eull);
+  EXPECT_EQ(test::fnv1a_ids(ids), 0x90781a3639f7d41eull);
   EXPECT_EQ(tok_->decode(ids), text);
 }
 
