@@ -2,6 +2,7 @@
 // "dequantize everything, then attend" (double precision), built from the cache's pages through
 // KvQuantizer::dequantize (the quantizer library), never through the attention kernels.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -90,29 +91,31 @@ inline void dequantized_cache(const PagedKvCache& c, int seq, int layer, const H
 }
 
 // Causal attention of the last n_q positions in double over K, V [n, n_head_kv, head_dim];
-// q [n_q, n_head, head_dim] -> out (same shape).
+// q [n_q, n_head, head_dim] -> out (same shape). window > 0: the query at position p sees only
+// positions [p - window + 1, p] (a sliding-window layer).
 inline std::vector<double> reference_attention(const KvDims& d, const std::vector<double>& K, const std::vector<double>& V,
-                                               int n, const float* q, int n_q) {
+                                               int n, const float* q, int n_q, int window = 0) {
   const int group = d.n_head / d.n_head_kv, hd = d.head_dim;
   const size_t row = (size_t)d.n_head_kv * hd;
   std::vector<double> out((size_t)n_q * d.n_head * hd, 0.0);
   for (int i = 0; i < n_q; ++i) {
     const int vis = n - n_q + i + 1;
+    const int lo = window > 0 ? std::max(0, vis - window) : 0;
     for (int hq = 0; hq < d.n_head; ++hq) {
       const int h = hq / group;
       const float* qq = q + ((size_t)i * d.n_head + hq) * hd;
       std::vector<double> s(vis);
       double m = -INFINITY;
-      for (int t = 0; t < vis; ++t) {
+      for (int t = lo; t < vis; ++t) {
         double a = 0;
         for (int c = 0; c < hd; ++c) a += (double)qq[c] * K[(size_t)t * row + (size_t)h * hd + c];
         s[t] = a / std::sqrt((double)hd);
         m = std::max(m, s[t]);
       }
       double l = 0;
-      for (int t = 0; t < vis; ++t) l += (s[t] = std::exp(s[t] - m));
+      for (int t = lo; t < vis; ++t) l += (s[t] = std::exp(s[t] - m));
       double* o = &out[((size_t)i * d.n_head + hq) * hd];
-      for (int t = 0; t < vis; ++t)
+      for (int t = lo; t < vis; ++t)
         for (int c = 0; c < hd; ++c) o[c] += s[t] / l * V[(size_t)t * row + (size_t)h * hd + c];
     }
   }
