@@ -123,10 +123,17 @@ TEST(GoldenLogits, SmolLM2MatchesLlamaCpp) {
 }
 
 // Gemma 3 270M Q4_K_M against llama.cpp on 640 fixed ids (BOS 2, a block of 160 random ids
-// repeated), longer than the 512-position sliding window of its local layers.
-// GEMMA_BOUNDS_PLACEHOLDER
-constexpr double kGemmaMaxLogitDiff = 100;
-constexpr double kGemmaMeanLogitDiff = 100;
+// repeated), longer than the 512-position sliding window of its local layers. Same sources of
+// difference as SmolLM2 (llama.cpp's 8-bit activations) through 18 layers, with logits spanning
+// about 80 units (top-1 from -47 to +31). Measured: max 2.90 / mean 0.33, prefill and decode alike
+// (bit-identical rows), 0 top-1 mismatches in 547 confident positions. The max comes from rows whose
+// logits are all strongly negative (position 23: the top 20 between -34 and -32), shifted together
+// by about 2.8 (a near-uniform shift, which leaves the probabilities alone); elsewhere the
+// differences are below 1. A real defect is far larger: every layer global (no sliding window)
+// gave max 25.3 / mean 0.89 and 32 top-1 mismatches, all past position 512. The bounds leave 1.5x
+// headroom; decode runs every position, so the decode path crosses the window too.
+constexpr double kGemmaMaxLogitDiff = 4.5;
+constexpr double kGemmaMeanLogitDiff = 0.5;
 constexpr size_t kGemmaDecodePositions = 640;
 TEST(GoldenLogits, Gemma3MatchesLlamaCpp) {
   const std::string path = test::source_path("models/gemma-3-270m-q4_k_m.gguf");
