@@ -175,6 +175,26 @@ double max_abs(const std::vector<std::vector<double>>& a) {
   return m;
 }
 
+// Logits of one prefill batch of toks through a cache of these dims: [T, n_vocab].
+std::vector<float> prefill_logits(const Model& m, const KvDims& dims, const std::vector<int32_t>& toks) {
+  F16KvCache cache(dims);
+  Forward fwd(m);
+  std::vector<BatchToken> b;
+  for (size_t i = 0; i < toks.size(); ++i) b.push_back({toks[i], (int)i, 0, true});
+  std::vector<float> lg;
+  fwd.run(cache, b, lg);
+  return lg;
+}
+
+// max |lg - ref| over rows [T, n_vocab].
+double max_err(const std::vector<float>& lg, const std::vector<std::vector<double>>& ref) {
+  double err = 0;
+  const size_t nv = ref[0].size();
+  for (size_t i = 0; i < ref.size(); ++i)
+    for (size_t v = 0; v < nv; ++v) err = std::max(err, std::fabs(lg[i * nv + v] - ref[i][v]));
+  return err;
+}
+
 class ForwardReference : public ::testing::TestWithParam<std::string> {};
 
 // The tiny model of each architecture. gemma3: one KV head of head_dim 32 != d_model / n_head,
@@ -212,19 +232,9 @@ TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
 
   Forward fwd(*model);
   // 1. One prefill batch of T tokens.
-  std::vector<float> prefill;
-  {
-    F16KvCache cache(dims);
-    std::vector<BatchToken> b;
-    for (int i = 0; i < T; ++i) b.push_back({toks[i], i, 0, true});
-    std::vector<float> lg;
-    fwd.run(cache, b, lg);
-    double err = 0;
-    for (int i = 0; i < T; ++i)
-      for (int v = 0; v < c.n_vocab; ++v) err = std::max(err, std::fabs(lg[(size_t)i * c.n_vocab + v] - ref[i][v]));
-    EXPECT_LT(err / scale, kDecodeVsReferenceRel) << "prefill vs reference, max abs err " << err;
-    prefill = lg;
-  }
+  const std::vector<float> prefill = prefill_logits(*model, dims, toks);
+  const double prefill_err = max_err(prefill, ref);
+  EXPECT_LT(prefill_err / scale, kDecodeVsReferenceRel) << "prefill vs reference, max abs err " << prefill_err;
   // 2. Token by token (matvec path), and 3. two sequences decoded in one batch.
   std::vector<std::vector<float>> single(T);
   {
@@ -276,16 +286,7 @@ TEST(ForwardReference, Gemma3SlidingWindowIsObservable) {
 
   KvDims no_windows = c.kv_dims();
   no_windows.window.clear();
-  F16KvCache cache(no_windows);
-  Forward fwd(*model);
-  std::vector<BatchToken> b;
-  for (int i = 0; i < T; ++i) b.push_back({toks[i], i, 0, true});
-  std::vector<float> lg;
-  fwd.run(cache, b, lg);
-  double err = 0;
-  for (int i = 0; i < T; ++i)
-    for (int v = 0; v < c.n_vocab; ++v) err = std::max(err, std::fabs(lg[(size_t)i * c.n_vocab + v] - ref[i][v]));
-  EXPECT_GT(err / max_abs(ref), kDecodeVsReferenceRel);
+  EXPECT_GT(max_err(prefill_logits(*model, no_windows, toks), ref) / max_abs(ref), kDecodeVsReferenceRel);
 }
 
 TEST(Forward, RejectsBadBatches) {
