@@ -144,7 +144,7 @@ void PagedKvCache::plan_span(int layer, int seq, int n_tokens, const float* q, S
       }
     };
     add_rows(0, ls.sink_n, ls.k16.data() + (size_t)h * d, ls.v16.data() + (size_t)h * d, row);
-    int pos = ls.sink_n;
+    int pos = ls.sink_n + ls.dropped;
     for (const auto& pp : ls.pages) {
       add_page_segments(layer, *pp, h, pos, w.segs[h]);
       pos += pp->filled;

@@ -3,7 +3,7 @@
 // within the window" in double, for several methods (fp16, packed token-axis, KIVI channel-axis,
 // rotated, turbo, progressive) and every kernel variant this CPU runs, with prefill chunks and
 // decode steps that put the window's first row at every offset inside sink, pages and the fp16
-// recent-token buffer.
+// recent-token buffer; and the paged cache frees the pages that fall out of a window.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -74,6 +74,12 @@ void check_windowed(KvCache& cache, PagedKvCache* paged, const std::vector<int>&
       }
     }
   }
+  if (!paged) return;
+  // Layer 0 frees the pages that fell out of its window: what is left is at most the pages the
+  // last W positions touch plus the open page; layer 1 (global) keeps every page.
+  const int P = paged->plan().page_tokens, W = d.window_of(0), n = hist[0].n;
+  EXPECT_LE(paged->n_pages(0, 0), (W + P - 1) / P + 2) << what;
+  EXPECT_EQ(paged->n_pages(0, 1), (paged->tokens_in_pages(1, n) + P - 1) / P) << what;
 }
 
 // Prefill chunks longer and shorter than the window, then decode steps.

@@ -71,14 +71,16 @@ inline void dequantized_cache(const PagedKvCache& c, int seq, int layer, const H
   const int in_pages = c.tokens_in_pages(layer, h.n);
   const int P = plan.page_tokens;
   std::vector<float> y((size_t)P * d.head_dim);
-  for (int p = 0; p < c.n_pages(seq, layer); ++p) {
+  // A sliding-window layer frees its oldest full pages: the live ones are the last n_pages.
+  const int dropped_pages = (in_pages + P - 1) / P - c.n_pages(seq, layer);
+  for (int p = dropped_pages; p < dropped_pages + c.n_pages(seq, layer); ++p) {
     const int rows = std::min(P, in_pages - p * P);
     for (int b = 0; b < 2 * d.n_head_kv; ++b) {
       const KvRole role = b % 2 == 0 ? KvRole::key : KvRole::value;
       const KvComponentPlan& cp = plan.at(layer, b / 2, role);
       if (cp.fp16) continue;  // fp16 pages hold the fp16 rows already in K / V
       KvBlockLayout L;
-      const uint8_t* data = c.page_block(seq, layer, p, b, &L);
+      const uint8_t* data = c.page_block(seq, layer, p - dropped_pages, b, &L);
       const KvQuantizer qz(component_quant_options(plan, cp, role, L.bits));
       // Whole token groups only (KIVI keys); a page is filled in whole groups.
       qz.dequantize(L, data, 0, rows, y.data(), (size_t)d.head_dim);
