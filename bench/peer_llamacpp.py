@@ -2,8 +2,8 @@
 """llama.cpp, through llama-cpp-python, as mpkv's peer: golden logits, perplexity and speed.
 
 Each subcommand mirrors an mpkv command's protocol exactly, so the two can be run side by side:
-  golden  top logits at every position of a fixed 128-token text (f16 KV cache) -> JSON for
-          tests/golden/test_golden_logits.cpp
+  golden  top logits at every position of a fixed 128-token text, or of fixed token ids (no
+          tokenizer involved), f16 KV cache -> JSON for tests/golden/test_golden_logits.cpp
   ppl     perplexity with llama.cpp's protocol, as `mpkv ppl` (windows of -c, second half scored)
   bench   prefill / decode tok/s with the same token ids as `mpkv bench`
   eval    perplexity, KL against llama.cpp's own f16 cache and top-1 agreement per KV type, on the
@@ -35,11 +35,14 @@ def load(model, n_ctx, threads, logits_all, kv_type="f16", flash_attn=False):
 def cmd_golden(a):
     import llama_cpp
 
-    text = open(a.text, encoding="utf-8").read()
-    llm = load(a.model, 512, a.threads, True)
-    toks = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)[: a.n_tokens]
-    if len(toks) < a.n_tokens:
-        sys.exit(f"golden: text has only {len(toks)} tokens")
+    llm = load(a.model, max(512, a.n_tokens), a.threads, True)
+    if a.text:
+        text = open(a.text, encoding="utf-8").read()
+        toks = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)[: a.n_tokens]
+        if len(toks) < a.n_tokens:
+            sys.exit(f"golden: text has only {len(toks)} tokens")
+    else:
+        toks = repeated_ids(a, llm.token_bos())
     llm.reset()
     llm.eval(toks)
     scores = np.array(llm.scores[: len(toks)], dtype=np.float64)
@@ -62,6 +65,15 @@ def cmd_golden(a):
         json.dump(out, f, separators=(",", ":"))
     os.replace(tmp, a.out)
     print(f"golden: {len(toks)} positions, top {a.top_k} -> {a.out}")
+
+
+def repeated_ids(a, bos):
+    """BOS, then a block of --period ids drawn uniformly from [--id-low, --id-high) (numpy seed
+    --seed), repeated up to --n-tokens: the repeats make the model confident (it copies), so the
+    top-1 comparison has many positions to check."""
+    rng = np.random.RandomState(a.seed)
+    block = [int(t) for t in rng.randint(a.id_low, a.id_high, size=a.period)]
+    return [int(bos)] + [block[i % a.period] for i in range(a.n_tokens - 1)]
 
 
 def sha256_prefix(path):
@@ -284,7 +296,13 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("golden")
     g.add_argument("-m", "--model", required=True)
-    g.add_argument("--text", required=True)
+    src = g.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", help="tokenize this file with llama.cpp's tokenizer")
+    src.add_argument("--repeated-ids", action="store_true", help="BOS + a repeated block of random ids")
+    g.add_argument("--period", type=int, default=160)
+    g.add_argument("--id-low", type=int, default=300)
+    g.add_argument("--id-high", type=int, default=20000)
+    g.add_argument("--seed", type=int, default=13)
     g.add_argument("--n-tokens", type=int, default=128)
     g.add_argument("--top-k", type=int, default=20)
     g.add_argument("-t", "--threads", type=int, default=os.cpu_count())

@@ -52,7 +52,7 @@ void run_distortion(const Args& a) {
         vals[layer][h].insert(vals[layer][h].end(), v + off, v + off + hd);
       }
   });
-  const KvDims dims{c.n_layer, c.n_head, c.n_head_kv, hd};
+  const KvDims dims = c.kv_dims();
   ProgressBar collect("collect K/V", a.tokens);
   std::vector<float> logits;
   for (int start = 0; start < a.tokens; start += a.ctx) {

@@ -48,6 +48,11 @@ ActivationBackward<Real>::ActivationBackward(const Model& model) : model_(model)
   MPKV_CHECK(c.rope_dim == 0 || c.rope_dim == c.head_dim,
              "calibration backward: partial RoPE (rope_dim " + std::to_string(c.rope_dim) + " < head_dim " +
                  std::to_string(c.head_dim) + ") is not supported");
+  // The backward pass is llama / qwen's block (SwiGLU, no post-norms, one RoPE, global layers).
+  MPKV_CHECK(c.ffn_act == FfnActivation::silu && !c.post_norms && c.embd_scale == 1.0f && c.query_scale == 1.0f &&
+                 c.final_softcap == 0.0f && c.kv_dims().window.empty(),
+             "calibration backward: the " + c.arch_name + " architecture (GeGLU, post-norms, sliding windows) is not "
+             "supported yet");
   const ModelWeights& w = model.weights();
   layers_.resize(c.n_layer);
   for (int l = 0; l < c.n_layer; ++l) {

@@ -10,8 +10,8 @@ void RoutedKvCache::route(int seq, KvCache* cache, int local_seq, std::vector<st
   MPKV_CHECK(seq >= 0 && cache != nullptr, "routed cache: bad route");
   const KvDims& d = cache->dims();
   MPKV_CHECK(d.n_layer == dims_.n_layer && d.n_head == dims_.n_head && d.n_head_kv == dims_.n_head_kv &&
-                 d.head_dim == dims_.head_dim,
-             "routed cache: a routed cache has other dims");
+                 d.head_dim == dims_.head_dim && d.window == dims_.window,
+             "routed cache: a routed cache has other dims or sliding windows");
   MPKV_CHECK(smoothing.empty() || (int)smoothing.size() == dims_.n_layer,
              "routed cache: smoothing has " + std::to_string(smoothing.size()) + " layers, expected " +
                  std::to_string(dims_.n_layer));

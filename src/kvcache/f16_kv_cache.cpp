@@ -44,14 +44,15 @@ void F16KvCache::attend(int seq, int layer, int n_tokens, const float* q, float*
   const float scale = 1.0f / std::sqrt((float)hd);
   const AttendF16PartialFn kernel = attend_f16_partial();
 
-  // Work units: (query token i, KV head h, chunk c of the rows that token sees).
+  // Work units: (query token i, KV head h, chunk c of the rows that token sees: [start, pos]).
   struct Unit { int i, h, t0, t1, first_unit_of_pair; };
   std::vector<Unit> units;
+  const int window = dims_.window_of(layer);
   for (int i = 0; i < n_tokens; ++i) {
-    const int visible = s.n_tokens - n_tokens + i + 1;
+    const int pos = s.n_tokens - n_tokens + i, start = window_start(window, pos);
     for (int h = 0; h < nkv; ++h) {
       const int first = (int)units.size();
-      for (int t0 = 0; t0 < visible; t0 += kChunkRows) units.push_back({i, h, t0, std::min(visible, t0 + kChunkRows), first});
+      for (int t0 = start; t0 <= pos; t0 += kChunkRows) units.push_back({i, h, t0, std::min(pos + 1, t0 + kChunkRows), first});
     }
   }
   // Partial state per unit: m[group], l[group], acc[group, hd].

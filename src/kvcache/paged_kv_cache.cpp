@@ -357,6 +357,7 @@ void PagedKvCache::append(int seq, int layer, int n_tokens, const float* k, cons
     s = it->second.get();
   }
   LayerState& ls = s->layers[layer];
+  const int first_query = ls.n_tokens;  // the earliest position that attends after this append
   const size_t row = (size_t)dims_.n_head_kv * dims_.head_dim;
   auto put = [&](int buf_row, int i) {
     for (size_t c = 0; c < row; ++c) {
@@ -382,6 +383,23 @@ void PagedKvCache::append(int seq, int layer, int n_tokens, const float* k, cons
       if (kf > 0) flush(*s, seq, layer, kf);
     }
   }
+  drop_out_of_window(ls, layer, first_query);
+}
+
+// A sliding-window layer's query at p sees positions >= p - W + 1, and every later query sits at
+// first_query or after: full pages wholly before first_query - W + 1 are never read again, so they
+// are freed (their bytes go back to the pool, crediting the budget). The open page is kept.
+void PagedKvCache::drop_out_of_window(LayerState& ls, int layer, int first_query) {
+  const int W = dims_.window_of(layer);
+  if (W == 0) return;
+  const int keep_from = window_start(W, first_query);
+  size_t n = 0;
+  while (n < ls.pages.size() && ls.pages[n]->full && ls.sink_n + ls.dropped + ls.pages[n]->filled <= keep_from) {
+    ls.dropped += ls.pages[n]->filled;
+    free_page(*ls.pages[n]);
+    ++n;
+  }
+  ls.pages.erase(ls.pages.begin(), ls.pages.begin() + n);
 }
 
 void PagedKvCache::remove(int seq) {

@@ -119,7 +119,8 @@ class PagedKvCache final : public KvCache {
   void set_q8_queries(bool on) { q8_queries_ = on; }
   void set_shrink_listener(std::function<void(const ShrinkPause&)> f) { on_pause_ = std::move(f); }
 
-  // Inspection (tests): pages of (seq, layer), and a page's block b = head * 2 + (K ? 0 : 1).
+  // Inspection (tests): live pages of (seq, layer) (a sliding-window layer frees the pages that fell
+  // out of its window: the live ones are the last), and a page's block b = head * 2 + (K ? 0 : 1).
   int n_pages(int seq, int layer) const;
   int page_current_bits(int seq, int layer, int page, int block) const;
   int page_final_bits(int seq, int layer, int page, int block) const;
@@ -158,6 +159,7 @@ class PagedKvCache final : public KvCache {
   void flush(SeqState& s, int seq, int layer, int k);
   void page_filled(Page& p);
   void free_page(Page& p);
+  void drop_out_of_window(LayerState& ls, int layer, int first_query);
   const SeqState& seq_state(int seq) const;
   // Attention (paged_kv_cache_attend.cpp).
   void attend_batch_impl(int layer, const std::vector<AttendSpan>& spans, const float* q, float* out);

@@ -22,13 +22,33 @@ namespace {
 constexpr int kChunkRows = 1024;
 // Queries one kernel call serves (query heads of a KV head x prefill tokens).
 constexpr int kMaxQueriesPerCall = 16;
+
+// The part of `full` (segments in position order) at positions [start, end): segments wholly
+// before start are dropped and the one straddling it starts at it (its rows, fp16 pointers and
+// packed-row offset t0 advanced alike), so a sliding-window query never reads an older row.
+std::vector<AttnSegment> window_segments(const std::vector<AttnSegment>& full, int start, int end) {
+  auto it = std::upper_bound(full.begin(), full.end(), start,
+                             [](int p, const AttnSegment& g) { return p < g.pos0 + g.n; });
+  std::vector<AttnSegment> out;
+  for (; it != full.end() && it->pos0 < end; ++it) {
+    AttnSegment g = *it;
+    const int skip = std::max(0, start - g.pos0);
+    g.pos0 += skip;
+    g.n -= skip;
+    g.t0 += skip;
+    if (g.k16) g.k16 += (size_t)skip * g.stride;
+    if (g.v16) g.v16 += (size_t)skip * g.stride;
+    out.push_back(g);
+  }
+  return out;
+}
 }  // namespace
 
-// One unit: queries [j0, j0 + nq) of KV head h over segments [s0, s1); its softmax partial sits at
-// `state` in the span's state buffer; `first` is the index of the first unit of its (query block,
-// head), into which the others are merged.
+// One unit: queries [j0, j0 + nq) of KV head h over segments [s0, s1) of segment list `list`; its
+// softmax partial sits at `state` in the span's state buffer; `first` is the index of the first unit
+// of its (query block, head), into which the others are merged.
 struct PagedKvCache::AttendUnit {
-  int h, j0, nq;
+  int h, list, j0, nq;
   size_t s0, s1, state;
   int first;
 };
@@ -38,7 +58,10 @@ struct PagedKvCache::SpanWork {
   const float* q = nullptr;  // [n_tokens, n_head, head_dim]
   float* out = nullptr;
   int n_tokens = 0;
-  std::vector<std::vector<AttnSegment>> segs;  // per KV head: sink, pages, window, in position order
+  // Segment lists in position order: [0, n_head_kv) every row of a KV head (sink, pages, window);
+  // in a sliding-window layer then one per (query token t, KV head h) at n_head_kv * (1 + t) + h,
+  // only the rows that token sees.
+  std::vector<std::vector<AttnSegment>> segs;
   // Queries per KV head, [n_head_kv][n_tokens * group][head_dim] (j = token * group + g), scaled by
   // 1/sqrt(head_dim), in model space (qm) and in the keys' code space (qc, rotated quantizers).
   std::vector<float> qm, qc;
@@ -90,7 +113,7 @@ void PagedKvCache::attend_batch_impl(int layer, const std::vector<AttendSpan>& s
         q8 = quantize_queries_q8(aq.q_code, aq.ldq, u.nq, d, q8_bytes, q8_params);
         aq.q8 = &q8;
       }
-      attend_segments(*kern_, d, aq, w.segs[u.h].data() + u.s0, u.s1 - u.s0, scratch.data(), st);
+      attend_segments(*kern_, d, aq, w.segs[u.list].data() + u.s0, u.s1 - u.s0, scratch.data(), st);
     }
   }
   for (SpanWork& w : work) finish_span(layer, w);
@@ -121,7 +144,7 @@ void PagedKvCache::plan_span(int layer, int seq, int n_tokens, const float* q, S
       }
     };
     add_rows(0, ls.sink_n, ls.k16.data() + (size_t)h * d, ls.v16.data() + (size_t)h * d, row);
-    int pos = ls.sink_n;
+    int pos = ls.sink_n + ls.dropped;
     for (const auto& pp : ls.pages) {
       add_page_segments(layer, *pp, h, pos, w.segs[h]);
       pos += pp->filled;
@@ -148,8 +171,21 @@ void PagedKvCache::plan_span(int layer, int seq, int n_tokens, const float* q, S
     }
   }
 
+  // A sliding-window layer gives each query token its own segment lists, starting where its window
+  // does (the kernels mask only rows past a query's horizon, so a block of queries must share its
+  // first row: blocks of one token).
+  const int window = dims_.window_of(layer);
+  if (window > 0) {
+    w.segs.resize((size_t)nkv * (1 + n_tokens));
+    for (int t = 0; t < n_tokens; ++t) {
+      const int pos = L - n_tokens + t;
+      for (int h = 0; h < nkv; ++h)
+        w.segs[(size_t)nkv * (1 + t) + h] = window_segments(w.segs[h], window_start(window, pos), pos + 1);
+    }
+  }
+
   // Units: (block of query tokens, KV head, chunk of about kChunkRows rows).
-  const int tokens_per_block = std::max(1, kMaxQueriesPerCall / group);
+  const int tokens_per_block = window > 0 ? 1 : std::max(1, kMaxQueriesPerCall / group);
   const size_t state_floats_per_query = 2 + 2 * (size_t)d;
   size_t state_total = 0;
   w.units.clear();
@@ -159,13 +195,14 @@ void PagedKvCache::plan_span(int layer, int seq, int n_tokens, const float* q, S
     const int max_vis = w.visible[j0 + nq - 1];
     for (int h = 0; h < nkv; ++h) {
       const int first = (int)w.units.size();
+      const int list = window > 0 ? nkv * (1 + t0) + h : h;
       size_t s0 = 0;
-      const auto& sg = w.segs[h];
+      const auto& sg = w.segs[list];
       while (s0 < sg.size() && sg[s0].pos0 < max_vis) {
         size_t s1 = s0;
         int rows = 0;
         while (s1 < sg.size() && sg[s1].pos0 < max_vis && rows < kChunkRows) rows += sg[s1++].n;
-        w.units.push_back({h, j0, nq, s0, s1, state_total, first});
+        w.units.push_back({h, list, j0, nq, s0, s1, state_total, first});
         state_total += nq * state_floats_per_query;
         s0 = s1;
       }

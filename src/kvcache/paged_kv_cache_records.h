@@ -25,6 +25,9 @@ struct PagedKvCache::LayerState {
   // the window (oldest first).
   std::vector<uint16_t> k16, v16;
   int n_tokens = 0, sink_n = 0, win_n = 0;
+  // Tokens of the pages freed because they fell out of a sliding-window layer's window: the live
+  // pages start at position sink_n + dropped (a multiple of page_tokens; 0 for global layers).
+  int dropped = 0;
   std::vector<std::unique_ptr<Page>> pages;
 };
 

@@ -66,7 +66,11 @@ void Forward::run(KvCache& cache, const std::vector<BatchToken>& batch, std::vec
     dequantize_row(w.token_embd.type, w.token_embd.data + (size_t)batch[i].token * w.token_embd.row_bytes,
                    x_.data() + i * d, c.d_model);
   }
-  for (int l = 0; l < c.n_layer; ++l) layer_forward(cache, batch, l);
+  if (c.embd_scale != 1.0f) scale_inplace(x_.data(), (int64_t)n * d, c.embd_scale);
+  for (int l = 0; l < c.n_layer; ++l) {
+    attention_block(cache, batch, l);
+    ffn_block(l, n);
+  }
 
   // Final norm and output projection for the rows that want logits.
   std::vector<int> rows;
@@ -77,43 +81,23 @@ void Forward::run(KvCache& cache, const std::vector<BatchToken>& batch, std::vec
   for (size_t r = 0; r < rows.size(); ++r)
     rmsnorm_forward(x_.data() + rows[r] * d, w.output_norm.data, xn_.data() + r * d, 1, c.d_model, c.rms_eps);
   linear_forward(w.output, xn_.data(), logits_out.data(), (int)rows.size());
+  if (c.final_softcap > 0) softcap_forward(logits_out.data(), (int64_t)logits_out.size(), c.final_softcap);
 }
 
-void Forward::layer_forward(KvCache& cache, const std::vector<BatchToken>& batch, int l) {
+void Forward::apply_qk_smoothing(int l, int n) {
   const ModelConfig& c = model_.config();
-  const LayerWeights& L = model_.weights().layers[l];
+  const float* lam = qk_lambda_[l].data();
+  const int hd = c.head_dim, group = c.group_size();
+  for (int i = 0; i < n; ++i) {
+    for (int h = 0; h < c.n_head; ++h)
+      for (int j = 0; j < hd; ++j) q_[((size_t)i * c.n_head + h) * hd + j] *= lam[(h / group) * hd + j];
+    for (int j = 0; j < c.kv_dim(); ++j) k_[(size_t)i * c.kv_dim() + j] /= lam[j];
+  }
+}
+
+void Forward::append_and_attend(KvCache& cache, const std::vector<BatchToken>& batch, int l) {
+  const ModelConfig& c = model_.config();
   const int n = (int)batch.size();
-  const size_t d = c.d_model;
-
-  // Attention block.
-  rmsnorm_forward(x_.data(), L.attn_norm.data, xn_.data(), n, c.d_model, c.rms_eps);
-  linear_forward(L.wq, xn_.data(), q_.data(), n);
-  linear_forward(L.wk, xn_.data(), k_.data(), n);
-  linear_forward(L.wv, xn_.data(), v_.data(), n);
-  if (c.qkv_bias) {
-    add_bias(q_.data(), L.bq.data, n, c.q_dim());
-    add_bias(k_.data(), L.bk.data, n, c.kv_dim());
-    add_bias(v_.data(), L.bv.data, n, c.kv_dim());
-  }
-  if (c.qk_norm) {
-    rmsnorm_forward(q_.data(), L.q_norm.data, q_.data(), n * c.n_head, c.head_dim, c.rms_eps);
-    rmsnorm_forward(k_.data(), L.k_norm.data, k_.data(), n * c.n_head_kv, c.head_dim, c.rms_eps);
-  }
-  if (!qk_lambda_.empty() && !qk_lambda_[l].empty()) {
-    // q [n, n_head, hd] *= lambda of its KV head's channels; k [n, n_head_kv, hd] /= lambda.
-    const float* lam = qk_lambda_[l].data();
-    const int hd = c.head_dim, group = c.group_size();
-    for (int i = 0; i < n; ++i) {
-      for (int h = 0; h < c.n_head; ++h)
-        for (int j = 0; j < hd; ++j) q_[((size_t)i * c.n_head + h) * hd + j] *= lam[(h / group) * hd + j];
-      for (int j = 0; j < c.kv_dim(); ++j) k_[(size_t)i * c.kv_dim() + j] /= lam[j];
-    }
-  }
-  rope_forward(q_.data(), pos_.data(), n, c.n_head, c.head_dim, c.rope_style, c.rope_base, c.rope_scale, pos_scale_);
-  rope_forward(k_.data(), pos_.data(), n, c.n_head_kv, c.head_dim, c.rope_style, c.rope_base, c.rope_scale, pos_scale_);
-  if (observer_) observer_(l, n, k_.data(), v_.data());
-
-  // Append every sequence's K/V, then one attention call for the whole batch.
   spans_.clear();
   for (int i = 0; i < n;) {
     int j = i + 1;
@@ -127,16 +111,47 @@ void Forward::layer_forward(KvCache& cache, const std::vector<BatchToken>& batch
     i = j;
   }
   cache.attend_batch(l, spans_, q_.data(), attn_.data());
-  linear_forward(L.wo, attn_.data(), tmp_.data(), n);
-  add_inplace(x_.data(), tmp_.data(), (int64_t)n * d);
+}
 
-  // Feed-forward block (SwiGLU).
+void Forward::attention_block(KvCache& cache, const std::vector<BatchToken>& batch, int l) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = model_.weights().layers[l];
+  const LayerAttention& la = c.attn(l);
+  const int n = (int)batch.size();
+  rmsnorm_forward(x_.data(), L.attn_norm.data, xn_.data(), n, c.d_model, c.rms_eps);
+  linear_forward(L.wq, xn_.data(), q_.data(), n);
+  linear_forward(L.wk, xn_.data(), k_.data(), n);
+  linear_forward(L.wv, xn_.data(), v_.data(), n);
+  if (c.qkv_bias) {
+    add_bias(q_.data(), L.bq.data, n, c.q_dim());
+    add_bias(k_.data(), L.bk.data, n, c.kv_dim());
+    add_bias(v_.data(), L.bv.data, n, c.kv_dim());
+  }
+  if (c.qk_norm) {
+    rmsnorm_forward(q_.data(), L.q_norm.data, q_.data(), n * c.n_head, c.head_dim, c.rms_eps);
+    rmsnorm_forward(k_.data(), L.k_norm.data, k_.data(), n * c.n_head_kv, c.head_dim, c.rms_eps);
+  }
+  if (!qk_lambda_.empty() && !qk_lambda_[l].empty()) apply_qk_smoothing(l, n);
+  rope_forward(q_.data(), pos_.data(), n, c.n_head, c.head_dim, c.rope_style, la.rope_base, la.rope_scale, pos_scale_);
+  rope_forward(k_.data(), pos_.data(), n, c.n_head_kv, c.head_dim, c.rope_style, la.rope_base, la.rope_scale, pos_scale_);
+  if (c.query_scale != 1.0f) scale_inplace(q_.data(), (int64_t)n * c.q_dim(), c.query_scale);
+  if (observer_) observer_(l, n, k_.data(), v_.data());
+  append_and_attend(cache, batch, l);
+  linear_forward(L.wo, attn_.data(), tmp_.data(), n);
+  if (c.post_norms) rmsnorm_forward(tmp_.data(), L.attn_post_norm.data, tmp_.data(), n, c.d_model, c.rms_eps);
+  add_inplace(x_.data(), tmp_.data(), (int64_t)n * c.d_model);
+}
+
+void Forward::ffn_block(int l, int n) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = model_.weights().layers[l];
   rmsnorm_forward(x_.data(), L.ffn_norm.data, xn_.data(), n, c.d_model, c.rms_eps);
   linear_forward(L.w_gate, xn_.data(), gate_.data(), n);
   linear_forward(L.w_up, xn_.data(), up_.data(), n);
-  swiglu_forward(gate_.data(), up_.data(), (int64_t)n * c.d_ffn);
+  gated_activation_forward(c.ffn_act, gate_.data(), up_.data(), (int64_t)n * c.d_ffn);
   linear_forward(L.w_down, gate_.data(), tmp_.data(), n);
-  add_inplace(x_.data(), tmp_.data(), (int64_t)n * d);
+  if (c.post_norms) rmsnorm_forward(tmp_.data(), L.ffn_post_norm.data, tmp_.data(), n, c.d_model, c.rms_eps);
+  add_inplace(x_.data(), tmp_.data(), (int64_t)n * c.d_model);
 }
 
 }  // namespace mpkv

@@ -43,7 +43,13 @@ class Forward {
   void set_qk_smoothing(std::vector<std::vector<float>> lambda);
 
  private:
-  void layer_forward(KvCache& cache, const std::vector<BatchToken>& batch, int layer);
+  // x_ += attention(x_) and x_ += ffn(x_) of one layer (with the gemma3 post-norms when set).
+  void attention_block(KvCache& cache, const std::vector<BatchToken>& batch, int layer);
+  void ffn_block(int layer, int n);
+  // q [n, n_head, hd] *= lambda of its KV head's channels; k [n, n_head_kv, hd] /= lambda.
+  void apply_qk_smoothing(int layer, int n);
+  // Appends every sequence's K/V of the batch, then one attention call for the whole batch: attn_.
+  void append_and_attend(KvCache& cache, const std::vector<BatchToken>& batch, int layer);
 
   const Model& model_;
   float pos_scale_ = 1.0f;

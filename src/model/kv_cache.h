@@ -8,7 +8,10 @@
 // Query head h reads KV head h / (n_head / n_head_kv) (grouped-query attention).
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "util/error.h"
 
 namespace mpkv {
 
@@ -21,11 +24,23 @@ struct AttendSpan {
 };
 
 struct KvDims {
+  KvDims() = default;
+  KvDims(int n_layer_, int n_head_, int n_head_kv_, int head_dim_, std::vector<int> window_ = {})
+      : n_layer(n_layer_), n_head(n_head_), n_head_kv(n_head_kv_), head_dim(head_dim_), window(std::move(window_)) {}
+
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;
   int head_dim = 0;
+  // Per layer: its sliding window W (a query at position p sees cache positions
+  // [max(0, p - W + 1), p]), 0 for a global layer. Empty: every layer is global.
+  std::vector<int> window;
+
+  int window_of(int layer) const { return window.empty() ? 0 : window[layer]; }
 };
+
+// The first cache position a query at `pos` sees in a layer with sliding window W (0: global).
+inline int window_start(int window, int pos) { return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0; }
 
 class KvCache {
  public:
@@ -37,8 +52,9 @@ class KvCache {
   // its first append; appends of one sequence arrive layer by layer in order of position.
   virtual void append(int seq, int layer, int n_tokens, const float* k, const float* v) = 0;
 
-  // Causal attention for the last n_tokens appended to (seq, layer): query i sees cache positions
-  // [0, length - n_tokens + i]. Scores are scaled by 1/sqrt(head_dim).
+  // Causal attention for the last n_tokens appended to (seq, layer): query i, at position
+  // p = length - n_tokens + i, sees cache positions [window_start(dims().window_of(layer), p), p].
+  // Scores are scaled by 1/sqrt(head_dim).
   virtual void attend(int seq, int layer, int n_tokens, const float* q, float* out) = 0;
 
   // attend() for every span of one layer's batch; q, out: [rows, n_head, head_dim]. The forward
@@ -71,7 +87,12 @@ class KvCache {
   virtual std::string stats() const { return {}; }
 
  protected:
-  explicit KvCache(KvDims d) : dims_(d) {}
+  // Dims come from ModelConfig::kv_dims() or a test: a wrong window list is a bug, not input.
+  explicit KvCache(KvDims d) : dims_(std::move(d)) {
+    MPKV_ASSERT(dims_.window.empty() || (int)dims_.window.size() == dims_.n_layer,
+                "KvDims lists " + std::to_string(dims_.window.size()) + " windows for " + std::to_string(dims_.n_layer) + " layers");
+    for (int w : dims_.window) MPKV_ASSERT(w >= 0, "KvDims: negative sliding window");
+  }
   KvDims dims_;
 };
 

@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "util/error.h"
@@ -11,8 +13,42 @@ const char* arch_name(Arch a) {
     case Arch::llama: return "llama";
     case Arch::qwen2: return "qwen2";
     case Arch::qwen3: return "qwen3";
+    case Arch::gemma3: return "gemma3";
   }
   return "?";
+}
+
+namespace {
+
+// gemma3 as llama.cpp defines it (docs/gemma3.md): scaled embeddings, GeGLU, post-norms, and
+// when the file has a sliding window, five of every six layers (l % 6 < 5) attend within it with
+// RoPE base 10000 and no scaling; the others are global with the file's RoPE base and scaling.
+void read_gemma3(const GgufReader& g, ModelConfig& c) {
+  const std::string a = c.arch_name + ".";
+  c.embd_scale = std::sqrt((float)c.d_model);
+  c.ffn_act = FfnActivation::gelu_tanh;
+  c.post_norms = true;
+  // llama.cpp's softmax scale (the GGUF carries no query_pre_attn_scalar): 1/sqrt(head_dim), except
+  // for the 62-layer (27B) model: 1/sqrt(d_model / n_head).
+  if (c.n_layer == 62) c.query_scale = (float)std::sqrt((double)c.head_dim / (c.d_model / c.n_head));
+  c.final_softcap = (float)g.get_float(a + "final_logit_softcapping", 0.0);
+  MPKV_CHECK(c.final_softcap >= 0 && std::isfinite(c.final_softcap), "final_logit_softcapping must be >= 0");
+  const int window = (int)g.get_int(a + "attention.sliding_window", 0);
+  MPKV_CHECK(window >= 0, "attention.sliding_window must be >= 0");
+  if (window == 0) return;
+  constexpr int kPattern = 6;  // every 6th layer (l % 6 == 5) is global
+  for (int l = 0; l < c.n_layer; ++l)
+    if (l % kPattern < kPattern - 1) c.layer_attn[l] = LayerAttention{window, 10000.0f, 1.0f};
+}
+
+}  // namespace
+
+KvDims ModelConfig::kv_dims() const {
+  KvDims d{n_layer, n_head, n_head_kv, head_dim};
+  // Only models with a sliding-window layer list windows, so others keep today's dims.
+  if (std::any_of(layer_attn.begin(), layer_attn.end(), [](const LayerAttention& la) { return la.window > 0; }))
+    for (const LayerAttention& la : layer_attn) d.window.push_back(la.window);
+  return d;
 }
 
 ModelConfig ModelConfig::from_gguf(const GgufReader& g) {
@@ -21,9 +57,10 @@ ModelConfig ModelConfig::from_gguf(const GgufReader& g) {
   if (c.arch_name == "llama") c.arch = Arch::llama;
   else if (c.arch_name == "qwen2") c.arch = Arch::qwen2;
   else if (c.arch_name == "qwen3") c.arch = Arch::qwen3;
+  else if (c.arch_name == "gemma3") c.arch = Arch::gemma3;
   else
     throw Error("unsupported model architecture '" + c.arch_name + "' in " + g.path() +
-                " (mpkv supports llama, qwen2, qwen3)");
+                " (mpkv supports llama, qwen2, qwen3, gemma3)");
   const std::string a = c.arch_name + ".";
   auto req = [&](const std::string& key) -> int64_t {
     if (!g.has(a + key)) throw Error("model " + g.path() + " lacks metadata key '" + a + key + "'");
@@ -61,8 +98,10 @@ ModelConfig ModelConfig::from_gguf(const GgufReader& g) {
   } else {
     c.rope_style = RopeStyle::neox;
     c.qkv_bias = c.arch == Arch::qwen2;
-    c.qk_norm = c.arch == Arch::qwen3;
+    c.qk_norm = c.arch == Arch::qwen3 || c.arch == Arch::gemma3;
   }
+  c.layer_attn.assign(c.n_layer, LayerAttention{0, c.rope_base, c.rope_scale});
+  if (c.arch == Arch::gemma3) read_gemma3(g, c);
   // vocab size: metadata key when present, else the token list.
   if (g.has(a + "vocab_size")) c.n_vocab = (int)g.get(a + "vocab_size").as_int();
   else if (g.has("tokenizer.ggml.tokens")) c.n_vocab = (int)g.get("tokenizer.ggml.tokens").as_array().size();
@@ -83,6 +122,18 @@ std::string ModelConfig::describe() const {
     << "rope           base " << rope_base << ", scale " << rope_scale << ", "
     << (rope_style == RopeStyle::adjacent ? "adjacent pairs" : "neox pairs") << "\n"
     << "rms eps        " << rms_eps << "\n";
+  int n_local = 0;
+  for (const LayerAttention& la : layer_attn) n_local += la.window > 0;
+  if (n_local > 0) {
+    o << "sliding window " << n_local << " of " << n_layer << " layers attend within the last "
+      << layer_attn[0].window << " positions (RoPE base " << layer_attn[0].rope_base << "); global layers:";
+    for (int l = 0; l < n_layer; ++l)
+      if (layer_attn[l].window == 0) o << " " << l;
+    o << "\n";
+  }
+  if (arch == Arch::gemma3)
+    o << "gemma          embeddings x " << embd_scale << ", GeGLU (gelu tanh), post-norms, query scale "
+      << query_scale << (final_softcap > 0 ? ", logit softcap " + std::to_string(final_softcap) : std::string()) << "\n";
   return o.str();
 }
 

@@ -1,18 +1,32 @@
 // Model hyperparameters read from GGUF metadata ("<arch>.*" keys).
 #pragma once
 #include <string>
+#include <vector>
 
 #include "gguf/gguf_reader.h"
 #include "model/kv_cache.h"
 
 namespace mpkv {
 
-enum class Arch { llama, qwen2, qwen3 };
+enum class Arch { llama, qwen2, qwen3, gemma3 };
 
 // Which channels RoPE rotates together.
 //   adjacent: pairs (2j, 2j+1) — llama GGUFs, whose Q/K rows were permuted at conversion;
 //   neox:     pairs (j, j + d/2) — qwen2, qwen3.
 enum class RopeStyle { adjacent, neox };
+
+// The activation of the gated feed-forward: down(act(gate(x)) * up(x)).
+//   silu:      SwiGLU (llama, qwen)
+//   gelu_tanh: GeGLU with the tanh approximation of GELU (gemma3, as llama.cpp computes it)
+enum class FfnActivation { silu, gelu_tanh };
+
+// What differs between one layer's attention and another's (gemma3: sliding-window layers have
+// their own RoPE base; docs/gemma3.md).
+struct LayerAttention {
+  int window = 0;              // sliding window W (KvDims::window); 0 = global
+  float rope_base = 10000.0f;
+  float rope_scale = 1.0f;     // linear RoPE scaling: position ids are divided by this
+};
 
 struct ModelConfig {
   Arch arch = Arch::llama;
@@ -32,12 +46,22 @@ struct ModelConfig {
   int rope_dim = 0;         // channels rotated per head (== head_dim for supported models)
   RopeStyle rope_style = RopeStyle::adjacent;
   bool qkv_bias = false;    // qwen2
-  bool qk_norm = false;     // qwen3: RMSNorm over each head of q and k before RoPE
+  bool qk_norm = false;     // qwen3, gemma3: RMSNorm over each head of q and k before RoPE
+  // gemma3 (all neutral for llama / qwen):
+  float embd_scale = 1.0f;  // token embeddings are multiplied by this (gemma3: sqrt(d_model))
+  FfnActivation ffn_act = FfnActivation::silu;
+  bool post_norms = false;  // RMSNorm of the attention and FFN outputs before each residual add
+  // Queries are multiplied by this before attention; the caches scale scores by 1/sqrt(head_dim),
+  // so the model's softmax scale is query_scale / sqrt(head_dim). 1 but for gemma3 27B.
+  float query_scale = 1.0f;
+  float final_softcap = 0.0f;  // > 0: logits = cap * tanh(logits / cap)
+  std::vector<LayerAttention> layer_attn;  // [n_layer]; global layers use rope_base / rope_scale
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
   // The shapes a KV cache for this model is built with.
-  KvDims kv_dims() const { return {n_layer, n_head, n_head_kv, head_dim}; }
+  KvDims kv_dims() const;
+  const LayerAttention& attn(int layer) const { return layer_attn[layer]; }
   int group_size() const { return n_head / n_head_kv; }  // query heads per KV head
 
   // Reads and validates; throws Error naming the architecture or key when unsupported/missing.

@@ -84,6 +84,10 @@ ModelWeights ModelWeights::from_gguf(const GgufReader& g, const ModelConfig& c) 
       L.q_norm = ld.vec(p + "attn_q_norm.weight", c.head_dim);
       L.k_norm = ld.vec(p + "attn_k_norm.weight", c.head_dim);
     }
+    if (c.post_norms) {
+      L.attn_post_norm = ld.vec(p + "post_attention_norm.weight", c.d_model);
+      L.ffn_post_norm = ld.vec(p + "post_ffw_norm.weight", c.d_model);
+    }
     L.ffn_norm = ld.vec(p + "ffn_norm.weight", c.d_model);
     L.w_gate = ld.matrix(p + "ffn_gate.weight", c.d_ffn, c.d_model);
     L.w_up = ld.matrix(p + "ffn_up.weight", c.d_ffn, c.d_model);

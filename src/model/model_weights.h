@@ -8,7 +8,8 @@
 
 namespace mpkv {
 
-// A 1-D float32 vector held in the file (norm weights, biases); F32 only.
+// A 1-D float32 vector held in the file (norm weights, biases); F32 only. Norm weights are used as
+// stored: llama.cpp's converter already adds Gemma's +1 to them (docs/gemma3.md).
 struct VectorWeight {
   const float* data = nullptr;
   int64_t n = 0;
@@ -18,9 +19,11 @@ struct LayerWeights {
   VectorWeight attn_norm;                 // [d_model]
   WeightMatrix wq, wk, wv, wo;            // [q_dim, d], [kv_dim, d], [kv_dim, d], [d, q_dim] (rows x cols)
   VectorWeight bq, bk, bv;                // qwen2 only: [q_dim], [kv_dim], [kv_dim]
-  VectorWeight q_norm, k_norm;            // qwen3 only: [head_dim]
+  VectorWeight q_norm, k_norm;            // qwen3, gemma3: [head_dim]
+  VectorWeight attn_post_norm;            // gemma3 only: [d_model], on the attention output
   VectorWeight ffn_norm;                  // [d_model]
   WeightMatrix w_gate, w_up, w_down;      // [ffn, d], [ffn, d], [d, ffn]
+  VectorWeight ffn_post_norm;             // gemma3 only: [d_model], on the FFN output
 };
 
 struct ModelWeights {

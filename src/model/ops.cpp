@@ -48,6 +48,32 @@ void swiglu_forward(float* gate, const float* up, int64_t n) {
   }
 }
 
+void geglu_tanh_forward(float* gate, const float* up, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  constexpr float kCubic = 0.044715f;
+#pragma omp parallel for if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCubic * x * x))) * up[i];
+  }
+}
+
+void gated_activation_forward(FfnActivation act, float* gate, const float* up, int64_t n) {
+  switch (act) {
+    case FfnActivation::silu: return swiglu_forward(gate, up, n);
+    case FfnActivation::gelu_tanh: return geglu_tanh_forward(gate, up, n);
+  }
+}
+
+void softcap_forward(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
+void scale_inplace(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
 void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }

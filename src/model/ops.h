@@ -18,6 +18,19 @@ void rope_forward(float* x, const int* pos, int n, int n_heads, int head_dim, Ro
 // gate[i] = silu(gate[i]) * up[i] for i < n.
 void swiglu_forward(float* gate, const float* up, int64_t n);
 
+// gate[i] = gelu(gate[i]) * up[i] for i < n, GELU by its tanh approximation
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GeGLU; what llama.cpp computes for gemma).
+void geglu_tanh_forward(float* gate, const float* up, int64_t n);
+
+// The gated activation of the feed-forward: swiglu_forward or geglu_tanh_forward.
+void gated_activation_forward(FfnActivation act, float* gate, const float* up, int64_t n);
+
+// x[i] = cap * tanh(x[i] / cap) (logit soft-capping), cap > 0.
+void softcap_forward(float* x, int64_t n, float cap);
+
+// x[i] *= s.
+void scale_inplace(float* x, int64_t n, float s);
+
 // y[i] += x[i].
 void add_inplace(float* y, const float* x, int64_t n);
 

@@ -60,11 +60,68 @@ void rope(std::vector<double>& x, int n_heads, int hd, int pos, bool adjacent, d
     }
 }
 
+// What the reference knows of an architecture beyond the shapes: taken from the spec the test
+// wrote and the architecture definitions (docs/gemma3.md), never from the config under test.
+struct RefArch {
+  bool adjacent_rope = false;  // llama
+  bool gemma = false;          // x sqrt(d) embeddings, GeGLU (tanh GELU), post-norms
+  int window = 0;              // gemma: layers l % 6 < 5 see the last `window` positions (0: none)
+  double rope_base = 10000.0;  // global layers (gemma local layers: 10000)
+  double softcap = 0.0;        // logits -> cap * tanh(logits / cap)
+};
+
+RefArch ref_arch(const test::TinyModelSpec& s) {
+  RefArch r;
+  r.adjacent_rope = s.arch == "llama";
+  r.gemma = s.arch == "gemma3";
+  r.window = r.gemma ? s.sliding_window : 0;
+  r.rope_base = s.rope_base;
+  r.softcap = s.final_softcap;
+  return r;
+}
+
+bool ref_layer_is_local(const RefArch& a, int l) { return a.window > 0 && l % 6 < 5; }
+
+double ref_gelu_tanh(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+// RMSNorm of each head_dim slice of x in place.
+void rmsnorm_heads(std::vector<double>& x, const float* w, int n_heads, int hd, double eps) {
+  for (int h = 0; h < n_heads; ++h) {
+    auto y = rmsnorm(x, w, h * hd, hd, eps);
+    std::copy(y.begin(), y.end(), x.begin() + h * hd);
+  }
+}
+
+// Exact softmax attention of q [n_head, hd] over cached rows [lo, t] of K, V ([t][kv_dim]).
+std::vector<double> ref_attention(const ModelConfig& c, const std::vector<double>& q,
+                                  const std::vector<std::vector<double>>& K, const std::vector<std::vector<double>>& V,
+                                  size_t lo, size_t t) {
+  const int hd = c.head_dim, group = c.n_head / c.n_head_kv;
+  std::vector<double> att(c.q_dim(), 0.0);
+  for (int h = 0; h < c.n_head; ++h) {
+    const int kh = h / group;
+    std::vector<double> s(t + 1, 0.0);
+    double mx = -1e300;
+    for (size_t j = lo; j <= t; ++j) {
+      double d = 0;
+      for (int i = 0; i < hd; ++i) d += q[h * hd + i] * K[j][kh * hd + i];
+      s[j] = d / std::sqrt((double)hd);
+      mx = std::max(mx, s[j]);
+    }
+    double z = 0;
+    for (size_t j = lo; j <= t; ++j) z += (s[j] = std::exp(s[j] - mx));
+    for (size_t j = lo; j <= t; ++j)
+      for (int i = 0; i < hd; ++i) att[h * hd + i] += s[j] / z * V[j][kh * hd + i];
+  }
+  return att;
+}
+
 // Logits [T, n_vocab] for one sequence, computed token by token with exact attention.
-std::vector<std::vector<double>> reference_logits(const Model& m, const std::vector<int32_t>& toks) {
+std::vector<std::vector<double>> reference_logits(const Model& m, const std::vector<int32_t>& toks, const RefArch& a) {
   const ModelConfig& c = m.config();
   const ModelWeights& w = m.weights();
-  const int hd = c.head_dim, group = c.n_head / c.n_head_kv;
+  const int hd = c.head_dim;
+  const double eps = c.rms_eps;
   const Mat emb = dequant(w.token_embd), out_w = dequant(w.output);
   struct L { Mat q, k, v, o, g, u, d; };
   std::vector<L> Ls;
@@ -73,49 +130,41 @@ std::vector<std::vector<double>> reference_logits(const Model& m, const std::vec
   std::vector<std::vector<double>> logits;
   for (size_t t = 0; t < toks.size(); ++t) {
     std::vector<double> x(emb.begin() + (size_t)toks[t] * c.d_model, emb.begin() + (size_t)(toks[t] + 1) * c.d_model);
+    if (a.gemma)
+      for (double& e : x) e *= std::sqrt((double)c.d_model);
     for (int l = 0; l < c.n_layer; ++l) {
       const LayerWeights& lw = w.layers[l];
-      auto xn = rmsnorm(x, lw.attn_norm.data, 0, c.d_model, c.rms_eps);
+      const bool local = ref_layer_is_local(a, l);
+      auto xn = rmsnorm(x, lw.attn_norm.data, 0, c.d_model, eps);
       auto q = mv(lw.wq, Ls[l].q, xn), k = mv(lw.wk, Ls[l].k, xn), v = mv(lw.wv, Ls[l].v, xn);
       if (c.qkv_bias) {
         for (int i = 0; i < c.q_dim(); ++i) q[i] += lw.bq.data[i];
         for (int i = 0; i < c.kv_dim(); ++i) k[i] += lw.bk.data[i], v[i] += lw.bv.data[i];
       }
       if (c.qk_norm) {
-        for (int h = 0; h < c.n_head; ++h) { auto y = rmsnorm(q, lw.q_norm.data, h * hd, hd, c.rms_eps); std::copy(y.begin(), y.end(), q.begin() + h * hd); }
-        for (int h = 0; h < c.n_head_kv; ++h) { auto y = rmsnorm(k, lw.k_norm.data, h * hd, hd, c.rms_eps); std::copy(y.begin(), y.end(), k.begin() + h * hd); }
+        rmsnorm_heads(q, lw.q_norm.data, c.n_head, hd, eps);
+        rmsnorm_heads(k, lw.k_norm.data, c.n_head_kv, hd, eps);
       }
-      const bool adj = c.arch == Arch::llama;
-      rope(q, c.n_head, hd, (int)t, adj, c.rope_base);
-      rope(k, c.n_head_kv, hd, (int)t, adj, c.rope_base);
+      const double base = local ? 10000.0 : a.rope_base;
+      rope(q, c.n_head, hd, (int)t, a.adjacent_rope, base);
+      rope(k, c.n_head_kv, hd, (int)t, a.adjacent_rope, base);
       K[l].push_back(k);
       V[l].push_back(v);
-      std::vector<double> att(c.q_dim(), 0.0);
-      for (int h = 0; h < c.n_head; ++h) {
-        const int kh = h / group;
-        std::vector<double> s(t + 1);
-        double mx = -1e300;
-        for (size_t j = 0; j <= t; ++j) {
-          double d = 0;
-          for (int i = 0; i < hd; ++i) d += q[h * hd + i] * K[l][j][kh * hd + i];
-          s[j] = d / std::sqrt((double)hd);
-          mx = std::max(mx, s[j]);
-        }
-        double z = 0;
-        for (auto& e : s) z += (e = std::exp(e - mx));
-        for (size_t j = 0; j <= t; ++j)
-          for (int i = 0; i < hd; ++i) att[h * hd + i] += s[j] / z * V[l][j][kh * hd + i];
-      }
-      auto o = mv(lw.wo, Ls[l].o, att);
+      const size_t lo = local && (int)t >= a.window ? t - a.window + 1 : 0;
+      auto o = mv(lw.wo, Ls[l].o, ref_attention(c, q, K[l], V[l], lo, t));
+      if (a.gemma) o = rmsnorm(o, lw.attn_post_norm.data, 0, c.d_model, eps);
       for (int i = 0; i < c.d_model; ++i) x[i] += o[i];
-      xn = rmsnorm(x, lw.ffn_norm.data, 0, c.d_model, c.rms_eps);
+      xn = rmsnorm(x, lw.ffn_norm.data, 0, c.d_model, eps);
       auto g = mv(lw.w_gate, Ls[l].g, xn), u = mv(lw.w_up, Ls[l].u, xn);
-      for (int i = 0; i < c.d_ffn; ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+      for (int i = 0; i < c.d_ffn; ++i) g[i] = (a.gemma ? ref_gelu_tanh(g[i]) : g[i] / (1 + std::exp(-g[i]))) * u[i];
       auto dn = mv(lw.w_down, Ls[l].d, g);
+      if (a.gemma) dn = rmsnorm(dn, lw.ffn_post_norm.data, 0, c.d_model, eps);
       for (int i = 0; i < c.d_model; ++i) x[i] += dn[i];
     }
-    auto xn = rmsnorm(x, w.output_norm.data, 0, c.d_model, c.rms_eps);
+    auto xn = rmsnorm(x, w.output_norm.data, 0, c.d_model, eps);
     logits.push_back(mv(w.output, out_w, xn));
+    if (a.softcap > 0)
+      for (double& e : logits.back()) e = a.softcap * std::tanh(e / a.softcap);
   }
   return logits;
 }
@@ -126,39 +175,66 @@ double max_abs(const std::vector<std::vector<double>>& a) {
   return m;
 }
 
+// Logits of one prefill batch of toks through a cache of these dims: [T, n_vocab].
+std::vector<float> prefill_logits(const Model& m, const KvDims& dims, const std::vector<int32_t>& toks) {
+  F16KvCache cache(dims);
+  Forward fwd(m);
+  std::vector<BatchToken> b;
+  for (size_t i = 0; i < toks.size(); ++i) b.push_back({toks[i], (int)i, 0, true});
+  std::vector<float> lg;
+  fwd.run(cache, b, lg);
+  return lg;
+}
+
+// max |lg - ref| over rows [T, n_vocab].
+double max_err(const std::vector<float>& lg, const std::vector<std::vector<double>>& ref) {
+  double err = 0;
+  const size_t nv = ref[0].size();
+  for (size_t i = 0; i < ref.size(); ++i)
+    for (size_t v = 0; v < nv; ++v) err = std::max(err, std::fabs(lg[i * nv + v] - ref[i][v]));
+  return err;
+}
+
 class ForwardReference : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
+// The tiny model of each architecture. gemma3: one KV head of head_dim 32 != d_model / n_head,
+// 6 layers (0-4 sliding-window, 5 global), a window of 5 positions (shorter than the 24-token
+// sequence), a global RoPE base of 1e6 and a final logit softcap.
+test::TinyModelSpec reference_spec(const std::string& arch) {
   test::TinyModelSpec spec;
-  spec.arch = GetParam();
-  spec.tied_output = spec.arch != "qwen2";
+  spec.arch = arch;
+  spec.tied_output = arch != "qwen2";
+  if (arch == "gemma3") {
+    spec.n_layer = 6;
+    spec.n_head_kv = 1;
+    spec.head_dim = 32;
+    spec.sliding_window = 5;
+    spec.rope_base = 1e6f;
+    spec.final_softcap = 30.0f;
+  }
+  return spec;
+}
+
+TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
+  const test::TinyModelSpec spec = reference_spec(GetParam());
   const std::string path = test::temp_dir() + "/tiny_" + spec.arch + ".gguf";
   test::write_tiny_model(path, spec);
   auto model = Model::load(path);
   const ModelConfig& c = model->config();
-  const KvDims dims{c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
+  const KvDims dims = c.kv_dims();
   const int T = 24;
   std::vector<int32_t> toks(T), toks2(T);
   for (int i = 0; i < T; ++i) toks[i] = (i * 37 + 11) % c.n_vocab, toks2[i] = (i * 53 + 7) % c.n_vocab;
-  const auto ref = reference_logits(*model, toks);
+  const RefArch arch = ref_arch(spec);
+  const auto ref = reference_logits(*model, toks, arch);
   const double scale = max_abs(ref);
   ASSERT_GT(scale, 0.1);
 
   Forward fwd(*model);
   // 1. One prefill batch of T tokens.
-  std::vector<float> prefill;
-  {
-    F16KvCache cache(dims);
-    std::vector<BatchToken> b;
-    for (int i = 0; i < T; ++i) b.push_back({toks[i], i, 0, true});
-    std::vector<float> lg;
-    fwd.run(cache, b, lg);
-    double err = 0;
-    for (int i = 0; i < T; ++i)
-      for (int v = 0; v < c.n_vocab; ++v) err = std::max(err, std::fabs(lg[(size_t)i * c.n_vocab + v] - ref[i][v]));
-    EXPECT_LT(err / scale, kDecodeVsReferenceRel) << "prefill vs reference, max abs err " << err;
-    prefill = lg;
-  }
+  const std::vector<float> prefill = prefill_logits(*model, dims, toks);
+  const double prefill_err = max_err(prefill, ref);
+  EXPECT_LT(prefill_err / scale, kDecodeVsReferenceRel) << "prefill vs reference, max abs err " << prefill_err;
   // 2. Token by token (matvec path), and 3. two sequences decoded in one batch.
   std::vector<std::vector<float>> single(T);
   {
@@ -187,7 +263,31 @@ TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ForwardReference, ::testing::Values("llama", "qwen2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Archs, ForwardReference, ::testing::Values("llama", "qwen2", "qwen3", "gemma3"));
+
+// The gemma3 test above can fail on the window: without it (every layer global) the reference
+// moves by far more than the bound, and a cache given no windows misses the reference.
+TEST(ForwardReference, Gemma3SlidingWindowIsObservable) {
+  const test::TinyModelSpec spec = reference_spec("gemma3");
+  auto model = test::load_tiny_model("tiny_gemma3_window", spec);
+  const ModelConfig& c = model->config();
+  ASSERT_EQ(c.kv_dims().window, (std::vector<int>{5, 5, 5, 5, 5, 0}));
+  const int T = 24;
+  std::vector<int32_t> toks(T);
+  for (int i = 0; i < T; ++i) toks[i] = (i * 37 + 11) % c.n_vocab;
+  RefArch arch = ref_arch(spec);
+  const auto ref = reference_logits(*model, toks, arch);
+  arch.window = 0;
+  const auto ref_global = reference_logits(*model, toks, arch);
+  double moved = 0;
+  for (int i = 0; i < T; ++i)
+    for (int v = 0; v < c.n_vocab; ++v) moved = std::max(moved, std::fabs(ref[i][v] - ref_global[i][v]));
+  EXPECT_GT(moved / max_abs(ref), 10 * kDecodeVsReferenceRel);
+
+  KvDims no_windows = c.kv_dims();
+  no_windows.window.clear();
+  EXPECT_GT(max_err(prefill_logits(*model, no_windows, toks), ref) / max_abs(ref), kDecodeVsReferenceRel);
+}
 
 TEST(Forward, RejectsBadBatches) {
   test::TinyModelSpec spec;

@@ -2,6 +2,7 @@
 // "dequantize everything, then attend" (double precision), built from the cache's pages through
 // KvQuantizer::dequantize (the quantizer library), never through the attention kernels.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -70,14 +71,16 @@ inline void dequantized_cache(const PagedKvCache& c, int seq, int layer, const H
   const int in_pages = c.tokens_in_pages(layer, h.n);
   const int P = plan.page_tokens;
   std::vector<float> y((size_t)P * d.head_dim);
-  for (int p = 0; p < c.n_pages(seq, layer); ++p) {
+  // A sliding-window layer frees its oldest full pages: the live ones are the last n_pages.
+  const int dropped_pages = (in_pages + P - 1) / P - c.n_pages(seq, layer);
+  for (int p = dropped_pages; p < dropped_pages + c.n_pages(seq, layer); ++p) {
     const int rows = std::min(P, in_pages - p * P);
     for (int b = 0; b < 2 * d.n_head_kv; ++b) {
       const KvRole role = b % 2 == 0 ? KvRole::key : KvRole::value;
       const KvComponentPlan& cp = plan.at(layer, b / 2, role);
       if (cp.fp16) continue;  // fp16 pages hold the fp16 rows already in K / V
       KvBlockLayout L;
-      const uint8_t* data = c.page_block(seq, layer, p, b, &L);
+      const uint8_t* data = c.page_block(seq, layer, p - dropped_pages, b, &L);
       const KvQuantizer qz(component_quant_options(plan, cp, role, L.bits));
       // Whole token groups only (KIVI keys); a page is filled in whole groups.
       qz.dequantize(L, data, 0, rows, y.data(), (size_t)d.head_dim);
@@ -90,29 +93,31 @@ inline void dequantized_cache(const PagedKvCache& c, int seq, int layer, const H
 }
 
 // Causal attention of the last n_q positions in double over K, V [n, n_head_kv, head_dim];
-// q [n_q, n_head, head_dim] -> out (same shape).
+// q [n_q, n_head, head_dim] -> out (same shape). window > 0: the query at position p sees only
+// positions [p - window + 1, p] (a sliding-window layer).
 inline std::vector<double> reference_attention(const KvDims& d, const std::vector<double>& K, const std::vector<double>& V,
-                                               int n, const float* q, int n_q) {
+                                               int n, const float* q, int n_q, int window = 0) {
   const int group = d.n_head / d.n_head_kv, hd = d.head_dim;
   const size_t row = (size_t)d.n_head_kv * hd;
   std::vector<double> out((size_t)n_q * d.n_head * hd, 0.0);
   for (int i = 0; i < n_q; ++i) {
     const int vis = n - n_q + i + 1;
+    const int lo = window > 0 ? std::max(0, vis - window) : 0;
     for (int hq = 0; hq < d.n_head; ++hq) {
       const int h = hq / group;
       const float* qq = q + ((size_t)i * d.n_head + hq) * hd;
       std::vector<double> s(vis);
       double m = -INFINITY;
-      for (int t = 0; t < vis; ++t) {
+      for (int t = lo; t < vis; ++t) {
         double a = 0;
         for (int c = 0; c < hd; ++c) a += (double)qq[c] * K[(size_t)t * row + (size_t)h * hd + c];
         s[t] = a / std::sqrt((double)hd);
         m = std::max(m, s[t]);
       }
       double l = 0;
-      for (int t = 0; t < vis; ++t) l += (s[t] = std::exp(s[t] - m));
+      for (int t = lo; t < vis; ++t) l += (s[t] = std::exp(s[t] - m));
       double* o = &out[((size_t)i * d.n_head + hq) * hd];
-      for (int t = 0; t < vis; ++t)
+      for (int t = lo; t < vis; ++t)
         for (int c = 0; c < hd; ++c) o[c] += s[t] / l * V[(size_t)t * row + (size_t)h * hd + c];
     }
   }
