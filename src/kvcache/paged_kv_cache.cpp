@@ -52,12 +52,13 @@ PagedKvCache::PagedKvCache(KvDims dims, KvPlan plan, size_t budget_bytes, const 
       c.final_bits = cp.bits;
       c.init_bits = plan_.progressive ? 16 : cp.bits;
       c.quant = std::make_unique<KvQuantizer>(component_quant_options(plan_, cp, role, c.init_bits));
-      const KvBlockLayout top = c.quant->block_layout(P);
-      for (int bits = c.init_bits;; bits /= 2) {
-        c.layout_at[bits] = make_kv_block_layout(top.codec, top.axis, bits, top.head_dim, P, top.group);
-        if (bits <= c.final_bits) break;
+      // Pages are written at init_bits; each halving's layout carries the exact ladder scale
+      // (halved_layout: scale_mult, kv_block_layout.h).
+      c.layout_at[c.init_bits] = c.quant->block_layout(P);
+      for (int bits = c.init_bits; bits > c.final_bits; bits /= 2) c.layout_at[bits / 2] = halved_layout(c.layout_at[bits]);
+      if (c.layout_at[c.init_bits].codec == Codec::lloyd_max) {
+        c.centroids = lloyd_max_gaussian(c.final_bits).centroids_f.data();
       }
-      if (top.codec == Codec::lloyd_max) c.centroids = lloyd_max_gaussian(c.final_bits).centroids_f.data();
     }
   }
 }
