@@ -2,6 +2,8 @@
 // the page pool's bookkeeping (budget arithmetic, shrink order).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <fstream>
 
 #include "kvcache/kv_cache_factory.h"
@@ -168,23 +170,28 @@ TEST(PagePool, BudgetArithmetic) {
   EXPECT_TRUE(unlimited.fits(SIZE_MAX / 2));
 }
 
-TEST(PagePool, ShrinkOrderHighestBitsThenOldest) {
+TEST(PagePool, ShrinkOrderLowestCostThenOldest) {
   PagePool p;
   EXPECT_FALSE(p.next_to_shrink().has_value());
-  p.set_shrinkable(5, 8);
-  p.set_shrinkable(2, 4);
-  p.set_shrinkable(9, 16);
-  p.set_shrinkable(7, 16);
-  EXPECT_EQ(*p.next_to_shrink(), 7u);  // 16 bits, older than 9
-  p.set_shrinkable(7, 8);              // shrunk once: now behind 9 (16) and 5 (older at 8)
+  p.set_shrinkable(5, -8);  // the cache's cost without a calibrated plan: -(top bits)
+  p.set_shrinkable(2, -4);
+  p.set_shrinkable(9, -16);
+  p.set_shrinkable(7, -16);
+  EXPECT_EQ(*p.next_to_shrink(), 7u);  // cost -16, older than 9
+  p.set_shrinkable(7, -8);             // shrunk once: now behind 9 (-16) and 5 (older at -8)
   EXPECT_EQ(*p.next_to_shrink(), 9u);
   p.forget(9);
   EXPECT_EQ(*p.next_to_shrink(), 5u);
-  p.set_shrinkable(5, 0);
+  p.forget(5);
   EXPECT_EQ(*p.next_to_shrink(), 7u);
   p.forget(7);
   EXPECT_EQ(*p.next_to_shrink(), 2u);
   EXPECT_EQ(p.shrinkable_pages(), 1u);
+  p.set_shrinkable(3, 1e-9);  // fractional costs (sensitivity per byte) order the same way
+  p.set_shrinkable(4, 1e-10);
+  p.forget(2);
+  EXPECT_EQ(*p.next_to_shrink(), 4u);
+  EXPECT_THROW(p.set_shrinkable(6, std::nan("")), Error);
 }
 
 }  // namespace
