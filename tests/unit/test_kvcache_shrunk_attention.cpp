@@ -27,25 +27,21 @@ constexpr double kAccumulateRelPerRow = 6 * FLT_EPSILON;
 // int8 queries: the integer dot is exact; the epilogue S * (scale * acc) + Z * sum rounds a few times.
 constexpr double kQ8EpilogueRel = 4 * FLT_EPSILON;
 
-std::vector<Isa> variants() {
+// Every kernel variant this CPU runs.
+std::vector<Isa> runnable_isas() {
   std::vector<Isa> v{Isa::scalar};
-  if (best_isa() >= Isa::avx2) v.push_back(Isa::avx2);
-  if (best_isa() >= Isa::avx512) v.push_back(Isa::avx512);
+  for (Isa isa : {Isa::avx2, Isa::avx512})
+    if (best_isa() >= isa) v.push_back(isa);
   return v;
 }
 
-struct Shape {
-  QuantMethod method;
-  KvRole role;
-  int d, group, tokens;
-};
-
-// Token-axis groups of head_dim, 32 and 16 channels (the SIMD fast paths) and KIVI keys (channel axis).
-std::vector<Shape> shapes() {
-  return {{QuantMethod::uniform, KvRole::key, 64, 0, 64},
-          {QuantMethod::uniform, KvRole::value, 64, 32, 48},
-          {QuantMethod::uniform, KvRole::key, 128, 16, 32},
-          {QuantMethod::kivi, KvRole::key, 64, 8, 32}};
+// (options at 16 bits, tokens): token-axis groups of head_dim, 32 and 16 channels (the SIMD fast
+// paths) and KIVI keys (channel axis).
+std::vector<std::pair<QuantOptions, int>> blocks() {
+  return {{{QuantMethod::uniform, KvRole::key, 16, 64, 0}, 64},
+          {{QuantMethod::uniform, KvRole::value, 16, 64, 32}, 48},
+          {{QuantMethod::uniform, KvRole::key, 16, 128, 16}, 32},
+          {{QuantMethod::kivi, KvRole::key, 16, 64, 8}, 32}};
 }
 
 std::vector<float> gaussian(size_t n, uint32_t seed, float scale = 1.0f) {
@@ -74,18 +70,13 @@ std::vector<double> direct_values(const KvBlockLayout& L16, const uint8_t* b16, 
 }
 
 TEST(ShrunkAttention, EveryVariantReadsTheExactLadderScale) {
-  for (const Shape& sh : shapes()) {
-    QuantOptions o;
-    o.method = sh.method;
-    o.role = sh.role;
-    o.bits = 16;
-    o.head_dim = sh.d;
-    o.group = sh.group;
+  for (const auto& [o, tokens] : blocks()) {
+    const int d = o.head_dim;
     const KvQuantizer q16(o, quant_kernels_for(Isa::scalar));
-    const KvBlockLayout L16 = q16.block_layout(sh.tokens);
+    const KvBlockLayout L16 = q16.block_layout(tokens);
     std::vector<uint8_t> b16(L16.bytes);
-    const auto x = gaussian((size_t)sh.tokens * sh.d, 11, 3.0f);
-    q16.quantize(L16, x.data(), sh.d, 0, sh.tokens, b16.data());
+    const auto x = gaussian((size_t)tokens * d, 11, 3.0f);
+    q16.quantize(L16, x.data(), d, 0, tokens, b16.data());
     KvBlockLayout L = L16;
     std::vector<uint8_t> blk = b16;
     while (L.bits > 2) {
@@ -96,42 +87,42 @@ TEST(ShrunkAttention, EveryVariantReadsTheExactLadderScale) {
       blk.swap(out);
       const std::vector<double> xh = direct_values(L16, b16.data(), L.bits);
       const PackedBlockView view{&L, blk.data(), nullptr};
-      const int nq = 3, n = sh.tokens;
-      const auto q = gaussian((size_t)nq * sh.d, 100);
+      const int nq = 3, n = tokens;
+      const auto q = gaussian((size_t)nq * d, 100);
       const auto w = gaussian((size_t)nq * kMaxKernelRows, 200);
       std::vector<double> s_ref((size_t)nq * n, 0.0), s_abs((size_t)nq * n, 0.0);
-      std::vector<double> a_ref((size_t)nq * sh.d, 0.0), a_abs((size_t)nq * sh.d, 0.0);
+      std::vector<double> a_ref((size_t)nq * d, 0.0), a_abs((size_t)nq * d, 0.0);
       for (int j = 0; j < nq; ++j)
         for (int i = 0; i < n; ++i)
-          for (int c = 0; c < sh.d; ++c) {
-            const double xv = xh[(size_t)i * sh.d + c], qv = q[(size_t)j * sh.d + c];
+          for (int c = 0; c < d; ++c) {
+            const double xv = xh[(size_t)i * d + c], qv = q[(size_t)j * d + c];
             const double wv = w[(size_t)j * kMaxKernelRows + i];
             s_ref[(size_t)j * n + i] += qv * xv;
             s_abs[(size_t)j * n + i] += std::abs(qv) * (std::abs(xv) + 4);
-            a_ref[(size_t)j * sh.d + c] += wv * xv;
-            a_abs[(size_t)j * sh.d + c] += std::abs(wv) * (std::abs(xv) + 4);
+            a_ref[(size_t)j * d + c] += wv * xv;
+            a_abs[(size_t)j * d + c] += std::abs(wv) * (std::abs(xv) + 4);
           }
       std::vector<int8_t> qbytes;
       std::vector<float> qparams;
-      const Q8Queries q8 = quantize_queries_q8(q.data(), sh.d, nq, sh.d, qbytes, qparams);
-      for (Isa isa : variants()) {
+      const Q8Queries q8 = quantize_queries_q8(q.data(), d, nq, d, qbytes, qparams);
+      for (Isa isa : runnable_isas()) {
         const PagedAttentionKernels& K = paged_attention_kernels_for(isa);
-        const std::string what = std::string(isa_name(isa)) + " " + method_name(sh.method) + " d " +
-                                 std::to_string(sh.d) + " G " + std::to_string(L.group) + " bits " +
+        const std::string what = std::string(isa_name(isa)) + " " + method_name(o.method) + " d " +
+                                 std::to_string(d) + " G " + std::to_string(L.group) + " bits " +
                                  std::to_string(L.bits);
         std::vector<float> s((size_t)nq * kMaxKernelRows, NAN);
-        K.packed_scores(view, q.data(), sh.d, nq, 0, n, s.data(), kMaxKernelRows);
+        K.packed_scores(view, q.data(), d, nq, 0, n, s.data(), kMaxKernelRows);
         for (int j = 0; j < nq; ++j)
           for (int i = 0; i < n; ++i)
             ASSERT_NEAR(s[(size_t)j * kMaxKernelRows + i], s_ref[(size_t)j * n + i],
-                        scores_tolerance(sh.d, s_abs[(size_t)j * n + i]))
+                        scores_tolerance(d, s_abs[(size_t)j * n + i]))
                 << what << " q " << j << " row " << i;
-        std::vector<float> acc((size_t)nq * sh.d, 0.0f);
-        K.packed_accumulate(view, w.data(), kMaxKernelRows, nq, 0, n, acc.data(), sh.d);
+        std::vector<float> acc((size_t)nq * d, 0.0f);
+        K.packed_accumulate(view, w.data(), kMaxKernelRows, nq, 0, n, acc.data(), d);
         for (int j = 0; j < nq; ++j)
-          for (int c = 0; c < sh.d; ++c)
-            ASSERT_NEAR(acc[(size_t)j * sh.d + c], a_ref[(size_t)j * sh.d + c],
-                        kAccumulateRelPerRow * (1 + a_abs[(size_t)j * sh.d + c]))
+          for (int c = 0; c < d; ++c)
+            ASSERT_NEAR(acc[(size_t)j * d + c], a_ref[(size_t)j * d + c],
+                        kAccumulateRelPerRow * (1 + a_abs[(size_t)j * d + c]))
                 << what << " q " << j << " channel " << c;
         if (!q8_scores_apply(L)) continue;
         // int8 queries: against the same integer dot with the direct scale and zero.
@@ -141,7 +132,7 @@ TEST(ShrunkAttention, EveryVariantReadsTheExactLadderScale) {
         for (int j = 0; j < nq; ++j) {
           for (int i = 0; i < n; ++i) {
             int64_t dot = 0;
-            for (int c = 0; c < sh.d; ++c) dot += (int64_t)q8.natural[(size_t)j * sh.d + c] * get_code(L, blk.data(), i, c);
+            for (int c = 0; c < d; ++c) dot += (int64_t)q8.natural[(size_t)j * d + c] * get_code(L, blk.data(), i, c);
             const double S = (double)fp16_to_fp32(load_half(b16.data(), L16.scales_offset, (size_t)i)) * (double)m;
             const double Z = fp16_to_fp32(load_half(b16.data(), L16.zeros_offset, (size_t)i));
             const double ref = S * q8.scale[j] * (double)dot + Z * q8.sum[j];
