@@ -51,11 +51,9 @@ struct Args {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Widths the sensitivities are measured at: min-max codes {2,3,4,8} (5-7 have no packed layout,
-// 1-bit min-max is worse than nothing); turbo's codebooks {1,2,3,4}.
-std::vector<int> sensitivity_bits(QuantMethod m) {
-  return m == QuantMethod::turbo ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{2, 3, 4, 8};
-}
+// Widths the sensitivities are measured at: every width an allocation method chooses from (the
+// ratequant set contains pmkvq's and combined's ladder {2, 4, 8}).
+std::vector<int> sensitivity_bits(QuantMethod m) { return calib::plan_candidate_bits(calib::PlanMethod::ratequant, m); }
 
 calib::CalibrationDataOptions data_options(const Args& a) {
   calib::CalibrationDataOptions d;
@@ -261,7 +259,7 @@ void register_calibrate(CLI::App& app) {
   sub->add_option("-m,--model", a->model, "GGUF model file")->required();
   sub->add_option("--method", a->method, "pmkvq | ratequant | combined")->required();
   sub->add_option("--avg-bits", a->avg_bits,
-                  "average bits (pmkvq: the budget is the memory of every component at B bits for --max-len)");
+                  "average bits: the budget is the KV bytes of every component at B bits for --max-len tokens");
   sub->add_option("--kv-budget-mib", a->budget_mib, "KV budget of one sequence of --max-len tokens, MiB");
   sub->add_option("--max-len", a->max_len, "tokens the budget is solved for (default 4096)");
   sub->add_option("-o,--out", a->out, "plan file to write (JSON, atomically)")->required();
