@@ -110,7 +110,9 @@ class PagedKvCache final : public KvCache {
   // Bytes one sequence needs to grow to n positions once its full pages are at their final bits:
   // the fixed buffers, and per layer every page but the newest at final bits plus the newest at
   // its initial bits (a page is written at its initial bits and shrinks only once full). Admission
-  // control: sequences whose bounds sum to at most the budget all reach n. It is the sum of the two
+  // control: sequences whose bounds sum to at most the budget all reach n, token by token or in
+  // chunks halved when their reservation does not fit (a chunk's reservation holds room for its new
+  // 16-bit pages before the open page is full and shrinkable, so it may need more). It is the sum of the two
   // parts below, which calibration uses as its byte model (src/calib/plan_allocation.h).
   size_t sequence_bytes_bound(int n) const;
   // Pages of `layer` a sequence of n positions fills (the newest possibly partly).
