@@ -245,7 +245,8 @@ void run_calibrate(const Args& a, CLI::App* sub) {
   std::printf("plan %s: %s, %s%.3f average bits for %lld tokens (budget %.2f MiB), K: %s; V: %s%s\n", a.out.c_str(),
               a.method.c_str(), plan.progressive ? "progressive, " : "", plan.solve.avg_bits, (long long)req.max_len,
               plan.solve.budget_bytes / 1048576.0, bits_histogram(plan, KvRole::key).c_str(),
-              bits_histogram(plan, KvRole::value).c_str(), plan.smoothing.empty() ? "" : "; key smoothing scales included");
+              bits_histogram(plan, KvRole::value).c_str(),
+              plan.smoothing.empty() ? "" : "; key smoothing scales included");
   std::printf("time: calibration %.1f s wall / %.1f s CPU%s, allocation %.2f s, total %.1f s wall / %.1f s CPU\n",
               in.total_s, in.cpu_s, a.report_in.empty() ? "" : " (earlier, from the report)", now_s() - t_alloc,
               now_s() - t_start, (double)(std::clock() - cpu_start) / CLOCKS_PER_SEC);

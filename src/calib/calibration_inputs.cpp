@@ -22,8 +22,8 @@ void validate(const CalibrationInputs& in, int n_layer, int n_head_kv) {
         MPKV_CHECK(h.size() == in.bits.size(), "calibration: a PM-KVQ row has " + std::to_string(h.size()) +
                                                    " values for " + std::to_string(in.bits.size()) + " bit-widths");
   MPKV_CHECK(in.smoothing.empty() || (int)in.smoothing.lambda.size() == n_layer,
-             "calibration: smoothing scales for " + std::to_string(in.smoothing.lambda.size()) + " layers, the model has " +
-                 std::to_string(n_layer));
+             "calibration: smoothing scales for " + std::to_string(in.smoothing.lambda.size()) +
+                 " layers, the model has " + std::to_string(n_layer));
 }
 
 void to_json(nlohmann::json& j, const CalibrationInputs& in) {

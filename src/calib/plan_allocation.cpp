@@ -210,10 +210,10 @@ int64_t resolve_budget(const PlanRequest& r) {
   const int64_t budget = r.budget_bytes > 0 ? r.budget_bytes : (int64_t)std::floor(uniform_plan_bytes(r, r.avg_bits));
   const int lo_bits = plan_candidate_bits(r.method, r.quantizer).front();
   const int64_t lo = plan_bytes(request_plan(r, lo_bits), r.max_len);
-  MPKV_CHECK(budget >= lo, "a budget of " + mib((double)budget) + " (" + std::to_string(budget) + " bytes) cannot hold " +
-                               std::to_string(r.max_len) + " tokens at " + std::to_string(lo_bits) +
-                               " bits; the smallest feasible budget is " + mib((double)lo) + " (" + std::to_string(lo) +
-                               " bytes)");
+  MPKV_CHECK(budget >= lo, "a budget of " + mib((double)budget) + " (" + std::to_string(budget) +
+                               " bytes) cannot hold " + std::to_string(r.max_len) + " tokens at " +
+                               std::to_string(lo_bits) + " bits; the smallest feasible budget is " + mib((double)lo) +
+                               " (" + std::to_string(lo) + " bytes)");
   return budget;
 }
 

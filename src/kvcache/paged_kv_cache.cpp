@@ -58,7 +58,9 @@ PagedKvCache::PagedKvCache(KvDims dims, KvPlan plan, size_t budget_bytes, const 
       // Pages are written at init_bits; each halving's layout carries the exact ladder scale
       // (halved_layout: scale_mult, kv_block_layout.h).
       c.layout_at[c.init_bits] = c.quant->block_layout(P);
-      for (int bits = c.init_bits; bits > c.final_bits; bits /= 2) c.layout_at[bits / 2] = halved_layout(c.layout_at[bits]);
+      for (int bits = c.init_bits; bits > c.final_bits; bits /= 2) {
+        c.layout_at[bits / 2] = halved_layout(c.layout_at[bits]);
+      }
       if (c.layout_at[c.init_bits].codec == Codec::lloyd_max) {
         c.centroids = lloyd_max_gaussian(c.final_bits).centroids_f.data();
       }
