@@ -6,6 +6,7 @@
 // A kernel that forgets scale_mult is off by the factor M and fails at once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <random>
@@ -125,20 +126,35 @@ TEST(ShrunkAttention, EveryVariantReadsTheExactLadderScale) {
                         kAccumulateRelPerRow * (1 + a_abs[(size_t)j * d + c]))
                 << what << " q " << j << " channel " << c;
         if (!q8_scores_apply(L)) continue;
-        // int8 queries: against the same integer dot with the direct scale and zero.
         std::vector<float> s8((size_t)nq * kMaxKernelRows, NAN);
         K.packed_scores_q8(view, q8, 0, n, s8.data(), kMaxKernelRows);
-        const uint64_t m = 65535u / ((1u << L.bits) - 1u);
+        const double m = 65535.0 / ((1u << L.bits) - 1u);
         for (int j = 0; j < nq; ++j) {
           for (int i = 0; i < n; ++i) {
-            int64_t dot = 0;
-            for (int c = 0; c < d; ++c) dot += (int64_t)q8.natural[(size_t)j * d + c] * get_code(L, blk.data(), i, c);
-            const double S = (double)fp16_to_fp32(load_half(b16.data(), L16.scales_offset, (size_t)i)) * (double)m;
-            const double Z = fp16_to_fp32(load_half(b16.data(), L16.zeros_offset, (size_t)i));
-            const double ref = S * q8.scale[j] * (double)dot + Z * q8.sum[j];
-            const double mag = std::abs(S * q8.scale[j] * (double)dot) + std::abs(Z * q8.sum[j]);
-            ASSERT_NEAR(s8[(size_t)j * kMaxKernelRows + i], ref, kQ8EpilogueRel * mag + 1e-30)
-                << what << " int8 q " << j << " row " << i;
+            const double got = s8[(size_t)j * kMaxKernelRows + i];
+            if (L.axis == GroupAxis::token) {
+              // One (scale, zero) per token: the integer dot with the direct scale and zero, exactly.
+              int64_t dot = 0;
+              for (int c = 0; c < d; ++c) dot += (int64_t)q8.natural[(size_t)j * d + c] * get_code(L, blk.data(), i, c);
+              const double S = (double)fp16_to_fp32(load_half(b16.data(), L16.scales_offset, (size_t)i)) * m;
+              const double Z = fp16_to_fp32(load_half(b16.data(), L16.zeros_offset, (size_t)i));
+              const double ref = S * q8.scale[j] * (double)dot + Z * q8.sum[j];
+              const double mag = std::abs(S * q8.scale[j] * (double)dot) + std::abs(Z * q8.sum[j]);
+              ASSERT_NEAR(got, ref, kQ8EpilogueRel * mag + 1e-30) << what << " int8 q " << j << " row " << i;
+            } else {
+              // Per-channel scales: whatever folds q * S into int8, the error is at most half an int8
+              // step of max_c |q_c S_c| per unit of code (plus the float sums); a missing scale_mult
+              // is off by the factor M.
+              double qs_max = 0, codes = 0;
+              for (int c = 0; c < d; ++c) {
+                const double S = fp16_to_fp32(load_half(b16.data(), L16.scales_offset, L16.param_index(i, c))) * m;
+                qs_max = std::max(qs_max, std::abs(q[(size_t)j * d + c] * S));
+                codes += get_code(L, blk.data(), i, c);
+              }
+              ASSERT_NEAR(got, s_ref[(size_t)j * n + i],
+                          0.5 * qs_max / 127.0 * codes + scores_tolerance(d, s_abs[(size_t)j * n + i]))
+                  << what << " int8 q " << j << " row " << i;
+            }
           }
         }
       }
