@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "quant/kv_block_layout.h"
+#include "quant/kv_quantizer.h"
 #include "quant/quant_kernels.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
@@ -106,7 +107,7 @@ int main(int argc, char** argv) {
         });
         row(isa, bits, "dequantize", (double)(y.size() * 4 + blocks.size()), td);
         if (bits == 16 || bits == 8 || bits == 4 || bits == 2) {
-          const KvBlockLayout H = make_kv_block_layout(Codec::uniform, GroupAxis::token, bits / 2, d, P, d);
+          const KvBlockLayout H = halved_layout(L);
           std::vector<uint8_t> half(H.bytes * pages);
           const double ts = best_seconds(reps, [&] {
             for (int p = 0; p < pages; ++p) k.shrink(L, &blocks[L.bytes * p], H, &half[H.bytes * p]);

@@ -2,7 +2,8 @@
 // post-RoPE keys and values, and the RateQuant fit D(b) = alpha * beta^-b per (quantizer, K|V).
 //
 // The text is run through the model in windows of --ctx tokens (fresh f16 cache per window) until
-// --tokens tokens are seen; a KV observer collects keys and values per (layer, KV head). Each
+// --tokens tokens are seen; calib::collect_kv (the collector calibration uses) keeps keys and
+// values per (layer, KV head). Each
 // component is measured on its own (MSE per bit-width for every method); the per-(quantizer, K|V)
 // curve is the mean MSE over components at each bit-width, fitted by least squares on ln MSE.
 #include <cmath>
@@ -12,11 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "calib/kv_collector.h"
 #include "cli_util.h"
 #include "cli_options.h"
 #include "commands.h"
-#include "kvcache/f16_kv_cache.h"
-#include "model/forward.h"
 #include "quant/distortion.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -40,29 +40,11 @@ void run_distortion(const Args& a) {
   MPKV_CHECK((int)ids.size() >= a.tokens, "the text has " + std::to_string(ids.size()) + " tokens, fewer than --tokens " +
                                               std::to_string(a.tokens));
   const int hd = c.head_dim, nkv = c.n_head_kv;
-  // samples[layer][head][role]: [n, head_dim]
-  std::vector<std::vector<std::vector<float>>> keys(c.n_layer, std::vector<std::vector<float>>(nkv)),
-      vals = keys;
-  Forward fwd(*model);
-  fwd.set_kv_observer([&](int layer, int n, const float* k, const float* v) {
-    for (int t = 0; t < n; ++t)
-      for (int h = 0; h < nkv; ++h) {
-        const size_t off = ((size_t)t * nkv + h) * hd;
-        keys[layer][h].insert(keys[layer][h].end(), k + off, k + off + hd);
-        vals[layer][h].insert(vals[layer][h].end(), v + off, v + off + hd);
-      }
-  });
-  const KvDims dims = c.kv_dims();
-  ProgressBar collect("collect K/V", a.tokens);
-  std::vector<float> logits;
-  for (int start = 0; start < a.tokens; start += a.ctx) {
-    const int n = std::min(a.ctx, a.tokens - start);
-    F16KvCache cache(dims);
-    std::vector<BatchToken> batch;
-    for (int i = 0; i < n; ++i) batch.push_back({ids[start + i], i, 0, false});
-    fwd.run(cache, batch, logits);
-    collect.update(start + n);
-  }
+  std::vector<std::vector<int32_t>> windows;
+  for (int start = 0; start < a.tokens; start += a.ctx)
+    windows.emplace_back(ids.begin() + start, ids.begin() + start + std::min(a.ctx, a.tokens - start));
+  ProgressBar collect("collect K/V", windows.size());
+  const calib::KvSamples kv = calib::collect_kv(*model, windows, {}, [&](size_t w) { collect.update(w); });
   collect.finish();
 
   // Per component, then pooled per (method, role).
@@ -74,7 +56,7 @@ void run_distortion(const Args& a) {
   for (int l = 0; l < c.n_layer; ++l)
     for (int h = 0; h < nkv; ++h)
       for (KvRole role : {KvRole::key, KvRole::value}) {
-        const auto& x = role == KvRole::key ? keys[l][h] : vals[l][h];
+        const auto& x = role == KvRole::key ? kv.key(l, h) : kv.value(l, h);
         const auto curves = measure_distortion_all_methods(x.data(), (int)(x.size() / hd), hd, role);
         for (const auto& cv : curves) {
           nlohmann::json j = cv;

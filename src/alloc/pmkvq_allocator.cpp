@@ -18,14 +18,17 @@ PmkvqAllocation pmkvq_allocate(const PmkvqProblem& p) {
 
   MultipleChoiceProblem mc;
   mc.budget_bytes = p.budget_bytes;
-  std::vector<int64_t> bytes_per_choice;
-  for (int b : p.bits) bytes_per_choice.push_back(kv_component_bytes(p.memory, b));  // validates bits and spec
+  MPKV_CHECK(p.bytes.size() == p.sensitivity.size(), "pmkvq: " + std::to_string(p.bytes.size()) +
+                                                         " byte rows for " + std::to_string(p.sensitivity.size()) +
+                                                         " components");
   for (size_t i = 0; i < p.sensitivity.size(); ++i) {
-    MPKV_CHECK(p.sensitivity[i].size() == p.bits.size(),
+    MPKV_CHECK(p.sensitivity[i].size() == p.bits.size() && p.bytes[i].size() == p.bits.size(),
                "pmkvq: component " + std::to_string(i) + " has " + std::to_string(p.sensitivity[i].size()) +
-                   " sensitivities for " + std::to_string(p.bits.size()) + " bit-widths");
+                   " sensitivities and " + std::to_string(p.bytes[i].size()) + " byte counts for " +
+                   std::to_string(p.bits.size()) + " bit-widths");
+    for (int64_t b : p.bytes[i]) MPKV_CHECK(b >= 0, "pmkvq: negative byte count");
     mc.cost.push_back(p.sensitivity[i]);
-    mc.bytes.push_back(bytes_per_choice);
+    mc.bytes.push_back(p.bytes[i]);
   }
   const MultipleChoiceSolution s = solve_multiple_choice(mc);
 

@@ -1,19 +1,20 @@
-// PM-KVQ's block-wise bit allocation (ALGORITHMS.md 4): per component (a layer, or a (layer, KV
+// PM-KVQ's block-wise bit allocation (docs/calibration.md): per block (a layer, or a (layer, KV
 // head)) one bit-width from a set B, minimising the summed first-order Taylor sensitivity s_{i,b}
-// under a byte budget that counts codes, scales, zeros, sink and window for max_len tokens.
+// under a byte budget. The bytes of every choice come from the caller: calibration takes them from
+// the KV cache's own accounting (src/calib/plan_allocation.h), so the budget the program meets is
+// the one the cache charges.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <vector>
 
-#include "alloc/kv_memory.h"
 
 namespace mpkv {
 
 struct PmkvqProblem {
   std::vector<int> bits;                         // B, e.g. {2, 4} or {2, 4, 8}; distinct
   std::vector<std::vector<double>> sensitivity;  // [component][j]: s_{i, bits[j]}
-  KvMemorySpec memory;                           // one component's shape (heads = n_kv_heads per layer, 1 per head)
+  std::vector<std::vector<int64_t>> bytes;       // [component][j]: its bytes at bits[j]
   int64_t budget_bytes = 0;                      // M, for all components together
 };
 
@@ -25,8 +26,7 @@ struct PmkvqAllocation {
   int64_t min_feasible_bytes = 0;   // every component at min(B)
 };
 
-// Builds the multiple-choice program (memory of every choice from kv_component_bytes) and solves it
-// with GLPK. Error on malformed input or an infeasible budget (the message names the smallest feasible one).
+// Builds the multiple-choice program and solves it with GLPK. Error on malformed input or an infeasible budget (the message names the smallest feasible one).
 PmkvqAllocation pmkvq_allocate(const PmkvqProblem& p);
 
 void to_json(nlohmann::json& j, const PmkvqAllocation& a);

@@ -132,7 +132,8 @@ void scores_token_tile(const KvBlockLayout& L, const uint8_t* blk, const float* 
           for (int j = 0; j < NJ; ++j) out[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + j * ldq + c), v, out[j]);
         }
       }, tot);
-      const __m256 S = load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i));
+      const __m256 S =
+          _mm256_mul_ps(load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i)), _mm256_set1_ps(L.scale_mult));
       const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
       for (int j = 0; j < NJ; ++j)
         _mm256_storeu_ps(s + j * lds + i, _mm256_fmadd_ps(S, tot[j], _mm256_mul_ps(Z, _mm256_set1_ps(qsum[j][0]))));
@@ -149,7 +150,7 @@ void scores_token_tile(const KvBlockLayout& L, const uint8_t* blk, const float* 
         const __m256 v = decode8<BITS>(codes + (size_t)c * BITS / 8);
         for (int j = 0; j < NJ; ++j) a[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + j * ldq + c), v, a[j]);
       }
-      const float S = half_at(blk, L.scales_offset, p0 + g), Z = half_at(blk, L.zeros_offset, p0 + g);
+      const float S = half_at(blk, L.scales_offset, p0 + g) * L.scale_mult, Z = half_at(blk, L.zeros_offset, p0 + g);
       for (int j = 0; j < NJ; ++j) r[j] += S * hsum(a[j]) + Z * qsum[j][g];
     }
     for (int j = 0; j < NJ; ++j) s[j * lds + i] = r[j];
@@ -167,7 +168,7 @@ void accumulate_token_tile(const KvBlockLayout& L, const uint8_t* blk, const flo
     float bz[NJ] = {};
     for (int i = 0; i < n; ++i) {
       const size_t pi = (size_t)(t0 + i) * ng + g;
-      const float S = half_at(blk, L.scales_offset, pi), Z = half_at(blk, L.zeros_offset, pi);
+      const float S = half_at(blk, L.scales_offset, pi) * L.scale_mult, Z = half_at(blk, L.zeros_offset, pi);
       for (int j = 0; j < NJ; ++j) {
         a[j][i] = w[j * ldw + i] * S;
         bz[j] += w[j * ldw + i] * Z;
@@ -197,7 +198,8 @@ void accumulate_row_group(const KvBlockLayout& L, const uint8_t* blk, const floa
   alignas(32) float a[NJ][kMaxKernelRows];
   float bz[NJ] = {};
   for (int i = 0; i < n; ++i) {
-    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
+    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)) * L.scale_mult;
+    const float Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
     for (int j = 0; j < NJ; ++j) {
       a[j][i] = w[j * ldw + i] * S;
       bz[j] += w[j * ldw + i] * Z;
@@ -276,7 +278,8 @@ void scores_channel_tile(const KvBlockLayout& L, const uint8_t* blk, const float
       __m256 kz = _mm256_setzero_ps();
       for (int c = 0; c < d; c += 8) {
         const __m256 qq = _mm256_loadu_ps(q + j * ldq + c);
-        _mm256_store_ps(&qf[j][c], _mm256_mul_ps(qq, load_h8(blk + L.scales_offset + 2 * (p0 + c))));
+        const __m256 sc = _mm256_mul_ps(load_h8(blk + L.scales_offset + 2 * (p0 + c)), _mm256_set1_ps(L.scale_mult));
+        _mm256_store_ps(&qf[j][c], _mm256_mul_ps(qq, sc));
         kz = _mm256_fmadd_ps(qq, load_h8(blk + L.zeros_offset + 2 * (p0 + c)), kz);
       }
       k[j] = hsum(kz);
@@ -369,7 +372,7 @@ void scores_q8(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, i
       for (int j = 0; j < q.nq; ++j) r[j][k] = rp.dot(qp + (size_t)j * d, chunks);
     }
     // One group per row: the params of rows t0 + i .. + 7 are 8 consecutive halves.
-    const __m256 S = load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i));
+    const __m256 S = _mm256_mul_ps(load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i)), _mm256_set1_ps(L.scale_mult));
     const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
     for (int j = 0; j < q.nq; ++j) {
       const __m256 dotf = _mm256_mul_ps(_mm256_cvtepi32_ps(sum8x8(r[j])), _mm256_set1_ps(q.scale[j]));
@@ -378,7 +381,8 @@ void scores_q8(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, i
   }
   for (; i < n; ++i) {
     rp.load(codes + (size_t)i * L.row_bytes, chunks);
-    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
+    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)) * L.scale_mult;
+    const float Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
     for (int j = 0; j < q.nq; ++j)
       s[j * lds + i] = S * (q.scale[j] * (float)hsum_epi32(rp.dot(qp + (size_t)j * d, chunks))) + Z * q.sum[j];
   }
@@ -417,7 +421,7 @@ void scores_q8_d64(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& 
       }
       for (int j = 0; j < NJ; ++j) h[half][j] = _mm256_hadd_epi32(p[0][j], p[1][j]);
     }
-    const __m256 S = load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i));
+    const __m256 S = _mm256_mul_ps(load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i)), _mm256_set1_ps(L.scale_mult));
     const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
     for (int j = 0; j < NJ; ++j) {
       const __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(h[0][j], h[1][j], 0x20),
@@ -429,7 +433,8 @@ void scores_q8_d64(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& 
   for (; i < n; ++i) {
     __m256i r[NJ];
     row_dot(codes + (size_t)i * L.row_bytes, r);
-    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
+    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)) * L.scale_mult;
+    const float Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
     for (int j = 0; j < NJ; ++j)
       s[(j0 + j) * lds + i] = S * (q.scale[j0 + j] * (float)hsum_epi32(r[j])) + Z * q.sum[j0 + j];
   }

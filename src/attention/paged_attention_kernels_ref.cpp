@@ -17,7 +17,7 @@ float dequant_one(const PackedBlockView& b, int t, int c) {
   const size_t pi = L.param_index(t, c);
   const float s = fp16_to_fp32(load_half(b.data, L.scales_offset, pi));
   if (L.codec == Codec::lloyd_max) return b.centroids[code] * (s / std::sqrt((float)L.head_dim));
-  return (float)code * s + fp16_to_fp32(load_half(b.data, L.zeros_offset, pi));
+  return (float)code * (s * L.scale_mult) + fp16_to_fp32(load_half(b.data, L.zeros_offset, pi));
 }
 
 }  // namespace
@@ -73,7 +73,7 @@ void packed_scores_q8_ref(const PackedBlockView& b, const Q8Queries& q, int t0, 
     for (int i = 0; i < n; ++i) {
       int32_t acc = 0;
       for (int c = 0; c < q.d; ++c) acc += (int32_t)qj[c] * (int32_t)get_code(L, b.data, t0 + i, c);
-      const float S = fp16_to_fp32(load_half(b.data, L.scales_offset, (size_t)(t0 + i)));
+      const float S = fp16_to_fp32(load_half(b.data, L.scales_offset, (size_t)(t0 + i))) * L.scale_mult;
       const float Z = fp16_to_fp32(load_half(b.data, L.zeros_offset, (size_t)(t0 + i)));
       s[(size_t)j * lds + i] = S * (q.scale[j] * (float)acc) + Z * q.sum[j];
     }

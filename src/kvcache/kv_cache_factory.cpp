@@ -66,7 +66,10 @@ KvPlan make_kv_plan(const KvCacheOptions& o, const KvDims& dims) {
 
 std::unique_ptr<PagedKvCache> make_kv_cache(const KvCacheOptions& o, const KvDims& dims) {
   KvPlan plan = make_kv_plan(o, dims);
-  const size_t budget = (size_t)std::llround(o.budget_mib * 1024.0 * 1024.0);
+  size_t budget = (size_t)std::llround(o.budget_mib * 1024.0 * 1024.0);
+  // A progressive plan shrinks only under a budget: without --kv-budget-mib it gets the one it was
+  // solved for (one sequence of solve.max_len tokens), instead of never shrinking.
+  if (budget == 0 && plan.progressive && plan.solve.budget_bytes > 0) budget = (size_t)plan.solve.budget_bytes;
   auto cache = std::make_unique<PagedKvCache>(dims, std::move(plan), budget);
   if (budget > 0) {
     size_t min_bytes = cache->sequence_fixed_bytes();

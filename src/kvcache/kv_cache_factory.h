@@ -27,7 +27,7 @@ struct KvCacheOptions {
   int k_bits = 0, v_bits = 0;  // 0: bits
   int group = 0;             // 0: the quantizer's default
   int window = -1, sink = -1;  // -1: the method's default (f16: 0 and 0; else 128 and 1)
-  double budget_mib = 0;     // 0: unlimited
+  double budget_mib = 0;     // 0: unlimited (a progressive plan file: the budget it was solved for)
   std::string plan_file;
   int page_tokens = 0;       // 0: 64, raised to a multiple of the KIVI token group when needed
   KvModelIdentity model;     // the model's identity: a --kv-plan for another model is an Error (unset: unchecked)

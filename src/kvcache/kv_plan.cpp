@@ -45,6 +45,27 @@ void read_component(const nlohmann::json& j, KvComponentPlan& c, const std::stri
     MPKV_CHECK(j["group"].is_number_integer(), "KV plan: " + where + ": group must be an integer");
     c.group = j["group"].get<int>();
   }
+  if (j.contains("sensitivity")) {
+    MPKV_CHECK(j["sensitivity"].is_object(), "KV plan: " + where + ": sensitivity must be an object {\"bits\": s}");
+    c.sensitivity.clear();
+    for (const auto& [k, v] : j["sensitivity"].items()) {
+      MPKV_CHECK(k.find_first_not_of("0123456789") == std::string::npos && !k.empty() && k.size() <= 2 &&
+                     v.is_number(),
+                 "KV plan: " + where + ": sensitivity keys must be bit-widths and values numbers");
+      c.sensitivity[std::stoi(k)] = v.get<double>();
+    }
+  }
+}
+
+// Progressive shrink costs: s(b) finite for every width from 16 down to the final bits.
+void check_shrink_costs(const KvComponentPlan& c, const std::string& who) {
+  for (int b = 16; b >= c.bits; b /= 2) {
+    const auto it = c.sensitivity.find(b);
+    MPKV_CHECK(it != c.sensitivity.end() && std::isfinite(it->second),
+               who + "sensitivity must give a finite s(" + std::to_string(b) +
+                   ") for every width of the ladder down to the final bits");
+    if (b == 1) break;
+  }
 }
 
 int read_int(const nlohmann::json& j, const char* key, int def) {
@@ -90,6 +111,12 @@ uint64_t parse_layout_hash(const std::string& s) {
                  s.find_first_not_of("0123456789abcdef", prefix.size()) == std::string::npos,
              "KV plan: tensor_layout_hash '" + s + "' is not of the form fnv1a64:<16 lowercase hex digits>");
   return std::stoull(s.substr(prefix.size()), nullptr, 16);
+}
+
+bool has_shrink_costs(const KvPlan& plan) {
+  for (const KvComponentPlan& c : plan.components)
+    if (!c.sensitivity.empty()) return true;
+  return false;
 }
 
 KvPlan uniform_kv_plan(const KvDims& dims, const KvComponentPlan& key, const KvComponentPlan& value) {
@@ -144,6 +171,7 @@ void validate(const KvPlan& plan, const KvDims& md, const KvModelIdentity& model
                    "KV plan: smoothing.lambda[" + std::to_string(l) + "] holds a scale that is not finite and > 0");
     }
   }
+  const bool costs = has_shrink_costs(plan);
   for (int l = 0; l < d.n_layer; ++l) {
     for (int h = 0; h < d.n_head_kv; ++h) {
       for (int r = 0; r < 2; ++r) {
@@ -165,6 +193,7 @@ void validate(const KvPlan& plan, const KvDims& md, const KvModelIdentity& model
           MPKV_CHECK(on_shrink_ladder(c.bits), who + "progressive final bits must be 16, 8, 4, 2 or 1 (the shrink "
                                                      "ladder), got " + std::to_string(c.bits));
           validate(component_quant_options(plan, c, role, 16));
+          if (costs) check_shrink_costs(c, who);
         }
         const int g = component_token_granularity(plan, c, role);
         MPKV_CHECK(plan.page_tokens % g == 0, who + "token group " + std::to_string(g) +
@@ -202,8 +231,14 @@ std::string kv_plan_to_json(const KvPlan& plan) {
     for (int h = 0; h < plan.dims.n_head_kv; ++h)
       for (int r = 0; r < 2; ++r) {
         const KvComponentPlan& c = plan.at(l, h, r == 0 ? KvRole::key : KvRole::value);
-        comps.push_back({{"layer", l}, {"head", h}, {"role", r == 0 ? "key" : "value"},
-                         {"quantizer", quantizer_name(c)}, {"bits", c.bits}, {"group", c.group}});
+        nlohmann::json cj = {{"layer", l}, {"head", h}, {"role", r == 0 ? "key" : "value"},
+                             {"quantizer", quantizer_name(c)}, {"bits", c.bits}, {"group", c.group}};
+        if (!c.sensitivity.empty()) {
+          nlohmann::json sj = nlohmann::json::object();
+          for (const auto& [b, v] : c.sensitivity) sj[std::to_string(b)] = v;
+          cj["sensitivity"] = sj;
+        }
+        comps.push_back(cj);
       }
   j["components"] = comps;
   if (!plan.smoothing.empty()) j["smoothing"] = {{"lambda", plan.smoothing}};

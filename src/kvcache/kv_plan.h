@@ -19,8 +19,10 @@
 //   "smoothing": {"lambda": [[...n_head_kv * head_dim...] per layer]}  // q *= lambda, k /= lambda
 //   "solve": {"method", "avg_bits", "target_avg_bits", "budget_bytes", "max_len", "objective", ...}
 //   "provenance": {"calib_file", "calib_n", "calib_len", "pi_scale", "report"}
+//   components[i].sensitivity: {"16": s16, "8": s8, ...}  // progressive shrink costs (KvComponentPlan)
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,10 @@ struct KvComponentPlan {
   QuantMethod quantizer = QuantMethod::uniform;  // ignored when fp16
   int bits = 16;                               // final bits (16 when fp16)
   int group = 0;                               // 0 = quantizer default
+  // Progressive plans from `mpkv calibrate`: the component's sensitivity s(b) at every width of its
+  // ladder (16, 8, ... down to bits; docs/calibration.md). The cache shrinks the page whose next
+  // halving costs the least sensitivity per byte freed. Empty: no costs (most bits first, oldest first).
+  std::map<int, double> sensitivity;
 };
 
 // Which model a plan belongs to beyond its dims: the architecture and a hash of the tensor layout
@@ -80,7 +86,7 @@ struct KvPlanSolve {
   double target_avg_bits = 0;  // --avg-bits asked (0 when a byte budget was given)
   double avg_bits = 0;         // mean final bits over the n_layer * n_head_kv * 2 components
   int64_t budget_bytes = 0;    // the byte budget for max_len tokens of one sequence (0: none)
-  int64_t bytes = 0;           // bytes of the allocation under the same count (alloc/kv_memory.h)
+  int64_t bytes = 0;           // PagedKvCache::sequence_bytes_bound(max_len) of this plan (<= budget_bytes)
   int64_t max_len = 0;
   double objective = 0;        // the allocator's objective at the chosen bits
 };
@@ -122,6 +128,10 @@ struct KvPlan {
     return components[((size_t)layer * dims.n_head_kv + head) * 2 + (role == KvRole::key ? 0 : 1)];
   }
 };
+
+// True when some component carries shrink costs (sensitivity); validate() then requires them of
+// every quantized component of a progressive plan.
+bool has_shrink_costs(const KvPlan& plan);
 
 // A plan with every component equal to `c`.
 KvPlan uniform_kv_plan(const KvDims& dims, const KvComponentPlan& key, const KvComponentPlan& value);

@@ -1,6 +1,7 @@
 #include "kvcache/page_pool.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "util/error.h"
@@ -45,16 +46,18 @@ void PagePool::unhold(size_t bytes) {
   held_ -= bytes;
 }
 
-void PagePool::set_shrinkable(uint64_t page_id, int top_bits) {
-  auto it = top_bits_.find(page_id);
-  if (it != top_bits_.end()) {
-    queue_.erase({-it->second, page_id});
-    top_bits_.erase(it);
-  }
-  if (top_bits > 0) {
-    queue_.insert({-top_bits, page_id});
-    top_bits_[page_id] = top_bits;
-  }
+void PagePool::set_shrinkable(uint64_t page_id, double cost) {
+  MPKV_CHECK(!std::isnan(cost), "KV pool: internal error: NaN shrink cost");
+  forget(page_id);
+  queue_.insert({cost, page_id});
+  cost_[page_id] = cost;
+}
+
+void PagePool::forget(uint64_t page_id) {
+  auto it = cost_.find(page_id);
+  if (it == cost_.end()) return;
+  queue_.erase({it->second, page_id});
+  cost_.erase(it);
 }
 
 std::optional<uint64_t> PagePool::next_to_shrink() const {

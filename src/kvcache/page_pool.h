@@ -7,11 +7,11 @@
 // a sequence for its next forward pass (PagedKvCache::reserve), so the appends of that pass
 // cannot fail half-way through the layers.
 //
-// Shrink order (ALGORITHMS.md 3, PM-KVQ): the page whose highest shrinkable block has the most
-// bits goes first; among equals the oldest page (lowest id, ids grow with creation across all
-// sequences). So the whole pool moves 16 -> 8 before any page goes 8 -> 4, like the reference
-// code's per-layer steps, but one page at a time (short pauses), and old context (least likely
-// to be attended sharply again in long generations) is shrunk before recent context.
+// Shrink order: the page whose next halving costs least goes first; among equal costs the oldest
+// page (lowest id, ids grow with creation across all sequences). The cache sets the costs
+// (PagedKvCache, docs/calibration.md "Progressive runtime"): with a calibrated progressive plan the
+// sensitivity added per byte freed; without one -(highest bits among the page's shrinkable blocks),
+// so the whole pool moves 16 -> 8 before any page goes 8 -> 4, oldest context first.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -42,19 +42,19 @@ class PagePool {
   void hold(size_t bytes);    // throws Error when the bytes do not fit
   void unhold(size_t bytes);
 
-  // Shrink queue: a page can shrink while some block of it is above its final bits; `top_bits` is
-  // the highest current bits among those blocks. set_shrinkable(id, 0) (or forget) removes it.
-  void set_shrinkable(uint64_t page_id, int top_bits);
-  void forget(uint64_t page_id) { set_shrinkable(page_id, 0); }
+  // Shrink queue: a page can shrink while some block of it is above its final bits; `cost` is what
+  // its next halving costs (lower goes first). forget() removes it (a page at its final bits, or freed).
+  void set_shrinkable(uint64_t page_id, double cost);
+  void forget(uint64_t page_id);
   // The next page to shrink by the order above; nullopt when nothing can shrink.
   std::optional<uint64_t> next_to_shrink() const;
   size_t shrinkable_pages() const { return queue_.size(); }
 
  private:
   size_t budget_ = 0, used_ = 0, held_ = 0, peak_ = 0;
-  // (-top_bits, id): begin() is the next page to shrink.
-  std::set<std::pair<int, uint64_t>> queue_;
-  std::map<uint64_t, int> top_bits_;
+  // (cost, id): begin() is the next page to shrink.
+  std::set<std::pair<double, uint64_t>> queue_;
+  std::map<uint64_t, double> cost_;
 };
 
 }  // namespace mpkv

@@ -36,6 +36,7 @@ PagedKvCache::PagedKvCache(KvDims dims, KvPlan plan, size_t budget_bytes, const 
   MPKV_CHECK(dims.n_layer > 0 && dims.n_head_kv > 0 && dims.n_head % dims.n_head_kv == 0,
              "paged KV cache: n_head must be a positive multiple of n_head_kv");
   validate(plan_, dims);
+  shrink_by_cost_ = plan_.progressive && has_shrink_costs(plan_);
   const int P = plan_.page_tokens;
   n_blocks_ = dims.n_head_kv * 2;
   cap_rows_ = plan_.sink + plan_.window + P;
@@ -49,15 +50,20 @@ PagedKvCache::PagedKvCache(KvDims dims, KvPlan plan, size_t budget_bytes, const 
       gran_[l] = std::lcm(gran_[l], component_token_granularity(plan_, cp, role));
       c.fp16 = cp.fp16;
       if (cp.fp16) continue;
+      for (const auto& [bits, sens] : cp.sensitivity)
+        if (bits >= 1 && bits <= 16) c.sensitivity_at[bits] = sens;
       c.final_bits = cp.bits;
       c.init_bits = plan_.progressive ? 16 : cp.bits;
       c.quant = std::make_unique<KvQuantizer>(component_quant_options(plan_, cp, role, c.init_bits));
-      const KvBlockLayout top = c.quant->block_layout(P);
-      for (int bits = c.init_bits;; bits /= 2) {
-        c.layout_at[bits] = make_kv_block_layout(top.codec, top.axis, bits, top.head_dim, P, top.group);
-        if (bits <= c.final_bits) break;
+      // Pages are written at init_bits; each halving's layout carries the exact ladder scale
+      // (halved_layout: scale_mult, kv_block_layout.h).
+      c.layout_at[c.init_bits] = c.quant->block_layout(P);
+      for (int bits = c.init_bits; bits > c.final_bits; bits /= 2) {
+        c.layout_at[bits / 2] = halved_layout(c.layout_at[bits]);
       }
-      if (top.codec == Codec::lloyd_max) c.centroids = lloyd_max_gaussian(c.final_bits).centroids_f.data();
+      if (c.layout_at[c.init_bits].codec == Codec::lloyd_max) {
+        c.centroids = lloyd_max_gaussian(c.final_bits).centroids_f.data();
+      }
     }
   }
 }
@@ -110,14 +116,28 @@ int PagedKvCache::tokens_in_pages(int layer, int n) const {
   return body > plan_.window ? (body - plan_.window) / g * g : 0;
 }
 
-size_t PagedKvCache::sequence_bytes_bound(int n) const {
-  size_t b = sequence_fixed_bytes();
+size_t PagedKvCache::pages_bound(int layer, int n) const {
   const int P = plan_.page_tokens;
-  for (int l = 0; l < dims_.n_layer; ++l) {
-    const size_t pages = (size_t)(tokens_in_pages(l, n) + P - 1) / P;
-    if (pages == 0) continue;
-    b += (pages - 1) * page_data_bytes(l, true) + page_data_bytes(l, false) + pages * page_metadata_bytes();
-  }
+  return (size_t)(tokens_in_pages(layer, n) + P - 1) / P;
+}
+
+size_t PagedKvCache::overhead_bytes_bound(int n) const {
+  size_t b = sequence_fixed_bytes();
+  for (int l = 0; l < dims_.n_layer; ++l) b += pages_bound(l, n) * page_metadata_bytes();
+  return b;
+}
+
+size_t PagedKvCache::block_bytes_bound(int layer, int block, int n) const {
+  const size_t pages = pages_bound(layer, n);
+  if (pages == 0) return 0;
+  const Component& c = comp(layer, block);
+  return (pages - 1) * block_bytes(layer, block, c.final_bits) + block_bytes(layer, block, c.init_bits);
+}
+
+size_t PagedKvCache::sequence_bytes_bound(int n) const {
+  size_t b = overhead_bytes_bound(n);
+  for (int l = 0; l < dims_.n_layer; ++l)
+    for (int i = 0; i < n_blocks_; ++i) b += block_bytes_bound(l, i, n);
   return b;
 }
 
@@ -167,10 +187,33 @@ bool PagedKvCache::make_room(size_t bytes, int for_seq) {
   return true;
 }
 
-void PagedKvCache::shrink_page(Page& p, ShrinkPause& pause) {
+int PagedKvCache::shrink_top_bits(const Page& p) const {
   int top = 0;
   for (int b = 0; b < n_blocks_; ++b)
     if (p.cur[b] > p.fin[b]) top = std::max(top, (int)p.cur[b]);
+  return top;
+}
+
+// A page's next halving shrinks every block at the top bits above its final bits (shrink_page).
+// Its cost: with calibrated shrink costs, the sensitivity it adds, sum of s(top / 2) - s(top) over
+// those blocks, per byte it frees; without, -top (most bits first). Ties: oldest first (PagePool).
+void PagedKvCache::queue_next_shrink(const Page& p) {
+  const int top = shrink_top_bits(p);
+  if (top == 0) return pool_.forget(p.id);
+  if (!shrink_by_cost_) return pool_.set_shrinkable(p.id, -(double)top);
+  double added = 0;
+  size_t freed = 0;
+  for (int b = 0; b < n_blocks_; ++b) {
+    if (p.cur[b] != top || p.cur[b] <= p.fin[b]) continue;
+    const Component& c = comp(p.layer, b);
+    added += c.sensitivity_at[top / 2] - c.sensitivity_at[top];
+    freed += block_bytes(p.layer, b, top) - block_bytes(p.layer, b, top / 2);
+  }
+  pool_.set_shrinkable(p.id, added / (double)std::max<size_t>(freed, 1));
+}
+
+void PagedKvCache::shrink_page(Page& p, ShrinkPause& pause) {
+  const int top = shrink_top_bits(p);
   MPKV_CHECK(top > 0, "KV pool: internal error: shrinking a page that is at its final bits");
   std::vector<uint8_t> cur2 = p.cur;
   for (int b = 0; b < n_blocks_; ++b) {
@@ -203,10 +246,7 @@ void PagedKvCache::shrink_page(Page& p, ShrinkPause& pause) {
   p.cur = cur2;
   pool_.release(freed);
   reclaimable_ -= freed;
-  int new_top = 0;
-  for (int b = 0; b < n_blocks_; ++b)
-    if (p.cur[b] > p.fin[b]) new_top = std::max(new_top, (int)p.cur[b]);
-  pool_.set_shrinkable(p.id, new_top);
+  queue_next_shrink(p);
   pause.pages++;
   pause.bytes_freed += freed;
   pause.from_bits = std::max(pause.from_bits, top);
@@ -291,10 +331,7 @@ PagedKvCache::Page& PagedKvCache::open_page(SeqState& s, int seq, int layer) {
 
 void PagedKvCache::page_filled(Page& p) {
   p.full = true;
-  int top = 0;
-  for (int b = 0; b < n_blocks_; ++b)
-    if (p.cur[b] > p.fin[b]) top = std::max(top, (int)p.cur[b]);
-  pool_.set_shrinkable(p.id, top);
+  queue_next_shrink(p);
   reclaimable_ += p.bytes - page_bytes_final(p);
 }
 

@@ -25,7 +25,9 @@
 //
 // Budget: progressive plans create pages at 16-bit uniform codes; when a page (or a new
 // sequence) would not fit, full pages are shrunk one halving at a time by the equivalent right
-// shift, in PagePool's order (most bits first, oldest first), never below their final bits. If
+// shift, never below their final bits, cheapest halving first: with a calibrated plan (component
+// sensitivities, kv_plan.h) the least sensitivity added per byte freed, otherwise most bits first;
+// ties oldest first (PagePool; docs/calibration.md "Progressive runtime"). If
 // even that cannot make room, reserve() returns false (the sequence stops with kv_budget and
 // nothing changes); append() without a reservation throws Error. The pool never exceeds the budget.
 #pragma once
@@ -108,8 +110,18 @@ class PagedKvCache final : public KvCache {
   // Bytes one sequence needs to grow to n positions once its full pages are at their final bits:
   // the fixed buffers, and per layer every page but the newest at final bits plus the newest at
   // its initial bits (a page is written at its initial bits and shrinks only once full). Admission
-  // control: sequences whose bounds sum to at most the budget all reach n.
+  // control: sequences whose bounds sum to at most the budget all reach n, token by token or in
+  // chunks halved when their reservation does not fit (a chunk's reservation holds room for its new
+  // 16-bit pages before the open page is full and shrinkable, so it may need more). It is the sum of the two
+  // parts below, which calibration uses as its byte model (src/calib/plan_allocation.h).
   size_t sequence_bytes_bound(int n) const;
+  // Pages of `layer` a sequence of n positions fills (the newest possibly partly).
+  size_t pages_bound(int layer, int n) const;
+  // What does not depend on bits: sequence_fixed_bytes() + page metadata of every page.
+  size_t overhead_bytes_bound(int n) const;
+  // One block (b = head * 2 + (K ? 0 : 1)) of `layer` over those pages: every page but the newest at
+  // final bits, the newest at initial bits.
+  size_t block_bytes_bound(int layer, int block, int n) const;
 
   // Blocks (one per page, KV head and K|V) by current bits: {bits -> count}; fp16 blocks count as 16.
   std::map<int, size_t> bits_histogram() const;
@@ -140,6 +152,7 @@ class PagedKvCache final : public KvCache {
     std::unique_ptr<KvQuantizer> quant;  // at init_bits (writes flushes; rotation for queries/outputs)
     KvBlockLayout layout_at[17];         // by bits, for init_bits and every halving down to final_bits
     const float* centroids = nullptr;    // Lloyd-Max codebook (turbo)
+    double sensitivity_at[17] = {};      // by bits: the plan's shrink costs (when it has them)
   };
 
   const Component& comp(int layer, int block) const { return comps_[(size_t)layer * n_blocks_ + block]; }
@@ -153,6 +166,10 @@ class PagedKvCache final : public KvCache {
   // Shrinks pages until `bytes` more fit; false (nothing shrunk) when they cannot.
   bool make_room(size_t bytes, int for_seq);
   void shrink_page(Page& p, ShrinkPause& pause);
+  // Highest current bits among the page's blocks above their final bits (0: none).
+  int shrink_top_bits(const Page& p) const;
+  // (Re)places the page in the pool's shrink queue with the cost of its next halving, or removes it.
+  void queue_next_shrink(const Page& p);
   // Charges `bytes` to seq: from its reservation, else from free room (shrinking); Error if impossible.
   void charge(SeqState& s, int seq, size_t bytes, const char* what);
   Page& open_page(SeqState& s, int seq, int layer);
@@ -178,6 +195,7 @@ class PagedKvCache final : public KvCache {
   std::unordered_map<uint64_t, Page*> pages_by_id_;
   uint64_t next_page_id_ = 1;
   bool q8_queries_ = true;
+  bool shrink_by_cost_ = false;  // progressive plan with component sensitivities
   size_t reclaimable_ = 0;  // bytes all full pages would free if shrunk to their final bits
   ShrinkTotals shrink_totals_;
   std::function<void(const ShrinkPause&)> on_pause_;

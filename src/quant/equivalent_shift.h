@@ -18,7 +18,8 @@ static inline uint32_t equivalent_shift_code(uint32_t x2b, int b) {
   return (uint32_t)((mul * ((uint64_t)x2b + (1ull << (b - 1)))) >> (3 * b));
 }
 
-// S_b / S_{2b}.
+// S_b / S_{2b} (exact in fp32: an integer <= 257). The shrink does not store S_b: the block keeps
+// S_{2b}'s stored value and its layout's scale_mult takes this factor (kv_block_layout.h).
 static inline float equivalent_shift_scale_factor(int b) { return (float)((1u << b) + 1u); }
 
 }  // namespace mpkv

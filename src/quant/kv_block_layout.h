@@ -57,9 +57,18 @@ struct KvBlockLayout {
   int head_dim = 0;
   int tokens = 0;      // P
   int group = 0;       // channels per group (token axis) or tokens per group (channel axis)
-  // Uniform codec: the true scale is the stored fp16 scale times scale_mult (1 unless the block
-  // descends from a wider one by equivalent right shifts and keeps its original scale exactly;
-  // issue 12, exact ladder scales). Every kernel that reads a scale applies it once per block.
+  // Uniform codec: the true scale is the stored fp16 scale times scale_mult. A block quantized
+  // directly has scale_mult 1. A block that descends from a wider one by equivalent right shifts
+  // keeps the scale it was quantized with (the shift copies scales and zeros unchanged) and its
+  // layout carries the exact product of the ladder's factors (2^b + 1) instead (halved_layout):
+  //   16 -> 8: 257,  -> 4: 257 * 17 = 4369,  -> 2: 4369 * 5 = 21845,  -> 1: 21845 * 3 = 65535,
+  // i.e. (2^16 - 1) / (2^b - 1) from 16 bits. Every product is an integer below 2^24, so fp32 holds
+  // it exactly, and the dequantized value code * (S * scale_mult) + Z is the value of the 16-bit
+  // codes requantized straight to b bits (docs/numerics.md, "Exact ladder scales"), with no fp16
+  // rounding of the shrunk scale. Why not store the product in fp16 (the old scheme): fp16(S * 257)
+  // is off by up to 2^-11 relative and the error compounds down the ladder; why not fp32 scales in
+  // shrunk blocks: the block would change size per width beyond its codes, and scale_mult costs no
+  // byte. Every kernel that reads a scale multiplies by it once per group (Lloyd-Max norms: 1).
   float scale_mult = 1.0f;
   size_t row_bytes = 0;
   size_t codes_offset = 0, codes_bytes = 0;

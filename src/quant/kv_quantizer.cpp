@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "quant/equivalent_shift.h"
 #include "quant/hadamard.h"
 #include "util/error.h"
 
@@ -48,6 +49,8 @@ void KvQuantizer::check_layout(const KvBlockLayout& L) const {
 
 void KvQuantizer::quantize(const KvBlockLayout& L, const float* x, size_t ldx, int t0, int n, uint8_t* block) const {
   check_layout(L);
+  // Fresh codes get fresh scales: a shrunk layout (scale_mult != 1) is only ever read.
+  MPKV_CHECK(L.scale_mult == 1.0f, "quantize: internal error: writing into a shrunk block layout");
   check_token_range(L, t0, n);
   if (!rotates()) return k_->quantize(L, x, ldx, t0, n, block);
   const int d = opt_.head_dim;
@@ -85,7 +88,9 @@ KvBlockLayout halved_layout(const KvBlockLayout& src) {
   MPKV_CHECK(src.codec == Codec::uniform, "shrink: Lloyd-Max (turbo) codes cannot be halved");
   MPKV_CHECK(src.bits == 16 || src.bits == 8 || src.bits == 4 || src.bits == 2,
              "shrink: " + std::to_string(src.bits) + "-bit codes cannot be halved (ladder 16 -> 8 -> 4 -> 2 -> 1)");
-  return make_kv_block_layout(src.codec, src.axis, src.bits / 2, src.head_dim, src.tokens, src.group);
+  KvBlockLayout half = make_kv_block_layout(src.codec, src.axis, src.bits / 2, src.head_dim, src.tokens, src.group);
+  half.scale_mult = src.scale_mult * equivalent_shift_scale_factor(half.bits);  // exact (kv_block_layout.h)
+  return half;
 }
 
 void shrink_block(const KvBlockLayout& src, const uint8_t* src_block, const KvBlockLayout& dst, uint8_t* dst_block,

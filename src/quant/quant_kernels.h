@@ -50,7 +50,8 @@ const QuantKernels& quant_kernels();
 // The table of one variant (tests and benchmarks); Error when this CPU cannot run it.
 const QuantKernels& quant_kernels_for(Isa isa);
 
-// Throws Error unless dst is src at half the bits (uniform codec, bits 2b -> b) with everything else equal.
+// Throws Error unless dst is src at half the bits (uniform codec, bits 2b -> b) with everything else
+// equal and dst.scale_mult == src.scale_mult * (2^b + 1) (halved_layout makes such a dst).
 void check_shrink_layouts(const KvBlockLayout& src, const KvBlockLayout& dst);
 
 void quantize_ref(const KvBlockLayout& L, const float* x, size_t ldx, int t0, int n, uint8_t* block);
@@ -59,8 +60,9 @@ void shrink_ref(const KvBlockLayout& src, const uint8_t* src_block, const KvBloc
 void dot_ref(const KvBlockLayout& L, const uint8_t* block, const float* q, int t0, int n, float* out);
 void accumulate_ref(const KvBlockLayout& L, const uint8_t* block, const float* w, int t0, int n, float* out);
 
-// Pieces the SIMD variants reuse: params of a shrink (scalar: S * (2^b + 1) rounded to nearest fp16,
-// saturated at 65504; zeros copied), and the code shrink of flat code indices [from, to) of the block.
+// Pieces the SIMD variants reuse: params of a shrink (scales and zeros copied unchanged; the
+// destination layout's scale_mult carries the factor 2^b + 1), and the code shrink of flat code
+// indices [from, to) of the block.
 void shrink_params_ref(const KvBlockLayout& src, const uint8_t* src_block, const KvBlockLayout& dst, uint8_t* dst_block);
 void shrink_codes_ref(const KvBlockLayout& src, const uint8_t* src_block, const KvBlockLayout& dst, uint8_t* dst_block,
                       size_t from, size_t to);

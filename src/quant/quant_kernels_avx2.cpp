@@ -147,7 +147,7 @@ void dequantize_rows(const KvBlockLayout& L, const uint8_t* block, int t0, int n
     float* out = y + (size_t)i * ldy;
     for (int g0 = 0; g0 < d; g0 += G) {
       const size_t pi = token_param(L, t0 + i, g0);
-      const __m256 s = _mm256_set1_ps(half_at(block, L.scales_offset, pi));
+      const __m256 s = _mm256_set1_ps(half_at(block, L.scales_offset, pi) * L.scale_mult);
       const __m256 z = _mm256_set1_ps(half_at(block, L.zeros_offset, pi));
       for (int c = g0; c < g0 + G; c += 8) {
         const __m256 q = _mm256_cvtepi32_ps(decode8<BITS>(codes + (size_t)c * BITS / 8));
@@ -176,7 +176,7 @@ void dot_rows(const KvBlockLayout& L, const uint8_t* block, const float* q, int 
         a = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_cvtepi32_ps(decode8<BITS>(codes + (size_t)c * BITS / 8)), a);
       }
       const size_t pi = token_param(L, t0 + i, g * G);
-      r += half_at(block, L.scales_offset, pi) * hsum(a) + half_at(block, L.zeros_offset, pi) * qsum[g];
+      r += half_at(block, L.scales_offset, pi) * L.scale_mult * hsum(a) + half_at(block, L.zeros_offset, pi) * qsum[g];
     }
     out[i] = r;
   }
@@ -190,7 +190,7 @@ void accumulate_rows(const KvBlockLayout& L, const uint8_t* block, const float* 
     const uint8_t* codes = block + L.codes_offset + (size_t)(t0 + i) * L.row_bytes;
     for (int g0 = 0; g0 < d; g0 += G) {
       const size_t pi = token_param(L, t0 + i, g0);
-      const __m256 ws = _mm256_set1_ps(w[i] * half_at(block, L.scales_offset, pi));
+      const __m256 ws = _mm256_set1_ps(w[i] * (half_at(block, L.scales_offset, pi) * L.scale_mult));
       const __m256 wz = _mm256_set1_ps(w[i] * half_at(block, L.zeros_offset, pi));
       for (int c = g0; c < g0 + G; c += 8) {
         const __m256 q = _mm256_cvtepi32_ps(decode8<BITS>(codes + (size_t)c * BITS / 8));

@@ -143,7 +143,7 @@ void dequantize_rows(const KvBlockLayout& L, const uint8_t* block, int t0, int n
     float* out = y + (size_t)i * ldy;
     for (int g0 = 0; g0 < d; g0 += G) {
       const size_t pi = token_param(L, t0 + i, g0);
-      const __m512 s = _mm512_set1_ps(half_at(block, L.scales_offset, pi));
+      const __m512 s = _mm512_set1_ps(half_at(block, L.scales_offset, pi) * L.scale_mult);
       const __m512 z = _mm512_set1_ps(half_at(block, L.zeros_offset, pi));
       for (int c = g0; c < g0 + G; c += 16) {
         const __m512 q = _mm512_cvtepi32_ps(decode16<BITS>(codes + (size_t)c * BITS / 8));
@@ -171,7 +171,8 @@ void dot_rows(const KvBlockLayout& L, const uint8_t* block, const float* q, int 
         a = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_cvtepi32_ps(decode16<BITS>(codes + (size_t)c * BITS / 8)), a);
       }
       const size_t pi = token_param(L, t0 + i, g * G);
-      r += half_at(block, L.scales_offset, pi) * _mm512_reduce_add_ps(a) + half_at(block, L.zeros_offset, pi) * qsum[g];
+      const float S = half_at(block, L.scales_offset, pi) * L.scale_mult;
+      r += S * _mm512_reduce_add_ps(a) + half_at(block, L.zeros_offset, pi) * qsum[g];
     }
     out[i] = r;
   }
@@ -184,7 +185,7 @@ void accumulate_rows(const KvBlockLayout& L, const uint8_t* block, const float* 
     const uint8_t* codes = block + L.codes_offset + (size_t)(t0 + i) * L.row_bytes;
     for (int g0 = 0; g0 < d; g0 += G) {
       const size_t pi = token_param(L, t0 + i, g0);
-      const __m512 ws = _mm512_set1_ps(w[i] * half_at(block, L.scales_offset, pi));
+      const __m512 ws = _mm512_set1_ps(w[i] * (half_at(block, L.scales_offset, pi) * L.scale_mult));
       const __m512 wz = _mm512_set1_ps(w[i] * half_at(block, L.zeros_offset, pi));
       for (int c = g0; c < g0 + G; c += 16) {
         const __m512 q = _mm512_cvtepi32_ps(decode16<BITS>(codes + (size_t)c * BITS / 8));

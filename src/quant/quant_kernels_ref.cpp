@@ -14,8 +14,10 @@ namespace mpkv {
 
 namespace {
 
+// The true scale (uniform: stored fp16 times the layout's scale_mult) or the Lloyd-Max norm.
 float param_scale(const KvBlockLayout& L, const uint8_t* block, size_t i) {
-  return fp16_to_fp32(load_half(block, L.scales_offset, i));
+  const float stored = fp16_to_fp32(load_half(block, L.scales_offset, i));
+  return L.codec == Codec::uniform ? stored * L.scale_mult : stored;
 }
 float param_zero(const KvBlockLayout& L, const uint8_t* block, size_t i) {
   return fp16_to_fp32(load_half(block, L.zeros_offset, i));
@@ -130,14 +132,13 @@ void check_shrink_layouts(const KvBlockLayout& src, const KvBlockLayout& dst) {
                  " is not a halving among 16 -> 8 -> 4 -> 2 -> 1");
   MPKV_CHECK(src.axis == dst.axis && src.head_dim == dst.head_dim && src.tokens == dst.tokens && src.group == dst.group,
              "shrink: source and destination blocks differ in shape (axis, head_dim, tokens or group)");
+  MPKV_CHECK(dst.scale_mult == src.scale_mult * equivalent_shift_scale_factor(dst.bits),
+             "shrink: the destination layout's scale_mult must be the source's times 2^b + 1 (use halved_layout)");
 }
 
 void shrink_params_ref(const KvBlockLayout& src, const uint8_t* src_block, const KvBlockLayout& dst, uint8_t* dst_block) {
-  const float factor = equivalent_shift_scale_factor(dst.bits);
-  for (size_t i = 0; i < src.n_params; ++i) {
-    const float s = std::min(fp16_to_fp32(load_half(src_block, src.scales_offset, i)) * factor, kFp16Max);
-    store_half(dst_block, dst.scales_offset, i, fp32_to_fp16(s));
-  }
+  // Scales and zeros are kept as stored: dst.scale_mult carries the exact factor (2^b + 1).
+  std::memcpy(dst_block + dst.scales_offset, src_block + src.scales_offset, 2 * src.n_params);
   std::memcpy(dst_block + dst.zeros_offset, src_block + src.zeros_offset, 2 * src.n_zeros);
 }
 

@@ -61,7 +61,7 @@ TEST(CliCalibrate, EveryMethodWritesAPlanThatGenerateAndPplRun) {
     EXPECT_EQ(j["format"], "mpkv-kv-plan");
     EXPECT_EQ(j["model"]["arch"], "llama");
     EXPECT_EQ(j["solve"]["method"], method);
-    EXPECT_EQ(j["progressive"], method == "combined");
+    EXPECT_EQ(j["progressive"], method != "ratequant") << "pmkvq and combined are progressive";
     EXPECT_TRUE(j.contains("smoothing")) << method;
     // The allocation fits the budget the bits were solved for, and averages at most the target.
     EXPECT_LE(j["solve"]["bytes"].get<int64_t>(), j["solve"]["budget_bytes"].get<int64_t>()) << method;
@@ -71,7 +71,10 @@ TEST(CliCalibrate, EveryMethodWritesAPlanThatGenerateAndPplRun) {
     for (const auto& c : j["components"]) {
       const int b = c["bits"];
       EXPECT_TRUE(b == 2 || b == 3 || b == 4 || b == 8) << method << " bits " << b;
-      if (method == "combined") EXPECT_NE(b, 3) << "combined finals are ladder widths";
+      if (method != "ratequant") {
+        EXPECT_NE(b, 3) << method << " finals are ladder widths";
+        EXPECT_TRUE(c.contains("sensitivity")) << method << " plans carry shrink costs";
+      }
       sum += b;
       ++n;
     }

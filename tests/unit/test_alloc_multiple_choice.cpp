@@ -184,14 +184,23 @@ TEST(MultipleChoice, SolutionRoundTripsThroughJson) {
   EXPECT_EQ(r.min_feasible_bytes, s.min_feasible_bytes);
 }
 
+// Bytes of one block of `heads` KV heads (K and V, head_dim 64, one fp16 scale and zero per token)
+// for 4096 tokens, 129 of them fp16: a stand-in byte table, linear in bits like the cache's.
+int64_t block_bytes(int heads, int bits) { return (int64_t)heads * 2 * ((4096 - 129) * (64 * bits / 8 + 4) + 129 * 128); }
+
+void fill_bytes(PmkvqProblem& p, int heads) {
+  p.bytes.clear();
+  for (size_t i = 0; i < p.sensitivity.size(); ++i) {
+    std::vector<int64_t> row;
+    for (int b : p.bits) row.push_back(block_bytes(heads, b));
+    p.bytes.push_back(row);
+  }
+}
+
 // PM-KVQ per layer on SmolLM2's shape: 30 layers x {2, 4, 8}, max_len 4096.
 PmkvqProblem smollm_pmkvq(std::mt19937& rng, int n_layers, std::vector<int> bits) {
   PmkvqProblem p;
   p.bits = bits;
-  p.memory.head_dim = 64;
-  p.memory.heads = 3;
-  p.memory.tensors = 2;
-  p.memory.max_len = 4096;
   std::uniform_real_distribution<double> u(0.5, 2.0);
   for (int i = 0; i < n_layers; ++i) {
     std::vector<double> s;
@@ -199,6 +208,7 @@ PmkvqProblem smollm_pmkvq(std::mt19937& rng, int n_layers, std::vector<int> bits
     for (int b : bits) s.push_back(layer_scale * std::pow(4.0, -b) * u(rng));  // ~ 4^-b, noisy
     p.sensitivity.push_back(s);
   }
+  fill_bytes(p, 3);
   return p;
 }
 
@@ -206,18 +216,18 @@ TEST(PmkvqAllocate, MatchesBruteForceOnSmallModels) {
   for (uint32_t seed = 1; seed <= 40; ++seed) {
     std::mt19937 rng(seed);
     PmkvqProblem p = smollm_pmkvq(rng, 6, {2, 4, 8});
-    const int64_t b2 = kv_component_bytes(p.memory, 2), b8 = kv_component_bytes(p.memory, 8);
+    const int64_t b2 = block_bytes(3, 2), b8 = block_bytes(3, 8);
     p.budget_bytes = std::uniform_int_distribution<int64_t>(6 * b2, 6 * b8)(rng);
     MultipleChoiceProblem mc;
     mc.budget_bytes = p.budget_bytes;
     for (const auto& s : p.sensitivity) {
       mc.cost.push_back(s);
-      mc.bytes.push_back({b2, kv_component_bytes(p.memory, 4), b8});
+      mc.bytes.push_back({b2, block_bytes(3, 4), b8});
     }
     const Brute want = brute_force(mc);
     const PmkvqAllocation a = pmkvq_allocate(p);
     int64_t bytes = 0;
-    for (int b : a.bits) bytes += kv_component_bytes(p.memory, b);
+    for (int b : a.bits) bytes += block_bytes(3, b);
     EXPECT_EQ(bytes, a.bytes);
     EXPECT_LE(a.bytes, p.budget_bytes);
     EXPECT_NEAR(a.objective, want.objective, kObjectiveTol * 6 * p.sensitivity[0][0]) << seed;
@@ -231,7 +241,7 @@ TEST(PmkvqAllocate, BudgetAtAverageBitsGivesExpectedCounts) {
   std::mt19937 rng(7);
   PmkvqProblem p = smollm_pmkvq(rng, 30, {2, 4});
   for (auto& s : p.sensitivity) s = {1.0, 0.25};
-  p.budget_bytes = 10 * kv_component_bytes(p.memory, 4) + 20 * kv_component_bytes(p.memory, 2);
+  p.budget_bytes = 10 * block_bytes(3, 4) + 20 * block_bytes(3, 2);
   const PmkvqAllocation a = pmkvq_allocate(p);
   EXPECT_EQ(std::count(a.bits.begin(), a.bits.end(), 4), 10);
   EXPECT_EQ(std::count(a.bits.begin(), a.bits.end(), 2), 20);
@@ -242,7 +252,7 @@ TEST(PmkvqAllocate, BudgetAtAverageBitsGivesExpectedCounts) {
 TEST(PmkvqAllocate, InfeasibleBudgetNamesSmallestFeasible) {
   std::mt19937 rng(3);
   PmkvqProblem p = smollm_pmkvq(rng, 30, {2, 4});
-  const int64_t need = 30 * kv_component_bytes(p.memory, 2);
+  const int64_t need = 30 * block_bytes(3, 2);
   p.budget_bytes = need - 1;
   try {
     pmkvq_allocate(p);
@@ -256,8 +266,8 @@ TEST(PmkvqAllocate, PerHeadOnFullSmolLmShapeIsQuickAndWithinBudget) {
   // 30 layers x 3 KV heads = 90 components, B = {2, 4, 8}, budget at ~4 bits average.
   std::mt19937 rng(11);
   PmkvqProblem p = smollm_pmkvq(rng, 90, {2, 4, 8});
-  p.memory.heads = 1;
-  p.budget_bytes = 90 * kv_component_bytes(p.memory, 4);
+  fill_bytes(p, 1);
+  p.budget_bytes = 90 * block_bytes(1, 4);
   const PmkvqAllocation a = pmkvq_allocate(p);
   EXPECT_LE(a.bytes, p.budget_bytes);
   // Not worse than the uniform 4-bit allocation, which is feasible.
@@ -283,7 +293,10 @@ TEST(PmkvqAllocate, RejectsBadInput) {
   q.sensitivity[1].push_back(0.0);
   EXPECT_THROW(pmkvq_allocate(q), Error);
   q = p;
-  q.bits = {2, 5};
+  q.bytes.pop_back();  // a component without byte counts
+  EXPECT_THROW(pmkvq_allocate(q), Error);
+  q = p;
+  q.bytes[0][0] = -1;
   EXPECT_THROW(pmkvq_allocate(q), Error);
 }
 

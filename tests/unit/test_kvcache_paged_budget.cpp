@@ -179,6 +179,53 @@ TEST(PagedBudget, ShrinkOrderIsHighestBitsThenOldest) {
   EXPECT_GT(c.shrink_totals().page_shrinks, 0u);
 }
 
+// Issue 12, faithful PM-KVQ at run time: with component sensitivities the cheapest halving (least
+// sensitivity added per byte freed) goes first, so a sensitive layer whose final width is 8 stays at
+// 16 bits while a cheap layer (final 2) can still shrink, and never drops below 8. Without costs
+// (the old order, most bits first) layer 0's pages would go 16 -> 8 as early as layer 1's.
+TEST(PagedBudget, CheapestShrinkFirstAndNeverBelowFinalBits) {
+  const KvDims d = test::small_dims();
+  KvPlan plan = make_kv_plan(opts("progressive", 2, 8, 1, 16), d);
+  for (int h = 0; h < d.n_head_kv; ++h)
+    for (KvRole role : {KvRole::key, KvRole::value}) {
+      KvComponentPlan& sensitive = plan.at(0, h, role);
+      sensitive.bits = 8;
+      sensitive.sensitivity = {{16, 0.0}, {8, 10.0}};
+      plan.at(1, h, role).sensitivity = {{16, 0.0}, {8, 1e-3}, {4, 1e-2}, {2, 1e-1}};
+    }
+  const int n = 300;
+  // Budget 1: layer 0 at 16 bits throughout, layer 1 at its final 2 bits (but the newest page).
+  KvPlan layer0_fixed = plan;
+  for (int h = 0; h < d.n_head_kv; ++h)
+    for (KvRole role : {KvRole::key, KvRole::value}) layer0_fixed.at(0, h, role).bits = 16;
+  const size_t roomy = PagedKvCache(d, layer0_fixed, 0).sequence_bytes_bound(n);
+  // Budget 2: everything at its final bits.
+  const size_t tight = PagedKvCache(d, plan, 0).sequence_bytes_bound(n);
+  for (size_t budget : {roomy, tight}) {
+    PagedKvCache c(d, plan, budget);
+    for (int step = 0; step < n; ++step) {  // token by token (a chunk's reservation would shrink early)
+      ASSERT_TRUE(c.reserve(0, 1)) << "budget " << budget << " step " << step;
+      append_all_layers(c, 0, 1, 50 + step);
+    }
+    int layer1_at_2 = 0;
+    for (int p = 0; p < c.n_pages(0, 1); ++p) layer1_at_2 += c.page_current_bits(0, 1, p, 0) == 2;
+    EXPECT_GT(layer1_at_2, 0);
+    for (int p = 0; p + 1 < c.n_pages(0, 0); ++p) {  // full pages of the sensitive layer
+      for (int b = 0; b < 2 * d.n_head_kv; ++b) {
+        const int bits = c.page_current_bits(0, 0, p, b);
+        EXPECT_GE(bits, 8) << "below its final width";
+        if (budget == roomy) {
+          EXPECT_EQ(bits, 16) << "shrunk while a cheaper shrink was left, page " << p;
+        }
+        if (budget == tight) {
+          EXPECT_EQ(bits, 8) << "the tight budget needs every page at its final bits";
+        }
+      }
+    }
+    EXPECT_LE(c.pool().peak_used(), budget);
+  }
+}
+
 // ---- sequences ------------------------------------------------------------------------------------
 
 TEST(PagedBudget, SequencesDoNotDisturbEachOther) {

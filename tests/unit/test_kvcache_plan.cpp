@@ -2,6 +2,7 @@
 // the page pool's bookkeeping (budget arithmetic, shrink order).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "kvcache/kv_cache_factory.h"
@@ -91,6 +92,47 @@ TEST(KvPlan, RejectsBadFilesWithTheReason) {
   expect_error([&] { load_kv_plan("/nonexistent/plan.json", kDims); }, "cannot read KV plan");
 }
 
+// Shrink costs travel in the plan file; a progressive plan needs s(b) down its whole ladder.
+TEST(KvPlan, SensitivitiesRoundTripAndAreChecked) {
+  KvCacheOptions o;
+  o.method = "progressive";
+  o.bits = 4;
+  KvPlan p = make_kv_plan(o, kDims);
+  for (KvComponentPlan& c : p.components) c.sensitivity = {{16, 0.001}, {8, 0.5}, {4, 2.0}};
+  const KvPlan q = kv_plan_from_json(kv_plan_to_json(p), kDims);
+  EXPECT_EQ(q.at(7, 2, KvRole::value).sensitivity, p.at(7, 2, KvRole::value).sensitivity);
+  EXPECT_TRUE(has_shrink_costs(q));
+  p.at(3, 1, KvRole::key).sensitivity.erase(8);
+  expect_error([&] { validate(p, kDims); }, "sensitivity must give a finite s(8)");
+  p.at(3, 1, KvRole::key).sensitivity.clear();  // costs on some components means costs on all
+  expect_error([&] { validate(p, kDims); }, "s(16)");
+  const std::string head = R"({"format": "mpkv-kv-plan", "version": 1, "model": {"n_layer": 30, "n_head_kv": 3, "head_dim": 64})";
+  expect_error([&] { kv_plan_from_json(head + R"(, "default": {"quantizer": "uniform", "bits": 2, "sensitivity": [1]}})", kDims); },
+               "sensitivity must be an object");
+}
+
+// Issue 12: a progressive plan without --kv-budget-mib gets the budget it was solved for.
+TEST(KvCacheFactory, ProgressivePlanFileGetsItsSolvedBudget) {
+  KvCacheOptions o;
+  o.method = "progressive";
+  o.bits = 2;
+  KvPlan p = make_kv_plan(o, kDims);
+  p.solve.method = "pmkvq";
+  p.solve.budget_bytes = 12345678;
+  p.solve.max_len = 4096;
+  const std::string path = test::temp_dir() + "/progressive_plan.json";
+  std::ofstream(path) << kv_plan_to_json(p);
+  KvCacheOptions f;
+  f.plan_file = path;
+  EXPECT_EQ(make_kv_cache(f, kDims)->pool().budget(), 12345678u);
+  f.budget_mib = 20;  // an explicit budget wins
+  EXPECT_EQ(make_kv_cache(f, kDims)->pool().budget(), 20u << 20);
+  p.progressive = false;  // a fixed-width plan never shrinks: no budget unless asked
+  std::ofstream(path) << kv_plan_to_json(p);
+  f.budget_mib = 0;
+  EXPECT_EQ(make_kv_cache(f, kDims)->pool().budget(), 0u);
+}
+
 TEST(KvCacheFactory, RejectsBadOptionsBeforeAnyWork) {
   KvCacheOptions o;
   o.method = "q4";
@@ -168,23 +210,28 @@ TEST(PagePool, BudgetArithmetic) {
   EXPECT_TRUE(unlimited.fits(SIZE_MAX / 2));
 }
 
-TEST(PagePool, ShrinkOrderHighestBitsThenOldest) {
+TEST(PagePool, ShrinkOrderLowestCostThenOldest) {
   PagePool p;
   EXPECT_FALSE(p.next_to_shrink().has_value());
-  p.set_shrinkable(5, 8);
-  p.set_shrinkable(2, 4);
-  p.set_shrinkable(9, 16);
-  p.set_shrinkable(7, 16);
-  EXPECT_EQ(*p.next_to_shrink(), 7u);  // 16 bits, older than 9
-  p.set_shrinkable(7, 8);              // shrunk once: now behind 9 (16) and 5 (older at 8)
+  p.set_shrinkable(5, -8);  // the cache's cost without a calibrated plan: -(top bits)
+  p.set_shrinkable(2, -4);
+  p.set_shrinkable(9, -16);
+  p.set_shrinkable(7, -16);
+  EXPECT_EQ(*p.next_to_shrink(), 7u);  // cost -16, older than 9
+  p.set_shrinkable(7, -8);             // shrunk once: now behind 9 (-16) and 5 (older at -8)
   EXPECT_EQ(*p.next_to_shrink(), 9u);
   p.forget(9);
   EXPECT_EQ(*p.next_to_shrink(), 5u);
-  p.set_shrinkable(5, 0);
+  p.forget(5);
   EXPECT_EQ(*p.next_to_shrink(), 7u);
   p.forget(7);
   EXPECT_EQ(*p.next_to_shrink(), 2u);
   EXPECT_EQ(p.shrinkable_pages(), 1u);
+  p.set_shrinkable(3, 1e-9);  // fractional costs (sensitivity per byte) order the same way
+  p.set_shrinkable(4, 1e-10);
+  p.forget(2);
+  EXPECT_EQ(*p.next_to_shrink(), 4u);
+  EXPECT_THROW(p.set_shrinkable(6, std::nan("")), Error);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "quant/kv_block_layout.h"
+#include "quant/kv_quantizer.h"
 #include "quant/quant_kernels.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
@@ -74,7 +75,7 @@ double abs_xhat(const KvBlockLayout& L, const uint8_t* b, const std::vector<floa
   // |code * S| + |Z| for uniform, |x_hat| for Lloyd-Max (one product, no cancellation)
   if (L.codec == Codec::lloyd_max) return std::fabs(ref_row[(size_t)c]);
   const size_t pi = L.param_index(t, c);
-  const double s = fp16_to_fp32(load_half(b, L.scales_offset, pi));
+  const double s = fp16_to_fp32(load_half(b, L.scales_offset, pi)) * (double)L.scale_mult;
   const double z = fp16_to_fp32(load_half(b, L.zeros_offset, pi));
   return get_code(L, b, t, c) * s + std::fabs(z);
 }
@@ -111,56 +112,75 @@ TEST_P(QuantKernelVariants, QuantizeIsBitIdenticalToRef) {
   }
 }
 
+// Reading runs twice for uniform codes: as quantized (scale_mult 1) and as if the block had been
+// shrunk from 16 bits to 2 (scale_mult 21845, kv_block_layout.h): every scale read must apply it.
+std::vector<float> scale_mults_of(Codec c) {
+  return c == Codec::uniform ? std::vector<float>{1.0f, 21845.0f} : std::vector<float>{1.0f};
+}
+
 TEST_P(QuantKernelVariants, DequantizeDotAccumulateMatchRef) {
   for (const Shape& s : shapes()) {
     for (int bits : bits_of(s.codec)) {
-      const KvBlockLayout L = make_kv_block_layout(s.codec, s.axis, bits, s.head_dim, s.tokens, s.group);
-      const int d = s.head_dim, P = s.tokens;
-      const std::vector<float> x = make_rows(P, d, (size_t)d, 300u + (uint32_t)bits);
-      std::vector<uint8_t> blk(L.bytes);
-      ref().quantize(L, x.data(), (size_t)d, 0, P, blk.data());
-
-      // dequantize into a strided output, tokens [1, P)
-      const size_t ldy = (size_t)d + 3;
-      std::vector<float> ya((size_t)P * ldy, -7.0f), yb((size_t)P * ldy, -7.0f);
-      ref().dequantize(L, blk.data(), 1, P - 1, ya.data(), ldy);
-      k().dequantize(L, blk.data(), 1, P - 1, yb.data(), ldy);
-      for (int i = 0; i < P - 1; ++i) {
-        for (int c = 0; c < d; ++c) {
-          const std::vector<float> row(ya.begin() + (long)(i * ldy), ya.begin() + (long)(i * ldy + d));
-          ASSERT_NEAR(yb[i * ldy + c], ya[i * ldy + c], kDequantRel * abs_xhat(L, blk.data(), row, 1 + i, c))
-              << describe(L) << " t=" << 1 + i << " c=" << c;
+      for (float mult : scale_mults_of(s.codec)) {
+        KvBlockLayout L = make_kv_block_layout(s.codec, s.axis, bits, s.head_dim, s.tokens, s.group);
+        const int d = s.head_dim, P = s.tokens;
+        const std::vector<float> x = make_rows(P, d, (size_t)d, 300u + (uint32_t)bits);
+        std::vector<uint8_t> blk(L.bytes);
+        ref().quantize(L, x.data(), (size_t)d, 0, P, blk.data());
+        L.scale_mult = mult;
+        if (mult != 1.0f) {  // the reference itself applies it: x_hat = code * (S * mult) + Z
+          std::vector<float> y((size_t)d);
+          ref().dequantize(L, blk.data(), 0, 1, y.data(), (size_t)d);
+          const size_t pi = L.param_index(0, 3);
+          const float S = fp16_to_fp32(load_half(blk.data(), L.scales_offset, pi)) * mult;
+          const float Z = fp16_to_fp32(load_half(blk.data(), L.zeros_offset, pi));
+          const double want = get_code(L, blk.data(), 0, 3) * (double)S + Z;
+          ASSERT_NEAR(y[3], want, kDequantRel * std::fabs(want) + 1e-6) << describe(L);
         }
-        for (size_t c = (size_t)d; c < ldy; ++c) ASSERT_EQ(yb[i * ldy + c], -7.0f) << "wrote past the row";
-      }
 
-      // dot against a query, every token; and accumulate with weights into a non-zero output
-      std::mt19937 rng(9u + (uint32_t)bits);
-      std::normal_distribution<float> nd(0.0f, 1.0f);
-      std::vector<float> q((size_t)d), w((size_t)P), oa((size_t)d), ob((size_t)d);
-      for (float& v : q) v = nd(rng);
-      for (float& v : w) v = std::fabs(nd(rng)) / P;
-      for (size_t c = 0; c < oa.size(); ++c) oa[c] = ob[c] = nd(rng);
-      const std::vector<float> out0 = oa;
-      std::vector<float> da((size_t)P), db((size_t)P), full((size_t)P * d);
-      ref().dot(L, blk.data(), q.data(), 0, P, da.data());
-      k().dot(L, blk.data(), q.data(), 0, P, db.data());
-      ref().dequantize(L, blk.data(), 0, P, full.data(), (size_t)d);
-      for (int t = 0; t < P; ++t) {
-        const std::vector<float> row(full.begin() + (long)t * d, full.begin() + (long)(t + 1) * d);
-        double terms = 0;
-        for (int c = 0; c < d; ++c) terms += std::fabs(q[(size_t)c]) * abs_xhat(L, blk.data(), row, t, c);
-        ASSERT_NEAR(db[(size_t)t], da[(size_t)t], dot_tolerance(L, terms)) << describe(L) << " t=" << t;
-      }
-      ref().accumulate(L, blk.data(), w.data(), 0, P, oa.data());
-      k().accumulate(L, blk.data(), w.data(), 0, P, ob.data());
-      for (int c = 0; c < d; ++c) {
-        double mag = std::fabs(out0[(size_t)c]);
+        // dequantize into a strided output, tokens [1, P)
+        const size_t ldy = (size_t)d + 3;
+        std::vector<float> ya((size_t)P * ldy, -7.0f), yb((size_t)P * ldy, -7.0f);
+        ref().dequantize(L, blk.data(), 1, P - 1, ya.data(), ldy);
+        k().dequantize(L, blk.data(), 1, P - 1, yb.data(), ldy);
+        for (int i = 0; i < P - 1; ++i) {
+          for (int c = 0; c < d; ++c) {
+            const std::vector<float> row(ya.begin() + (long)(i * ldy), ya.begin() + (long)(i * ldy + d));
+            ASSERT_NEAR(yb[i * ldy + c], ya[i * ldy + c], kDequantRel * abs_xhat(L, blk.data(), row, 1 + i, c))
+                << describe(L) << " t=" << 1 + i << " c=" << c;
+          }
+          for (size_t c = (size_t)d; c < ldy; ++c) ASSERT_EQ(yb[i * ldy + c], -7.0f) << "wrote past the row";
+        }
+
+        // dot against a query, every token; and accumulate with weights into a non-zero output
+        std::mt19937 rng(9u + (uint32_t)bits);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        std::vector<float> q((size_t)d), w((size_t)P), oa((size_t)d), ob((size_t)d);
+        for (float& v : q) v = nd(rng);
+        for (float& v : w) v = std::fabs(nd(rng)) / P;
+        for (size_t c = 0; c < oa.size(); ++c) oa[c] = ob[c] = nd(rng);
+        const std::vector<float> out0 = oa;
+        std::vector<float> da((size_t)P), db((size_t)P), full((size_t)P * d);
+        ref().dot(L, blk.data(), q.data(), 0, P, da.data());
+        k().dot(L, blk.data(), q.data(), 0, P, db.data());
+        ref().dequantize(L, blk.data(), 0, P, full.data(), (size_t)d);
         for (int t = 0; t < P; ++t) {
           const std::vector<float> row(full.begin() + (long)t * d, full.begin() + (long)(t + 1) * d);
-          mag += w[(size_t)t] * abs_xhat(L, blk.data(), row, t, c);
+          double terms = 0;
+          for (int c = 0; c < d; ++c) terms += std::fabs(q[(size_t)c]) * abs_xhat(L, blk.data(), row, t, c);
+          ASSERT_NEAR(db[(size_t)t], da[(size_t)t], dot_tolerance(L, terms)) << describe(L) << " t=" << t;
         }
-        ASSERT_NEAR(ob[(size_t)c], oa[(size_t)c], kAccumulateRelPerToken * (P + 2) * mag) << describe(L) << " c=" << c;
+        ref().accumulate(L, blk.data(), w.data(), 0, P, oa.data());
+        k().accumulate(L, blk.data(), w.data(), 0, P, ob.data());
+        for (int c = 0; c < d; ++c) {
+          double mag = std::fabs(out0[(size_t)c]);
+          for (int t = 0; t < P; ++t) {
+            const std::vector<float> row(full.begin() + (long)t * d, full.begin() + (long)(t + 1) * d);
+            mag += w[(size_t)t] * abs_xhat(L, blk.data(), row, t, c);
+          }
+          ASSERT_NEAR(ob[(size_t)c], oa[(size_t)c], kAccumulateRelPerToken * (P + 2) * mag)
+              << describe(L) << " c=" << c;
+        }
       }
     }
   }
@@ -171,7 +191,7 @@ TEST_P(QuantKernelVariants, ShrinkIsBitIdenticalToRef) {
     if (s.codec != Codec::uniform) continue;
     for (int bits : {16, 8, 4, 2}) {
       const KvBlockLayout L = make_kv_block_layout(s.codec, s.axis, bits, s.head_dim, s.tokens, s.group);
-      const KvBlockLayout H = make_kv_block_layout(s.codec, s.axis, bits / 2, s.head_dim, s.tokens, s.group);
+      const KvBlockLayout H = halved_layout(L);
       const std::vector<float> x = make_rows(s.tokens, s.head_dim, (size_t)s.head_dim, 500u + (uint32_t)bits);
       std::vector<uint8_t> blk(L.bytes), a(H.bytes, 0x5A), b(H.bytes, 0xA5);
       ref().quantize(L, x.data(), (size_t)s.head_dim, 0, s.tokens, blk.data());

@@ -1,15 +1,15 @@
 // PM-KVQ's equivalent right shift, proved over every code value of every step (ALGORITHMS.md 2).
 //
-// What "equals" means here: the scale is stored in fp16, so a float dequantize-then-requantize
-// can land on the other side of a rounding boundary (S_b = fp16((2^b+1) S) is not exactly
-// (2^b+1) S). The claim is about exact arithmetic, so the code mapping is checked as integer
-// identities, independently of the formula's form:
+// The code mapping is checked as integer identities, independently of the formula's form:
 //   requantize:  X_b == round_half_up(X_2b / (2^b+1)) == floor((2 X_2b + 2^b + 1) / (2 (2^b+1)))
 //   paper D.1:   for every real x with round_half_up(x) == X_2b, round_half_up(x / (2^b+1)) == X_b
-// and the float path (stored fp16 scales, fp32 dequantization) is checked within its rounding.
+// Scales are exact (kv_block_layout.h, scale_mult): a shrunk block keeps its 16-bit fp16 scale
+// and its layout carries prod(2^b + 1), so after every shrink the dequantized values are those of
+// the 16-bit codes requantized straight to that width, to the last bit of fp32.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -114,10 +114,72 @@ TEST(EquivalentShift, BlockShrinkOfEveryCodeInEveryVariant) {
               << isa_name(isa) << " 2b=" << 2 * b << " t=" << t << " c=" << c;
         }
       }
+      // Scales and zeros are kept as stored; the layout carries the factor exactly.
+      ASSERT_EQ(dst.scale_mult, (float)((1 << b) + 1));
       for (size_t i = 0; i < src.n_params; ++i) {
-        const float s = fp16_to_fp32(load_half(sb.data(), src.scales_offset, i));
-        ASSERT_EQ(load_half(db.data(), dst.scales_offset, i), fp32_to_fp16(s * (float)((1 << b) + 1)));
+        ASSERT_EQ(load_half(db.data(), dst.scales_offset, i), load_half(sb.data(), src.scales_offset, i));
         ASSERT_EQ(load_half(db.data(), dst.zeros_offset, i), load_half(sb.data(), src.zeros_offset, i));
+      }
+    }
+  }
+}
+
+// Issue 12's exact-ladder claim, over every 16-bit code value in every kernel variant: after each
+// shrink 16 -> 8 -> 4 -> 2 -> 1 the block (codes, stored params, layout) is the block one gets by
+// requantizing the 16-bit codes straight to that width (X_b = round_half_up(X_16 / M),
+// M = (2^16 - 1) / (2^b - 1), scale S_16 * M, zero Z_16), built here from integers alone; its
+// dequantized values equal that definition bit for bit (the _ref dequantizer) and the exact
+// (double) value within fp32 rounding. With the old scheme (scale stored as fp16(S * (2^b + 1)))
+// the values were off by up to 2^-11 relative and this test fails.
+TEST(EquivalentShift, LadderDequantizesAsDirectRequantizationOfEveryCode) {
+  constexpr double kFp32Rel = 2 * 1.1920929e-07;  // S * M rounded, then code * S + Z: two roundings
+  const int d = 24, P = 2731;                         // 65544 codes: every uint16 value
+  KvBlockLayout L = make_kv_block_layout(Codec::uniform, GroupAxis::token, 16, d, P, 8);
+  std::vector<uint8_t> b16(L.bytes, 0);
+  for (int t = 0; t < P; ++t)
+    for (int c = 0; c < d; ++c) set_code(L, b16.data(), t, c, (uint32_t)(t * d + c) % 65536u);
+  for (size_t i = 0; i < L.n_params; ++i) {  // scales from fp16 subnormals (range ~0.004) to ~50
+    store_half(b16.data(), L.scales_offset, i, fp32_to_fp16(1e-7f * (float)(1 + (i * 7919) % 10007)));
+    store_half(b16.data(), L.zeros_offset, i, fp32_to_fp16(-3.0f + 0.37f * (float)(i % 17)));
+  }
+  for (Isa isa : runnable_variants()) {
+    KvBlockLayout cur = L;
+    std::vector<uint8_t> blk = b16;
+    uint32_t m = 1;  // M for the current width
+    while (cur.bits > 1) {
+      const KvBlockLayout half = halved_layout(cur);
+      std::vector<uint8_t> out(half.bytes, 0xA5);
+      shrink_block(cur, blk.data(), half, out.data(), quant_kernels_for(isa));
+      blk.swap(out);
+      cur = half;
+      m = 65535u / ((1u << cur.bits) - 1u);
+      // The direct block, from integers: codes X_16 / M rounded half up, the 16-bit params, layout
+      // scale_mult = M.
+      KvBlockLayout direct = make_kv_block_layout(Codec::uniform, GroupAxis::token, cur.bits, d, P, 8);
+      direct.scale_mult = (float)m;
+      std::vector<uint8_t> db(direct.bytes, 0);
+      for (int t = 0; t < P; ++t)
+        for (int c = 0; c < d; ++c)
+          set_code(direct, db.data(), t, c, (uint32_t)round_half_up_ratio((uint32_t)(t * d + c) % 65536u, m));
+      std::memcpy(db.data() + direct.scales_offset, b16.data() + L.scales_offset, 2 * L.n_params);
+      std::memcpy(db.data() + direct.zeros_offset, b16.data() + L.zeros_offset, 2 * L.n_zeros);
+      ASSERT_EQ(cur.scale_mult, direct.scale_mult) << isa_name(isa) << " bits " << cur.bits;
+      ASSERT_EQ(blk, db) << isa_name(isa) << " bits " << cur.bits;
+      std::vector<float> y((size_t)P * d), yd((size_t)P * d);
+      dequantize_ref(cur, blk.data(), 0, P, y.data(), d);
+      dequantize_ref(direct, db.data(), 0, P, yd.data(), d);
+      for (int t = 0; t < P; ++t) {
+        for (int c = 0; c < d; ++c) {
+          const size_t pi = L.param_index(t, c);
+          const double s16 = fp16_to_fp32(load_half(b16.data(), L.scales_offset, pi));
+          const double z = fp16_to_fp32(load_half(b16.data(), L.zeros_offset, pi));
+          const double code = (double)round_half_up_ratio((uint32_t)(t * d + c) % 65536u, m);
+          const double exact = code * (s16 * m) + z;
+          const float v = y[(size_t)t * d + c];
+          ASSERT_EQ(v, yd[(size_t)t * d + c]);
+          ASSERT_NEAR(v, exact, kFp32Rel * (code * s16 * m + std::fabs(z)) + 1e-30)
+              << isa_name(isa) << " bits " << cur.bits << " t=" << t << " c=" << c;
+        }
       }
     }
   }
@@ -125,10 +187,8 @@ TEST(EquivalentShift, BlockShrinkOfEveryCodeInEveryVariant) {
 
 // The float path on real data: quantize random vectors at 16 bits, shrink down the ladder, and
 // compare each dequantized value with the exact requantization of the previous step's value.
-TEST(EquivalentShift, FloatPathWithinScaleRounding) {
-  // fp16 keeps 11 significant bits: S_b = fp16((2^b+1) S) is within 2^-11 of the exact product.
-  constexpr double kFp16ScaleRel = 1.0 / 2048;
-  // fp32 dequantization code * S + Z: a few fp32 roundings of the terms.
+TEST(EquivalentShift, FloatPathWithinFp32Rounding) {
+  // fp32 dequantization code * (S * mult) + Z: a few fp32 roundings of the terms.
   constexpr double kFp32Rel = 4 * 1.1920929e-07;
   const int d = 64, P = 64;
   std::mt19937 rng(7);
@@ -150,7 +210,7 @@ TEST(EquivalentShift, FloatPathWithinScaleRounding) {
     for (int t = 0; t < P; ++t) {
       for (int c = 0; c < d; ++c) {
         const size_t pi = L.param_index(t, c);
-        const double s = fp16_to_fp32(load_half(blk.data(), L.scales_offset, pi));
+        const double s = fp16_to_fp32(load_half(blk.data(), L.scales_offset, pi)) * (double)L.scale_mult;
         const double z = fp16_to_fp32(load_half(blk.data(), L.zeros_offset, pi));
         const double sb_exact = s * ((1 << b) + 1);
         const uint32_t x2b = get_code(L, blk.data(), t, c);
@@ -160,7 +220,7 @@ TEST(EquivalentShift, FloatPathWithinScaleRounding) {
         const uint32_t xb = get_code(H, hb.data(), t, c);
         ASSERT_EQ((double)xb, req) << "2b=" << 2 * b << " t=" << t << " c=" << c;
         const double exact = xb * sb_exact + z;
-        const double tol = xb * sb_exact * kFp16ScaleRel + kFp32Rel * (xb * sb_exact + std::fabs(z));
+        const double tol = kFp32Rel * (xb * sb_exact + std::fabs(z));
         ASSERT_NEAR(cur[(size_t)t * d + c], exact, tol);
         // and the shrunk value is within half a new step of the previous one (plus the rounding)
         ASSERT_LE(std::fabs(cur[(size_t)t * d + c] - prev[(size_t)t * d + c]), 0.5 * sb_exact + 2 * tol);
@@ -190,6 +250,14 @@ TEST(EquivalentShift, RejectsWhatCannotBeHalved) {
   }
   const KvBlockLayout other = make_kv_block_layout(Codec::uniform, GroupAxis::token, 4, 64, 8, 64);
   EXPECT_THROW(shrink_block(l8, a.data(), other, b.data()), Error);
+  // A destination that forgets the ladder factor (scale_mult 1) would read the kept scale as S_b.
+  const KvBlockLayout l4 = make_kv_block_layout(Codec::uniform, GroupAxis::token, 4, 64, 4, 64);
+  EXPECT_THROW(shrink_block(l8, a.data(), l4, b.data()), Error);
+  EXPECT_NO_THROW(shrink_block(l8, a.data(), halved_layout(l8), b.data()));
+  // Fresh codes are never written into a shrunk layout.
+  KvQuantizer q4({QuantMethod::uniform, KvRole::key, 4, 64, 0});
+  std::vector<float> x(64, 1.0f);
+  EXPECT_THROW(q4.quantize(halved_layout(l8), x.data(), 64, 0, 1, b.data()), Error);
 }
 
 }  // namespace

@@ -1,0 +1,252 @@
+#include "calib/plan_allocation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "alloc/pmkvq_allocator.h"
+#include "alloc/progressive_schedule.h"
+#include "alloc/ratequant_allocator.h"
+#include "kvcache/kv_cache_factory.h"
+#include "kvcache/paged_kv_cache.h"
+#include "util/error.h"
+
+namespace mpkv::calib {
+
+namespace {
+
+bool is_progressive(PlanMethod m) { return m != PlanMethod::ratequant; }
+
+// s(16) is not measured: the first-order error scales with the step S = range / (2^b - 1), so it
+// is taken as s(8) * (2^8 - 1) / (2^16 - 1) (docs/calibration.md).
+double sensitivity_at_16(double s8) { return s8 * 255.0 / 65535.0; }
+
+std::string mib(double b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", b / 1048576.0);
+  return buf;
+}
+
+// Index of `bits` in in.bits; Error when the calibration did not measure it.
+size_t bit_index(const CalibrationInputs& in, int bits) {
+  const auto it = std::find(in.bits.begin(), in.bits.end(), bits);
+  MPKV_CHECK(it != in.bits.end(), "calibration has no PM-KVQ sensitivity at " + std::to_string(bits) +
+                                      " bits (recalibrate: pmkvq needs 2, 4 and 8)");
+  return (size_t)(it - in.bits.begin());
+}
+
+// The PM-KVQ blocks: per layer (every KV head, K and V) or per (layer, KV head).
+struct PmkvqBlocks {
+  int n_layer, n_head_kv;
+  bool per_head;
+  size_t count() const { return per_head ? (size_t)n_layer * n_head_kv : (size_t)n_layer; }
+  size_t of(int layer, int head) const { return per_head ? (size_t)layer * n_head_kv + head : (size_t)layer; }
+};
+
+// The integer program: sensitivities summed per block, bytes per block from the cache's accounting.
+PmkvqProblem pmkvq_problem(const CalibrationInputs& in, const PlanRequest& r, const PmkvqBlocks& blocks,
+                           int64_t budget) {
+  PmkvqProblem p;
+  p.bits = plan_candidate_bits(PlanMethod::pmkvq, r.quantizer);
+  p.sensitivity.assign(blocks.count(), std::vector<double>(p.bits.size(), 0.0));
+  p.bytes.assign(blocks.count(), std::vector<int64_t>(p.bits.size(), 0));
+  int64_t overhead = 0;
+  for (size_t j = 0; j < p.bits.size(); ++j) {
+    const size_t bi = bit_index(in, p.bits[j]);
+    const PagedKvCache cache(r.dims, request_plan(r, p.bits[j]), 0);
+    overhead = (int64_t)cache.overhead_bytes_bound((int)r.max_len);
+    for (int l = 0; l < r.dims.n_layer; ++l)
+      for (int h = 0; h < r.dims.n_head_kv; ++h) {
+        const size_t i = blocks.of(l, h);
+        p.sensitivity[i][j] += in.pmkvq_k[l][h][bi] + in.pmkvq_v[l][h][bi];
+        for (int kv = 0; kv < 2; ++kv) p.bytes[i][j] += (int64_t)cache.block_bytes_bound(l, h * 2 + kv, (int)r.max_len);
+      }
+  }
+  p.budget_bytes = budget - overhead;  // the overhead does not depend on bits
+  return p;
+}
+
+void allocate_pmkvq(const CalibrationInputs& in, const PlanRequest& r, int64_t budget, PlanAllocation& out) {
+  const PmkvqBlocks blocks{r.dims.n_layer, r.dims.n_head_kv, r.per_head};
+  const PmkvqProblem p = pmkvq_problem(in, r, blocks, budget);
+  const PmkvqAllocation a = pmkvq_allocate(p);
+  for (int l = 0; l < r.dims.n_layer; ++l)
+    for (int h = 0; h < r.dims.n_head_kv; ++h)
+      for (KvRole role : {KvRole::key, KvRole::value}) {
+        KvComponentPlan& c = out.plan.at(l, h, role);
+        c.bits = a.bits[blocks.of(l, h)];
+        const auto& s = role == KvRole::key ? in.pmkvq_k[l][h] : in.pmkvq_v[l][h];
+        for (int b : {2, 4, 8}) c.sensitivity[b] = s[bit_index(in, b)];
+        c.sensitivity[16] = sensitivity_at_16(c.sensitivity[8]);
+      }
+  out.plan.solve.method = r.per_head ? "pmkvq-per-head" : "pmkvq";
+  out.plan.solve.objective = a.objective;
+  out.summary = std::string("pmkvq (") + (r.per_head ? "per head" : "per layer") + ", ladder {2, 4, 8}): objective " +
+                "sum s(b) = " + std::to_string(a.objective);
+}
+
+RateQuantProblem ratequant_problem(const CalibrationInputs& in, const PlanRequest& r, int64_t budget) {
+  const std::vector<int> cb = plan_candidate_bits(PlanMethod::ratequant, r.quantizer);
+  RateQuantProblem p;
+  p.min_bits = cb.front();
+  p.max_bits = cb.back();
+  p.min_max_quantizer = r.quantizer != QuantMethod::turbo;
+  if (r.budget_bytes > 0) {  // the average bits whose plan has `budget` bytes (bytes are linear in bits)
+    const double t2 = uniform_plan_bytes(r, 2), t4 = uniform_plan_bytes(r, 4);
+    p.avg_bits = std::clamp(2.0 + 2.0 * ((double)budget - t2) / (t4 - t2), (double)cb.front(), (double)cb.back());
+  } else {
+    p.avg_bits = r.avg_bits;
+  }
+  double wmin = INFINITY;
+  for (const auto* t : {&in.w_k, &in.w_v})
+    for (const auto& l : *t)
+      for (double w : l)
+        if (w > 0) wmin = std::min(wmin, w);
+  MPKV_CHECK(std::isfinite(wmin), "calibration: every RateQuant weight is zero (no gradient signal)");
+  for (int l = 0; l < r.dims.n_layer; ++l)
+    for (int h = 0; h < r.dims.n_head_kv; ++h)
+      for (int kv = 0; kv < 2; ++kv) {
+        RateComponent rc;
+        const double w = kv == 0 ? in.w_k[l][h] : in.w_v[l][h];
+        rc.weight = w > 0 ? w : wmin * 1e-6;  // a dead head still needs a positive weight
+        const ExponentialFit& f = kv == 0 ? in.fit_k : in.fit_v;
+        rc.model = {f.alpha, f.beta};
+        p.components.push_back(rc);
+      }
+  return p;
+}
+
+void allocate_ratequant(const CalibrationInputs& in, const PlanRequest& r, int64_t budget, PlanAllocation& out) {
+  const RateQuantProblem p = ratequant_problem(in, r, budget);
+  const bool combined = r.method == PlanMethod::combined;
+  const RateQuantResult res = combined ? combined_allocate(p, r.dims.n_layer, r.dims.n_head_kv).ratequant
+                                       : ratequant_allocate(p, plan_candidate_bits(r.method, r.quantizer));
+  for (int l = 0; l < r.dims.n_layer; ++l)
+    for (int h = 0; h < r.dims.n_head_kv; ++h)
+      for (int kv = 0; kv < 2; ++kv) {
+        const size_t i = kv_component_index(l, h, kv, r.dims.n_head_kv);
+        KvComponentPlan& c = out.plan.at(l, h, kv == 0 ? KvRole::key : KvRole::value);
+        c.bits = res.bits[i];
+        if (!combined) continue;
+        for (int b = kProgressiveStartBits; b >= c.bits; b /= 2)  // shrink costs w * D(b)
+          c.sensitivity[b] = p.components[i].weight * distortion(p.components[i].model, b);
+      }
+  out.plan.solve.method = plan_method_name(r.method);
+  out.plan.solve.objective = res.objective;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%s: predicted gain AM/GM %.4f, achieved objective %.6g (uniform %.6g, gain %.4f)",
+                plan_method_name(r.method), res.predicted_gain_am_gm, res.objective, res.objective_uniform,
+                res.achieved_gain);
+  out.summary = describe(res) + "\n" + buf;
+}
+
+}  // namespace
+
+PlanMethod parse_plan_method(const std::string& s) {
+  if (s == "pmkvq") return PlanMethod::pmkvq;
+  if (s == "ratequant") return PlanMethod::ratequant;
+  if (s == "combined") return PlanMethod::combined;
+  throw Error("--method '" + s + "' is not one of pmkvq, ratequant, combined");
+}
+
+const char* plan_method_name(PlanMethod m) {
+  switch (m) {
+    case PlanMethod::pmkvq: return "pmkvq";
+    case PlanMethod::ratequant: return "ratequant";
+    case PlanMethod::combined: return "combined";
+  }
+  return "?";
+}
+
+std::vector<int> plan_candidate_bits(PlanMethod m, QuantMethod q) {
+  if (is_progressive(m)) return {2, 4, 8};
+  return q == QuantMethod::turbo ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{2, 3, 4, 8};
+}
+
+void validate(const PlanRequest& r) {
+  MPKV_CHECK(!is_progressive(r.method) || r.quantizer != QuantMethod::turbo,
+             std::string("--method ") + plan_method_name(r.method) +
+                 " shrinks codes by halving shifts, which needs min-max codes (uniform, kivi, rotated), not turbo");
+  MPKV_CHECK(!r.per_head || r.method == PlanMethod::pmkvq, "--per-head applies to --method pmkvq only");
+  MPKV_CHECK(r.max_len >= 1 && r.max_len <= (1 << 24), "--max-len must be in [1, 2^24]");
+  MPKV_CHECK(r.window >= 0 && r.sink >= 0, "--window and --sink must be >= 0");
+  MPKV_CHECK(r.budget_bytes >= 0, "the budget must be positive");
+  if (r.budget_bytes == 0) {
+    const std::vector<int> cb = plan_candidate_bits(r.method, r.quantizer);
+    MPKV_CHECK(std::isfinite(r.avg_bits) && r.avg_bits >= cb.front() && r.avg_bits <= cb.back(),
+               "--avg-bits " + std::to_string(r.avg_bits) + " is outside [" + std::to_string(cb.front()) + ", " +
+                   std::to_string(cb.back()) + "] for --method " + plan_method_name(r.method) + " with the " +
+                   method_name(r.quantizer) + " quantizer");
+  }
+}
+
+KvPlan request_plan(const PlanRequest& r, int bits) {
+  KvCacheOptions o;
+  o.method = method_name(r.quantizer);
+  o.bits = bits;
+  o.window = r.window;
+  o.sink = r.sink;
+  KvPlan p = make_kv_plan(o, r.dims);
+  p.progressive = is_progressive(r.method);
+  p.model = r.model;
+  validate(p, r.dims, r.model);
+  return p;
+}
+
+int64_t plan_bytes(const KvPlan& plan, int64_t max_len) {
+  MPKV_CHECK(max_len >= 1 && max_len <= (1 << 24), "plan bytes: max_len outside [1, 2^24]");
+  return (int64_t)PagedKvCache(plan.dims, plan, 0).sequence_bytes_bound((int)max_len);
+}
+
+double uniform_plan_bytes(const PlanRequest& r, double bits) {
+  const double t2 = (double)plan_bytes(request_plan(r, 2), r.max_len);
+  const double t4 = (double)plan_bytes(request_plan(r, 4), r.max_len);
+  return t2 + (bits - 2.0) / 2.0 * (t4 - t2);
+}
+
+int64_t resolve_budget(const PlanRequest& r) {
+  validate(r);
+  const int64_t budget = r.budget_bytes > 0 ? r.budget_bytes : (int64_t)std::floor(uniform_plan_bytes(r, r.avg_bits));
+  const int lo_bits = plan_candidate_bits(r.method, r.quantizer).front();
+  const int64_t lo = plan_bytes(request_plan(r, lo_bits), r.max_len);
+  MPKV_CHECK(budget >= lo, "a budget of " + mib((double)budget) + " (" + std::to_string(budget) +
+                               " bytes) cannot hold " + std::to_string(r.max_len) + " tokens at " +
+                               std::to_string(lo_bits) + " bits; the smallest feasible budget is " + mib((double)lo) +
+                               " (" + std::to_string(lo) + " bytes)");
+  return budget;
+}
+
+PlanAllocation allocate_plan(const CalibrationInputs& in, const PlanRequest& r) {
+  const int64_t budget = resolve_budget(r);
+  validate(in, r.dims.n_layer, r.dims.n_head_kv);
+  MPKV_CHECK(in.quantizer == r.quantizer, std::string("calibrated for the ") + method_name(in.quantizer) +
+                                              " quantizer, the plan asks for " + method_name(r.quantizer));
+  PlanAllocation out;
+  out.plan = request_plan(r, plan_candidate_bits(r.method, r.quantizer).front());
+  out.plan.method = plan_method_name(r.method);
+  out.plan.smoothing = in.smoothing.lambda;
+  if (r.method == PlanMethod::pmkvq) {
+    allocate_pmkvq(in, r, budget, out);
+  } else {
+    allocate_ratequant(in, r, budget, out);
+  }
+  KvPlanSolve& s = out.plan.solve;
+  s.max_len = r.max_len;
+  s.budget_bytes = budget;
+  s.target_avg_bits = r.budget_bytes > 0 ? 0 : r.avg_bits;
+  s.bytes = plan_bytes(out.plan, r.max_len);
+  double sum = 0;
+  for (const KvComponentPlan& c : out.plan.components) sum += c.bits;
+  s.avg_bits = sum / (double)out.plan.components.size();
+  MPKV_CHECK(s.bytes <= budget, "plan allocation: internal error: the plan needs " + std::to_string(s.bytes) +
+                                    " bytes, over its budget of " + std::to_string(budget));
+  out.plan.provenance = {in.calib_file, in.calib_n, in.calib_len, in.pi_scale, !in.smoothing.empty(), ""};
+  validate(out.plan, r.dims, r.model);
+  out.summary += "\n" + mib((double)s.bytes) + " of " + mib((double)budget) + " budget (" + std::to_string(s.bytes) +
+                 " / " + std::to_string(budget) + " bytes, the cache's count for one sequence of " +
+                 std::to_string(r.max_len) + " tokens)";
+  return out;
+}
+
+}  // namespace mpkv::calib

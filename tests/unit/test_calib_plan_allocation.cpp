@@ -1,0 +1,185 @@
+// The allocation stage of calibration (src/calib/plan_allocation.h) on synthetic calibration
+// inputs: one byte model (a plan solved for budget B runs max_len tokens in a PagedKvCache of budget
+// B and uses at least 97% of it), faithful PM-KVQ plans (progressive, finals on {2, 4, 8}, shrink
+// costs), and the calibration inputs' JSON.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "calib/plan_allocation.h"
+#include "kvcache/paged_kv_cache.h"
+#include "test_kvcache_support.h"
+#include "util/error.h"
+
+namespace mpkv::calib {
+namespace {
+
+const KvDims kDims{4, 4, 2, 64};  // 4 layers, 2 KV heads, head_dim 64
+
+// Sensitivities ~ scale_l * 4^-b (layer 0 the most sensitive), RateQuant weights per component.
+CalibrationInputs synthetic_inputs(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0.7, 1.3);
+  CalibrationInputs in;
+  in.model = {"llama", 0x1234};
+  in.bits = {2, 3, 4, 8};
+  for (int l = 0; l < kDims.n_layer; ++l) {
+    const double scale = std::pow(8.0, kDims.n_layer - 1 - l);
+    std::vector<std::vector<double>> k, v;
+    std::vector<double> wk, wv;
+    for (int h = 0; h < kDims.n_head_kv; ++h) {
+      std::vector<double> sk, sv;
+      for (int b : in.bits) {
+        sk.push_back(scale * std::pow(4.0, -b) * u(rng));
+        sv.push_back(scale * std::pow(4.0, -b) * u(rng));
+      }
+      k.push_back(sk);
+      v.push_back(sv);
+      wk.push_back(scale * u(rng));
+      wv.push_back(scale * u(rng));
+    }
+    in.pmkvq_k.push_back(k);
+    in.pmkvq_v.push_back(v);
+    in.w_k.push_back(wk);
+    in.w_v.push_back(wv);
+  }
+  in.fit_k = {1.0, 3.8, 0.99};
+  in.fit_v = {0.5, 3.9, 0.99};
+  return in;
+}
+
+PlanRequest request(PlanMethod m, double avg_bits, bool per_head = false) {
+  PlanRequest r;
+  r.method = m;
+  r.per_head = per_head;
+  r.dims = kDims;
+  r.model = {"llama", 0x1234};
+  r.max_len = 1000;
+  r.window = 8;
+  r.sink = 1;
+  r.avg_bits = avg_bits;
+  return r;
+}
+
+// Appends n tokens to sequence 0 in chunks of up to `chunk`, halving a chunk whose reservation does
+// not fit, as the engine's prefill does (a reservation holds room for the chunk's new 16-bit pages
+// before the open page is full and can shrink); false when even one token does not fit.
+bool run_to(PagedKvCache& c, int n, int chunk) {
+  for (int done = 0, step = 0; done < n; ++step) {
+    int m = std::min(chunk, n - done);
+    while (!c.reserve(0, m)) {
+      if (m == 1) return false;
+      m /= 2;
+    }
+    for (int l = 0; l < kDims.n_layer; ++l) {
+      const auto k = test::random_kv(m, kDims, 100 + step * 7 + l, true);
+      const auto v = test::random_kv(m, kDims, 200 + step * 7 + l, false);
+      c.append(0, l, m, k.data(), v.data());
+    }
+    done += m;
+  }
+  return true;
+}
+
+// Deliverable 3 of issue 12: the plan's bytes are the cache's bytes.
+TEST(PlanAllocation, PlanForBudgetRunsMaxLenInThatBudgetAndUsesIt) {
+  const CalibrationInputs in = synthetic_inputs(1);
+  struct Case {
+    PlanMethod m;
+    bool per_head;
+    double avg_bits;
+  };
+  for (const Case& cs : {Case{PlanMethod::pmkvq, false, 3.0}, Case{PlanMethod::pmkvq, true, 2.6},
+                         Case{PlanMethod::pmkvq, false, 5.5}, Case{PlanMethod::combined, false, 3.0},
+                         Case{PlanMethod::ratequant, false, 2.5}, Case{PlanMethod::ratequant, false, 3.5}}) {
+    const PlanRequest r = request(cs.m, cs.avg_bits, cs.per_head);
+    const PlanAllocation a = allocate_plan(in, r);
+    const int64_t B = a.plan.solve.budget_bytes;
+    const std::string what = std::string(plan_method_name(cs.m)) + (cs.per_head ? " per head" : "") + " at " +
+                             std::to_string(cs.avg_bits) + " bits";
+    ASSERT_EQ(B, (int64_t)std::floor(uniform_plan_bytes(r, cs.avg_bits))) << what;
+    ASSERT_LE(a.plan.solve.bytes, B) << what;
+    PagedKvCache cache(kDims, a.plan, (size_t)B);
+    EXPECT_EQ((int64_t)cache.sequence_bytes_bound((int)r.max_len), a.plan.solve.bytes) << what;
+    ASSERT_TRUE(run_to(cache, (int)r.max_len, 37)) << what << ": stopped for the budget";
+    EXPECT_LE(cache.pool().peak_used(), (size_t)B) << what;
+    EXPECT_GE((double)cache.bytes_used(), 0.97 * (double)B) << what << ": uses " << cache.bytes_used() << " of " << B;
+    if (!a.plan.progressive) {
+      EXPECT_EQ((int64_t)cache.bytes_used(), a.plan.solve.bytes) << what;
+    }
+  }
+}
+
+TEST(PlanAllocation, PmkvqIsProgressiveOnTheLadderWithShrinkCosts) {
+  const CalibrationInputs in = synthetic_inputs(2);
+  for (bool per_head : {false, true}) {
+    const PlanAllocation a = allocate_plan(in, request(PlanMethod::pmkvq, 4.0, per_head));
+    EXPECT_TRUE(a.plan.progressive);
+    EXPECT_EQ(a.plan.method, "pmkvq");
+    EXPECT_EQ(a.plan.solve.method, per_head ? "pmkvq-per-head" : "pmkvq");
+    std::set<int> seen;
+    for (int l = 0; l < kDims.n_layer; ++l)
+      for (int h = 0; h < kDims.n_head_kv; ++h) {
+        const KvComponentPlan& k = a.plan.at(l, h, KvRole::key);
+        const KvComponentPlan& v = a.plan.at(l, h, KvRole::value);
+        EXPECT_TRUE(k.bits == 2 || k.bits == 4 || k.bits == 8) << k.bits;
+        EXPECT_EQ(k.bits, v.bits) << "a block's K and V share its width";
+        if (!per_head) {
+          EXPECT_EQ(k.bits, a.plan.at(l, 0, KvRole::key).bits) << "one width per layer";
+        }
+        seen.insert(k.bits);
+        for (int b : {16, 8, 4, 2}) ASSERT_TRUE(k.sensitivity.count(b)) << b;
+        EXPECT_DOUBLE_EQ(k.sensitivity.at(4), in.pmkvq_k[l][h][2]);
+        EXPECT_LT(k.sensitivity.at(16), k.sensitivity.at(8));
+      }
+    // Layer 0 is 8^3 times as sensitive as layer 3: it gets at least as many bits.
+    EXPECT_GE(a.plan.at(0, 0, KvRole::key).bits, a.plan.at(3, 0, KvRole::key).bits);
+    EXPECT_GT(seen.size(), 1u) << "a budget between widths mixes them";
+  }
+}
+
+TEST(PlanAllocation, RejectsWhatCannotBeSolved) {
+  const CalibrationInputs in = synthetic_inputs(3);
+  PlanRequest r = request(PlanMethod::pmkvq, 3.0);
+  r.budget_bytes = 1000;  // far below every component at 2 bits
+  try {
+    allocate_plan(in, r);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("smallest feasible budget"), std::string::npos) << e.what();
+  }
+  r = request(PlanMethod::pmkvq, 3.0);
+  r.quantizer = QuantMethod::turbo;
+  EXPECT_THROW(allocate_plan(in, r), Error);  // progressive needs min-max codes
+  r = request(PlanMethod::ratequant, 3.0, true);
+  EXPECT_THROW(allocate_plan(in, r), Error);  // per head is PM-KVQ's
+  CalibrationInputs no8 = in;
+  no8.bits = {2, 3, 4, 16};
+  EXPECT_THROW(allocate_plan(no8, request(PlanMethod::pmkvq, 3.0)), Error);
+  CalibrationInputs bad = in;
+  bad.w_k.pop_back();
+  EXPECT_THROW(allocate_plan(bad, request(PlanMethod::ratequant, 3.0)), Error);
+  EXPECT_THROW(parse_plan_method("progressive"), Error);
+}
+
+TEST(CalibrationInputsJson, RoundTripsAndRejectsOtherFiles) {
+  const CalibrationInputs in = synthetic_inputs(4);
+  const nlohmann::json j = in;
+  const CalibrationInputs back = j.get<CalibrationInputs>();
+  EXPECT_EQ(back.pmkvq_k, in.pmkvq_k);
+  EXPECT_EQ(back.w_v, in.w_v);
+  EXPECT_EQ(back.bits, in.bits);
+  EXPECT_EQ(back.model.tensor_layout_hash, in.model.tensor_layout_hash);
+  EXPECT_EQ(back.fit_v.beta, in.fit_v.beta);
+  nlohmann::json other = j;
+  other["format"] = "mpkv-kv-plan";
+  EXPECT_THROW(other.get<CalibrationInputs>(), Error);
+  nlohmann::json broken = j;
+  broken["sensitivity"].erase("pmkvq_key");
+  EXPECT_THROW(broken.get<CalibrationInputs>(), Error);
+}
+
+}  // namespace
+}  // namespace mpkv::calib
