@@ -21,15 +21,27 @@
 //                          then q . x_hat = q' . code + sum_c q_c Z_c
 //   lloyd_max              centroid[code] * norm[t] / sqrt(head_dim)   (turbo)
 //
-//   packed_scores_q8   packed_scores with the queries quantized to int8 (Q8Queries below) for
-//                      keys of 2 or 4 bits: s = S * qs * (q8 . code) + Z * sum(q), the integer dot
-//                      exact. Like llama.cpp's q8 activations: a few byte multiplies per code
-//                      instead of a float decode; the cost is the query's rounding (tested
-//                      end to end against float queries with its own tolerance).
+//   packed_scores_q8   packed_scores with the queries quantized to int8 (Q8Queries below), the
+//                      integer dot over the codes exact (maddubs / madd), the block's scales
+//                      folded in around it. Like llama.cpp's q8 activations: a few integer
+//                      multiplies per code instead of a float decode; the cost is the query's
+//                      rounding (tested against float queries with its own tolerance).
+//                      Layouts: q8_scores_apply() -- uniform codes of 2, 4, 8 or 16 bits, and
+//                        token axis, one group per row: s = S m qs (q8 . code) + Z sum(q)
+//                        channel axis (KIVI keys), per token group g of G rows: the channel
+//                          scales are folded into the float query, q'_c = q_c (S_gc m), which is
+//                          requantized once per group (q8' with scale qs'_g by the same rule), and
+//                          s = qs'_g (q8' . code) + sum_c q_c Z_gc
+//                      (m = KvBlockLayout::scale_mult). So KIVI keys cost one requantization per G
+//                      rows more than per-token keys.
+//
+// scale_mult: every kernel multiplies each uniform block's stored scales by L.scale_mult (once per
+// block or per folded group, never per code).
 //
 // SIMD coverage (everything else forwards to _ref): AVX2 and AVX-512 handle uniform token-axis
 // blocks at every bit-width, channel-axis key scores (KIVI), fp16 rows and exp_sum; the q8
-// scores are AVX2 (the AVX-512 table uses them too).
+// scores are AVX2 (the AVX-512 table uses them too: they are integer madds on 256-bit vectors,
+// which AVX-512 CPUs run at the same width).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -48,25 +60,38 @@ struct PackedBlockView {
 };
 
 // Queries quantized to int8, one scale per query: scale = max_c |q_c| / 127 (0 for q = 0),
-// q8_c = nearest integer to q_c / scale (ties to even). `natural` holds q8 in channel order; the
-// SIMD kernels read the same values reordered to match unpacked code planes, per 64 channels:
-//   perm4: channels 2i (i < 32), then 2i + 1        (low / high nibbles of 32 bytes of 4-bit codes)
-//   perm2: channels 4i, then 4i + 1, 4i + 2, 4i + 3 (i < 16; the four 2-bit fields of 16 bytes)
+// q8_c = nearest integer to q_c * (1 / scale) (ties to even), in channel order (the SIMD kernels
+// reorder them in registers to match the byte planes of unpacked 2- and 4-bit codes, once per call).
+// `f` keeps the float queries they came from: channel-axis (KIVI) keys fold their scales into them.
 struct Q8Queries {
   int nq = 0, d = 0;
   const int8_t* natural = nullptr;  // [nq, d]
-  const int8_t* perm4 = nullptr;    // [nq, d]
-  const int8_t* perm2 = nullptr;    // [nq, d]
   const float* scale = nullptr;     // [nq]
   const float* sum = nullptr;       // [nq] sum_c q_c of the float query
+  const float* f = nullptr;         // [nq, d] at row stride ldf
+  size_t ldf = 0;
 };
 
-// Whether packed_scores_q8 handles a key block: uniform codes, token axis, one group per row,
-// 2 or 4 bits, head_dim a multiple of 64.
+// Most channels the q8 kernels handle (their per-query registers and scratch are sized by it).
+inline constexpr int kMaxQ8Dim = 256;
+
+// Whether packed_scores_q8 handles a key block: uniform codes of 2, 4, 8 or 16 bits, head_dim a
+// multiple of 64 and at most kMaxQ8Dim (16-bit dots then stay inside int32: 256 x 65535 x 127 <
+// 2^31), token axis with one group per row, or channel axis.
 inline bool q8_scores_apply(const KvBlockLayout& L) {
-  return L.codec == Codec::uniform && L.axis == GroupAxis::token && L.group == L.head_dim &&
-         (L.bits == 2 || L.bits == 4) && L.head_dim % 64 == 0;
+  const bool bits_ok = L.bits == 2 || L.bits == 4 || L.bits == 8 || L.bits == 16;
+  const bool groups_ok = L.axis == GroupAxis::channel || L.group == L.head_dim;
+  return L.codec == Codec::uniform && bits_ok && groups_ok && L.head_dim % 64 == 0 && L.head_dim <= kMaxQ8Dim;
 }
+
+// The int8 rule above for one vector x[d]: writes q8[d], returns the scale. Shared by the query
+// quantizer and the channel-axis fold so every variant rounds identically.
+float quantize_q8_row(const float* x, int d, int8_t* q8);
+
+// Channel-axis (KIVI) fold of one query for token group tg of a block: q'_c = q_c (S_c m) into qf[d]
+// (m = L.scale_mult; S in fp32 times m, then times q_c, the order every variant uses), and
+// returns sum_c q_c Z_c.
+float fold_channel_query(const KvBlockLayout& L, const uint8_t* block, int tg, const float* q, float* qf);
 
 // Most rows one kernel call may cover (callers split longer stretches; kernels keep per-row
 // scratch on the stack).

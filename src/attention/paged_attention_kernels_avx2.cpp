@@ -82,6 +82,12 @@ inline float half_at(const uint8_t* block, size_t offset, size_t i) {
   return _cvtsh_ss(h);
 }
 
+// True scales of a uniform block: the stored fp16 scale(s) at parameter index i times scale_mult.
+inline float scale_at(const KvBlockLayout& L, const uint8_t* blk, size_t i) { return half_at(blk, L.scales_offset, i) * L.scale_mult; }
+inline __m256 scales8_at(const KvBlockLayout& L, const uint8_t* blk, size_t i) {
+  return _mm256_mul_ps(load_h8(blk + L.scales_offset + 2 * i), _mm256_set1_ps(L.scale_mult));
+}
+
 template <class F>
 void with_bits(int bits, F&& f) {
   switch (bits) {
@@ -132,7 +138,7 @@ void scores_token_tile(const KvBlockLayout& L, const uint8_t* blk, const float* 
           for (int j = 0; j < NJ; ++j) out[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + j * ldq + c), v, out[j]);
         }
       }, tot);
-      const __m256 S = load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i));
+      const __m256 S = scales8_at(L, blk, (size_t)(t0 + i));
       const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
       for (int j = 0; j < NJ; ++j)
         _mm256_storeu_ps(s + j * lds + i, _mm256_fmadd_ps(S, tot[j], _mm256_mul_ps(Z, _mm256_set1_ps(qsum[j][0]))));
@@ -149,7 +155,7 @@ void scores_token_tile(const KvBlockLayout& L, const uint8_t* blk, const float* 
         const __m256 v = decode8<BITS>(codes + (size_t)c * BITS / 8);
         for (int j = 0; j < NJ; ++j) a[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + j * ldq + c), v, a[j]);
       }
-      const float S = half_at(blk, L.scales_offset, p0 + g), Z = half_at(blk, L.zeros_offset, p0 + g);
+      const float S = scale_at(L, blk, p0 + g), Z = half_at(blk, L.zeros_offset, p0 + g);
       for (int j = 0; j < NJ; ++j) r[j] += S * hsum(a[j]) + Z * qsum[j][g];
     }
     for (int j = 0; j < NJ; ++j) s[j * lds + i] = r[j];
@@ -167,7 +173,7 @@ void accumulate_token_tile(const KvBlockLayout& L, const uint8_t* blk, const flo
     float bz[NJ] = {};
     for (int i = 0; i < n; ++i) {
       const size_t pi = (size_t)(t0 + i) * ng + g;
-      const float S = half_at(blk, L.scales_offset, pi), Z = half_at(blk, L.zeros_offset, pi);
+      const float S = scale_at(L, blk, pi), Z = half_at(blk, L.zeros_offset, pi);
       for (int j = 0; j < NJ; ++j) {
         a[j][i] = w[j * ldw + i] * S;
         bz[j] += w[j * ldw + i] * Z;
@@ -197,7 +203,7 @@ void accumulate_row_group(const KvBlockLayout& L, const uint8_t* blk, const floa
   alignas(32) float a[NJ][kMaxKernelRows];
   float bz[NJ] = {};
   for (int i = 0; i < n; ++i) {
-    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
+    const float S = scale_at(L, blk, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
     for (int j = 0; j < NJ; ++j) {
       a[j][i] = w[j * ldw + i] * S;
       bz[j] += w[j * ldw + i] * Z;
@@ -276,7 +282,7 @@ void scores_channel_tile(const KvBlockLayout& L, const uint8_t* blk, const float
       __m256 kz = _mm256_setzero_ps();
       for (int c = 0; c < d; c += 8) {
         const __m256 qq = _mm256_loadu_ps(q + j * ldq + c);
-        _mm256_store_ps(&qf[j][c], _mm256_mul_ps(qq, load_h8(blk + L.scales_offset + 2 * (p0 + c))));
+        _mm256_store_ps(&qf[j][c], _mm256_mul_ps(qq, scales8_at(L, blk, p0 + c)));
         kz = _mm256_fmadd_ps(qq, load_h8(blk + L.zeros_offset + 2 * (p0 + c)), kz);
       }
       k[j] = hsum(kz);
@@ -302,40 +308,87 @@ bool channel_fast(const KvBlockLayout& L) {
 }
 
 // ---- int8 queries (q8_scores_apply layouts) ----------------------------------------------------
+//
+// A row's codes, per 64 channels, become V integer vectors, and a query's int8 values the V
+// matching vectors; their dot is an s32 vector whose lanes sum to q8 . code:
+//   2, 4 bits  V = 2 byte planes (u8 codes 0..15), maddubs against int8 query bytes reordered to
+//              the planes (at most 2 x 15 x 127 per s16 lane, no saturation), widened by madd
+//   8 bits     V = 4 vectors of 16 u16 codes (zero-extended), madd against int16 query values
+//   16 bits    V = 4 vectors of 16 codes read as code - 32768 (xor 0x8000), madd against int16
+//              query values; bias = 32768 sum(q8) restores q8 . code. In int32 wrap-around the sum
+//              is exact whenever the result fits, which head_dim <= kMaxQ8Dim guarantees.
 
-// s32 lanes whose sum is q8_j . code of one row: per 64 channels the codes are unpacked into two
-// vectors of byte planes (A, B) matching perm4 / perm2, multiplied by the query bytes with
-// maddubs (u8 x s8 pairs -> s16: at most 2 x 15 x 127, no saturation) and widened with madd.
 template <int BITS>
-struct RowPlanes {
-  __m256i a[kMaxFoldDim / 64], b[kMaxFoldDim / 64];
-  void load(const uint8_t* codes, int chunks) {
-    for (int c = 0; c < chunks; ++c) {
-      if constexpr (BITS == 4) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * c));
-        a[c] = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-        b[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
-      } else {
-        const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + 16 * c)));
-        // 64-bit lanes shifted by 0 / 2 (A: fields 0 and 1) and 4 / 6 (B: fields 2 and 3); the bits
-        // shifted in from the next byte are masked off.
-        a[c] = _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(2, 2, 0, 0)), _mm256_set1_epi8(0x03));
-        b[c] = _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(6, 6, 4, 4)), _mm256_set1_epi8(0x03));
-      }
-    }
+constexpr int kQ8Vecs = BITS <= 4 ? 2 : 4;
+
+// The V code vectors of channels [64c, 64c + 64) of one row.
+template <int BITS>
+inline void load_code_vecs(const uint8_t* row, int c, __m256i* v) {
+  if constexpr (BITS == 4) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c));
+    v[0] = _mm256_and_si256(x, _mm256_set1_epi8(0x0F));                      // channels 2i
+    v[1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), _mm256_set1_epi8(0x0F));  // channels 2i + 1
+  } else if constexpr (BITS == 2) {
+    const __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16 * c)));
+    // 64-bit lanes shifted by 0 / 2 (v0: fields 0 and 1) and 4 / 6 (v1: fields 2 and 3); the bits
+    // shifted in from the next byte are masked off.
+    v[0] = _mm256_and_si256(_mm256_srlv_epi64(x, _mm256_set_epi64x(2, 2, 0, 0)), _mm256_set1_epi8(0x03));
+    v[1] = _mm256_and_si256(_mm256_srlv_epi64(x, _mm256_set_epi64x(6, 6, 4, 4)), _mm256_set1_epi8(0x03));
+  } else if constexpr (BITS == 8) {
+    for (int k = 0; k < 4; ++k)
+      v[k] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 64 * c + 16 * k)));
+  } else {
+    for (int k = 0; k < 4; ++k)
+      v[k] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 128 * c + 32 * k)),
+                              _mm256_set1_epi16(-32768));
   }
-  __m256i dot(const int8_t* q, int chunks) const {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i acc = _mm256_setzero_si256();
-    for (int c = 0; c < chunks; ++c) {
-      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * c));
-      const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * c + 32));
-      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(a[c], qa), _mm256_maddubs_epi16(b[c], qb));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
-    }
-    return acc;
+}
+
+// The V query vectors of channels [64c, 64c + 64) from int8 values in channel order, reordered
+// for the byte planes of 2- and 4-bit codes:
+//   4 bits  v0 = channels 2i, v1 = channels 2i + 1 (i < 32)
+//   2 bits  v0 = channels 4i then 4i + 1, v1 = 4i + 2 then 4i + 3 (i < 16)
+template <int BITS>
+inline void load_query_vecs(const int8_t* q8, int c, __m256i* v) {
+  const int8_t* p = q8 + 64 * c;
+  if constexpr (BITS >= 8) {
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k)));
+    return;
   }
-};
+  const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32));
+  if constexpr (BITS == 4) {
+    // Per 16-byte lane: even bytes to the low 8, odd to the high 8; then qwords to [E E O O].
+    const __m256i sh = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14,
+                                        1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i y0 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(x0, sh), 0xD8);
+    const __m256i y1 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(x1, sh), 0xD8);
+    v[0] = _mm256_permute2x128_si256(y0, y1, 0x20);
+    v[1] = _mm256_permute2x128_si256(y0, y1, 0x31);
+  } else {
+    // Per 16-byte lane a 4x4 byte transpose (dword k = field k), then dwords to [A A B B | C C D D]
+    // and qwords gathered so v0 = [fields 0 | fields 1], v1 = [fields 2 | fields 3].
+    const __m256i sh = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2,
+                                        6, 10, 14, 3, 7, 11, 15);
+    const __m256i idx = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i y0 = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(x0, sh), idx);
+    const __m256i y1 = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(x1, sh), idx);
+    const __m256i lo = _mm256_unpacklo_epi64(y0, y1), hi = _mm256_unpackhi_epi64(y0, y1);
+    v[0] = _mm256_permute2x128_si256(lo, hi, 0x20);
+    v[1] = _mm256_permute2x128_si256(lo, hi, 0x31);
+  }
+}
+
+template <int BITS>
+inline __m256i dot_vecs(const __m256i* code, const __m256i* q) {
+  if constexpr (BITS <= 4) {
+    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(code[0], q[0]), _mm256_maddubs_epi16(code[1], q[1]));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+  } else {
+    return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(code[0], q[0]), _mm256_madd_epi16(code[1], q[1])),
+                            _mm256_add_epi32(_mm256_madd_epi16(code[2], q[2]), _mm256_madd_epi16(code[3], q[3])));
+  }
+}
 
 inline int32_t hsum_epi32(__m256i v) {
   __m128i a = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -344,94 +397,162 @@ inline int32_t hsum_epi32(__m256i v) {
   return _mm_cvtsi128_si32(a);
 }
 
-// [sum(r0), ..., sum(r7)] of eight vectors of 8 s32.
-inline __m256i sum8x8(const __m256i* r) {
-  const __m256i h0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(r[0], r[1]), _mm256_hadd_epi32(r[2], r[3]));
-  const __m256i h4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(r[4], r[5]), _mm256_hadd_epi32(r[6], r[7]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20), _mm256_permute2x128_si256(h0123, h4567, 0x31));
-}
-
-constexpr int kMaxQ8Queries = 32;
-
-// General q8 scores (any nq <= kMaxQ8Queries, head_dim <= kMaxFoldDim): eight rows' s32 vectors
-// per query are kept and reduced together.
-template <int BITS>
-void scores_q8(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int t0, int n, float* s, size_t lds) {
-  const int d = L.head_dim, chunks = d / 64;
-  const int8_t* qp = BITS == 4 ? q.perm4 : q.perm2;
-  const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
-  RowPlanes<BITS> rp;
-  int i = 0;
-  alignas(32) __m256i r[kMaxQ8Queries][8];
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) {
-      rp.load(codes + (size_t)(i + k) * L.row_bytes, chunks);
-      for (int j = 0; j < q.nq; ++j) r[j][k] = rp.dot(qp + (size_t)j * d, chunks);
-    }
-    // One group per row: the params of rows t0 + i .. + 7 are 8 consecutive halves.
-    const __m256 S = load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i));
-    const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
-    for (int j = 0; j < q.nq; ++j) {
-      const __m256 dotf = _mm256_mul_ps(_mm256_cvtepi32_ps(sum8x8(r[j])), _mm256_set1_ps(q.scale[j]));
-      _mm256_storeu_ps(s + j * lds + i, _mm256_fmadd_ps(S, dotf, _mm256_mul_ps(Z, _mm256_set1_ps(q.sum[j]))));
-    }
-  }
-  for (; i < n; ++i) {
-    rp.load(codes + (size_t)i * L.row_bytes, chunks);
-    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
-    for (int j = 0; j < q.nq; ++j)
-      s[j * lds + i] = S * (q.scale[j] * (float)hsum_epi32(rp.dot(qp + (size_t)j * d, chunks))) + Z * q.sum[j];
-  }
-}
-
-// head_dim 64 and NJ <= 4 queries (the decode case): the query bytes stay in registers and each
-// pair of rows is folded with hadd as soon as it is computed, so no row vector is stored.
+// NJ int8 queries prepared for one code width: dots(row) gives each query's s32 dot vector.
 template <int BITS, int NJ>
-void scores_q8_d64(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n, float* s,
-                   size_t lds) {
-  const int8_t* qp = (BITS == 4 ? q.perm4 : q.perm2) + (size_t)j0 * 64;
-  const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i qa[NJ], qb[NJ];
-  for (int j = 0; j < NJ; ++j) {
-    qa[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qp + 64 * j));
-    qb[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qp + 64 * j + 32));
+struct Q8Tile {
+  static constexpr int V = kQ8Vecs<BITS>;
+  int chunks = 0;
+  __m256i qv[NJ][kMaxQ8Dim / 64][V];
+  int32_t bias[NJ] = {};  // 16 bits: 32768 sum(q8), added to every dot
+
+  void set_query(int j, const int8_t* q8, int d) {
+    chunks = d / 64;
+    for (int c = 0; c < chunks; ++c) load_query_vecs<BITS>(q8, c, qv[j][c]);
+    if constexpr (BITS == 16) {
+      int32_t sum = 0;
+      for (int c = 0; c < d; ++c) sum += q8[c];
+      bias[j] = 32768 * sum;
+    }
   }
-  auto row_dot = [&](const uint8_t* c, __m256i* out) {
-    RowPlanes<BITS> rp;
-    rp.load(c, 1);
-    for (int j = 0; j < NJ; ++j)
-      out[j] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(rp.a[0], qa[j]), _mm256_maddubs_epi16(rp.b[0], qb[j])), ones);
-  };
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
+  void dots(const uint8_t* row, __m256i* out) const {
+    for (int j = 0; j < NJ; ++j) out[j] = _mm256_setzero_si256();
+    for (int c = 0; c < chunks; ++c) {
+      __m256i v[V];
+      load_code_vecs<BITS>(row, c, v);
+      for (int j = 0; j < NJ; ++j) out[j] = _mm256_add_epi32(out[j], dot_vecs<BITS>(v, qv[j][c]));
+    }
+  }
+  // Exact integer dots of 8 consecutive rows: lane k of tot[j] = q8_j . code of row k. Pairs of rows
+  // are folded with hadd as soon as they exist, so no row vector is stored.
+  void dots8(const uint8_t* rows, size_t row_bytes, __m256i* tot) const {
     __m256i h[2][NJ];
     for (int half = 0; half < 2; ++half) {
       __m256i p[2][NJ];
       for (int pair = 0; pair < 2; ++pair) {
         __m256i r0[NJ], r1[NJ];
-        const uint8_t* c = codes + (size_t)(i + 4 * half + 2 * pair) * L.row_bytes;
-        row_dot(c, r0);
-        row_dot(c + L.row_bytes, r1);
+        const uint8_t* r = rows + (size_t)(4 * half + 2 * pair) * row_bytes;
+        dots(r, r0);
+        dots(r + row_bytes, r1);
         for (int j = 0; j < NJ; ++j) p[pair][j] = _mm256_hadd_epi32(r0[j], r1[j]);
       }
       for (int j = 0; j < NJ; ++j) h[half][j] = _mm256_hadd_epi32(p[0][j], p[1][j]);
     }
-    const __m256 S = load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i));
-    const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
-    for (int j = 0; j < NJ; ++j) {
-      const __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(h[0][j], h[1][j], 0x20),
-                                           _mm256_permute2x128_si256(h[0][j], h[1][j], 0x31));
-      const __m256 dotf = _mm256_mul_ps(_mm256_cvtepi32_ps(tot), _mm256_set1_ps(q.scale[j0 + j]));
-      _mm256_storeu_ps(s + (j0 + j) * lds + i, _mm256_fmadd_ps(S, dotf, _mm256_mul_ps(Z, _mm256_set1_ps(q.sum[j0 + j]))));
+    for (int j = 0; j < NJ; ++j)
+      tot[j] = _mm256_add_epi32(_mm256_add_epi32(_mm256_permute2x128_si256(h[0][j], h[1][j], 0x20),
+                                                 _mm256_permute2x128_si256(h[0][j], h[1][j], 0x31)),
+                                _mm256_set1_epi32(bias[j]));
+  }
+
+  // Rows [0, n) from `rows`: emit8(i, tot) for each 8 rows at i, emit1(i, dot) per query for the
+  // rest (dot: int32[NJ]).
+  template <class Emit8, class Emit1>
+  void run(const uint8_t* rows, size_t row_bytes, int n, Emit8&& emit8, Emit1&& emit1) const {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+      __m256i tot[NJ];
+      dots8(rows + (size_t)i * row_bytes, row_bytes, tot);
+      emit8(i, tot);
+    }
+    for (; i < n; ++i) {
+      __m256i r[NJ];
+      dots(rows + (size_t)i * row_bytes, r);
+      int32_t dot[NJ];
+      for (int j = 0; j < NJ; ++j) dot[j] = hsum_epi32(r[j]) + bias[j];
+      emit1(i, dot);
     }
   }
-  for (; i < n; ++i) {
-    __m256i r[NJ];
-    row_dot(codes + (size_t)i * L.row_bytes, r);
-    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
-    for (int j = 0; j < NJ; ++j)
-      s[(j0 + j) * lds + i] = S * (q.scale[j0 + j] * (float)hsum_epi32(r[j])) + Z * q.sum[j0 + j];
+};
+
+// Token axis, one group per row: s = (S m) (qs (q8 . code)) + Z sum(q).
+template <int BITS, int NJ>
+void scores_q8_token(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n, float* s,
+                     size_t lds) {
+  Q8Tile<BITS, NJ> T;
+  for (int j = 0; j < NJ; ++j) T.set_query(j, q.natural + (size_t)(j0 + j) * q.d, q.d);
+  float* sj0 = s + (size_t)j0 * lds;
+  T.run(blk + L.codes_offset + (size_t)t0 * L.row_bytes, L.row_bytes, n,
+        [&](int i, const __m256i* tot) {
+          const __m256 S = scales8_at(L, blk, (size_t)(t0 + i));
+          const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
+          for (int j = 0; j < NJ; ++j) {
+            const __m256 dotf = _mm256_mul_ps(_mm256_cvtepi32_ps(tot[j]), _mm256_set1_ps(q.scale[j0 + j]));
+            _mm256_storeu_ps(sj0 + j * lds + i, _mm256_fmadd_ps(S, dotf, _mm256_mul_ps(Z, _mm256_set1_ps(q.sum[j0 + j]))));
+          }
+        },
+        [&](int i, const int32_t* dot) {
+          const float S = scale_at(L, blk, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
+          for (int j = 0; j < NJ; ++j) sj0[j * lds + i] = S * (q.scale[j0 + j] * (float)dot[j]) + Z * q.sum[j0 + j];
+        });
+}
+
+// fold_channel_query + quantize_q8_row, vectorized with the same fp32 operations in the same order
+// (so the int8 values are bit for bit those of _ref): q8 of q'_c = q_c (S_c m) into q8[d], returns
+// the scale; *zterm = sum_c q_c Z_c (summed in another order than _ref: fp32 rounding only).
+inline float fold_quantize_q8(const KvBlockLayout& L, const uint8_t* blk, int tg, const float* q, int8_t* q8,
+                              float* zterm) {
+  const int d = L.head_dim;
+  const size_t p0 = (size_t)tg * d;
+  alignas(32) float qf[kMaxQ8Dim];
+  __m256 amax = _mm256_setzero_ps(), zs = _mm256_setzero_ps();
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  for (int c = 0; c < d; c += 8) {
+    const __m256 qq = _mm256_loadu_ps(q + c);
+    const __m256 f = _mm256_mul_ps(qq, scales8_at(L, blk, p0 + c));
+    _mm256_store_ps(qf + c, f);
+    amax = _mm256_max_ps(amax, _mm256_and_ps(f, abs_mask));
+    zs = _mm256_fmadd_ps(qq, load_h8(blk + L.zeros_offset + 2 * (p0 + c)), zs);
+  }
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  const float scale = _mm_cvtss_f32(m) / 127.0f;
+  const __m256 inv = _mm256_set1_ps(scale > 0 ? 1.0f / scale : 0.0f);
+  for (int c = 0; c < d; c += 32) {
+    __m256i v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(qf + c + 8 * k), inv));  // ties to even
+    const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q8 + c), _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  *zterm = hsum(zs);
+  return scale;
+}
+
+// Channel axis (KIVI keys): per token group, each query's folded int8 copy, then
+// s = qs'_g (q8' . code) + sum_c q_c Z_gc.
+template <int BITS, int NJ>
+void scores_q8_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n,
+                       float* s, size_t lds) {
+  const int d = L.head_dim;
+  float* sj0 = s + (size_t)j0 * lds;
+  alignas(32) int8_t q8[kMaxQ8Dim];
+  for (int i = 0; i < n;) {
+    const int tg = (t0 + i) / L.group, end = std::min(n, (tg + 1) * L.group - t0);
+    Q8Tile<BITS, NJ> T;
+    float qs[NJ], zt[NJ];
+    for (int j = 0; j < NJ; ++j) {
+      qs[j] = fold_quantize_q8(L, blk, tg, q.f + (size_t)(j0 + j) * q.ldf, q8, &zt[j]);
+      T.set_query(j, q8, d);
+    }
+    T.run(blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes, L.row_bytes, end - i,
+          [&](int k, const __m256i* tot) {
+            for (int j = 0; j < NJ; ++j)
+              _mm256_storeu_ps(sj0 + j * lds + i + k, _mm256_fmadd_ps(_mm256_set1_ps(qs[j]), _mm256_cvtepi32_ps(tot[j]),
+                                                                      _mm256_set1_ps(zt[j])));
+          },
+          [&](int k, const int32_t* dot) {
+            for (int j = 0; j < NJ; ++j) sj0[j * lds + i + k] = qs[j] * (float)dot[j] + zt[j];
+          });
+    i = end;
+  }
+}
+
+template <class F>
+void with_q8_bits(int bits, F&& f) {
+  switch (bits) {
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 8: f(std::integral_constant<int, 8>{}); break;
+    default: f(std::integral_constant<int, 16>{}); break;  // q8_scores_apply: 2, 4, 8 or 16
   }
 }
 
@@ -560,21 +681,18 @@ void f16_accumulate_avx2(const uint16_t* x, size_t stride, int d, const float* w
 
 void packed_scores_q8_avx2(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds) {
   const KvBlockLayout& L = *b.layout;
-  if (L.head_dim == 64) {
-    for (int j0 = 0; j0 < q.nq; j0 += kTile) {
-      with_tile(std::min(kTile, q.nq - j0), [&](auto NJ) {
-        if (L.bits == 4) {
-          scores_q8_d64<4, decltype(NJ)::value>(L, b.data, q, j0, t0, n, s, lds);
+  for (int j0 = 0; j0 < q.nq; j0 += kTile) {
+    with_tile(std::min(kTile, q.nq - j0), [&](auto NJ) {
+      with_q8_bits(L.bits, [&](auto B) {
+        constexpr int bits = decltype(B)::value, nj = decltype(NJ)::value;
+        if (L.axis == GroupAxis::token) {
+          scores_q8_token<bits, nj>(L, b.data, q, j0, t0, n, s, lds);
         } else {
-          scores_q8_d64<2, decltype(NJ)::value>(L, b.data, q, j0, t0, n, s, lds);
+          scores_q8_channel<bits, nj>(L, b.data, q, j0, t0, n, s, lds);
         }
       });
-    }
-    return;
+    });
   }
-  if (q.nq > kMaxQ8Queries || L.head_dim > kMaxFoldDim) return packed_scores_q8_ref(b, q, t0, n, s, lds);
-  if (L.bits == 4) return scores_q8<4>(L, b.data, q, t0, n, s, lds);
-  scores_q8<2>(L, b.data, q, t0, n, s, lds);
 }
 
 float max_value_avx2(const float* s, int n) {

@@ -102,7 +102,7 @@ void scores_token_tile(const KvBlockLayout& L, const uint8_t* blk, const float* 
         const __m512 v = decode16<BITS>(codes + (size_t)c * BITS / 8);
         for (int j = 0; j < NJ; ++j) a[j] = _mm512_fmadd_ps(_mm512_loadu_ps(q + j * ldq + c), v, a[j]);
       }
-      const float S = half_at(blk, L.scales_offset, p0 + g), Z = half_at(blk, L.zeros_offset, p0 + g);
+      const float S = half_at(blk, L.scales_offset, p0 + g) * L.scale_mult, Z = half_at(blk, L.zeros_offset, p0 + g);
       for (int j = 0; j < NJ; ++j) r[j] += S * _mm512_reduce_add_ps(a[j]) + Z * qsum[j][g];
     }
     for (int j = 0; j < NJ; ++j) s[j * lds + i] = r[j];
@@ -118,7 +118,7 @@ void accumulate_token_tile(const KvBlockLayout& L, const uint8_t* blk, const flo
     float bz[NJ] = {};
     for (int i = 0; i < n; ++i) {
       const size_t pi = (size_t)(t0 + i) * ng + g;
-      const float S = half_at(blk, L.scales_offset, pi), Z = half_at(blk, L.zeros_offset, pi);
+      const float S = half_at(blk, L.scales_offset, pi) * L.scale_mult, Z = half_at(blk, L.zeros_offset, pi);
       for (int j = 0; j < NJ; ++j) {
         a[j][i] = w[j * ldw + i] * S;
         bz[j] += w[j * ldw + i] * Z;
