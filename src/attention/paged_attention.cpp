@@ -84,7 +84,9 @@ void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q
       st.l[j] += K.exp_sum(s, n, m);
     }
     if (next) prefetch_side(*next, true, d);
-    if (g.v_packed) {
+    if (g.v_packed && q.q8 && q8_values_apply(*g.v.layout)) {
+      K.packed_accumulate_q8(g.v, scratch, lds, nq, g.t0, n, st.acc + d, ldacc);
+    } else if (g.v_packed) {
       K.packed_accumulate(g.v, scratch, lds, nq, g.t0, n, st.acc + d, ldacc);
     } else {
       K.f16_accumulate(g.v16, g.stride, d, scratch, lds, nq, n, st.acc, ldacc);

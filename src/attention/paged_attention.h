@@ -37,7 +37,8 @@ struct AttnQueries {
   int nq = 0;
   const int* visible = nullptr;
   // When set, packed key blocks that q8_scores_apply() are scored with these int8 queries
-  // (quantized from q_code) instead of the float ones.
+  // (quantized from q_code) instead of the float ones, and packed value blocks that
+  // q8_values_apply() are accumulated with int8 weights (packed_accumulate_q8).
   const Q8Queries* q8 = nullptr;
 };
 

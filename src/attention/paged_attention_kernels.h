@@ -35,13 +35,23 @@
 //                      (m = KvBlockLayout::scale_mult). So KIVI keys cost one requantization per G
 //                      rows more than per-token keys.
 //
+//   packed_accumulate_q8  packed_accumulate with each query's weights folded with the rows' true
+//                      scales and quantized to int8, per call: w'_i = w_i S_i m, step = max_i |w'_i| / 127,
+//                      w8_i = nearest integer to w'_i (1 / step) (the Q8Queries rule), and
+//                      acc_j += step (sum_i w8_i code_i) + sum_i w_i Z_i, the integer sums exact
+//                      (maddubs over token pairs: rows i, i + 1 interleaved per channel in registers).
+//                      Layouts: q8_values_apply() -- uniform 2- or 4-bit codes, one group per row.
+//                      The cost is the weights' rounding, at most step / 2 per row, which next to
+//                      the codes' own rounding (S / 2 per element at 2^bits - 1 steps) is small
+//                      (tested against float weights with its own tolerance).
+//
 // scale_mult: every kernel multiplies each uniform block's stored scales by L.scale_mult (once per
 // block or per folded group, never per code).
 //
 // SIMD coverage (everything else forwards to _ref): AVX2 and AVX-512 handle uniform token-axis
 // blocks at every bit-width, channel-axis key scores (KIVI), fp16 rows and exp_sum; the q8
-// scores are AVX2 (the AVX-512 table uses them too: they are integer madds on 256-bit vectors,
-// which AVX-512 CPUs run at the same width).
+// kernels (scores and accumulate) are AVX2, and the AVX-512 table uses them too (integer madds on
+// 256-bit vectors, which AVX-512 CPUs run as they are).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -84,6 +94,13 @@ inline bool q8_scores_apply(const KvBlockLayout& L) {
   return L.codec == Codec::uniform && bits_ok && groups_ok && L.head_dim % 64 == 0 && L.head_dim <= kMaxQ8Dim;
 }
 
+// Whether packed_accumulate_q8 handles a value block: uniform 2- or 4-bit codes, token axis with one
+// group per row, head_dim a multiple of 64 and at most kMaxQ8Dim.
+inline bool q8_values_apply(const KvBlockLayout& L) {
+  return L.codec == Codec::uniform && L.axis == GroupAxis::token && L.group == L.head_dim &&
+         (L.bits == 2 || L.bits == 4) && L.head_dim % 64 == 0 && L.head_dim <= kMaxQ8Dim;
+}
+
 // The int8 rule above for one vector x[d]: writes q8[d], returns the scale. Shared by the query
 // quantizer and the channel-axis fold so every variant rounds identically.
 float quantize_q8_row(const float* x, int d, int8_t* q8);
@@ -92,6 +109,11 @@ float quantize_q8_row(const float* x, int d, int8_t* q8);
 // (m = L.scale_mult; S in fp32 times m, then times q_c, the order every variant uses), and
 // returns sum_c q_c Z_c.
 float fold_channel_query(const KvBlockLayout& L, const uint8_t* block, int tg, const float* q, float* qf);
+
+// One query's weights for rows [t0, t0 + n) of a uniform token-axis block (one group per row),
+// folded and quantized as packed_accumulate_q8 defines: w8[n], returns the step; *bz = sum_i w_i Z_i.
+float quantize_weights_q8(const KvBlockLayout& L, const uint8_t* block, const float* w, int t0, int n, int8_t* w8,
+                          float* bz);
 
 // Most rows one kernel call may cover (callers split longer stretches; kernels keep per-row
 // scratch on the stack).
@@ -106,6 +128,8 @@ using F16ScoresFn = void (*)(const uint16_t* x, size_t stride, int d, const floa
 using F16AccumulateFn = void (*)(const uint16_t* x, size_t stride, int d, const float* w, size_t ldw, int nq, int n,
                                  float* acc, size_t ldacc);
 using ExpSumFn = float (*)(float* s, int n, float m);
+// Precondition: q8_values_apply(*b.layout), n <= kMaxKernelRows.
+using PackedAccumulateQ8Fn = PackedAccumulateFn;
 // Precondition: q8_scores_apply(*b.layout).
 using PackedScoresQ8Fn = void (*)(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
 
@@ -118,6 +142,7 @@ struct PagedAttentionKernels {
   ExpSumFn exp_sum;
   PackedScoresQ8Fn packed_scores_q8;
   float (*max_value)(const float* s, int n);
+  PackedAccumulateQ8Fn packed_accumulate_q8;
 };
 
 // The table for active_isa() (chosen once), and the table of one variant (Error when this CPU
@@ -135,6 +160,8 @@ void f16_accumulate_ref(const uint16_t* x, size_t stride, int d, const float* w,
 float exp_sum_ref(float* s, int n, float m);
 void packed_scores_q8_ref(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
 float max_value_ref(const float* s, int n);
+void packed_accumulate_q8_ref(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
+                              size_t ldacc);
 
 void packed_scores_avx2(const PackedBlockView& b, const float* q, size_t ldq, int nq, int t0, int n, float* s, size_t lds);
 void packed_accumulate_avx2(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
@@ -146,6 +173,8 @@ void f16_accumulate_avx2(const uint16_t* x, size_t stride, int d, const float* w
 float exp_sum_avx2(float* s, int n, float m);
 void packed_scores_q8_avx2(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
 float max_value_avx2(const float* s, int n);
+void packed_accumulate_q8_avx2(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
+                               size_t ldacc);
 
 void packed_scores_avx512(const PackedBlockView& b, const float* q, size_t ldq, int nq, int t0, int n, float* s,
                           size_t lds);

@@ -192,10 +192,10 @@ void accumulate_token_tile(const KvBlockLayout& L, const uint8_t* blk, const flo
   }
 }
 
-// The same for one group per row (group == head_dim, the default layout) at bits 2 and 4, the
-// formats of the low-bit pages: the weights (w_ji S_i) are formed once per row, and one 32-bit
-// broadcast decodes 16 codes (2-bit) or 8 codes (4-bit); two 8-channel runs are accumulated per
-// pass over the rows, so 2 x NJ accumulators stay in registers.
+// The same for one group per row (group == head_dim, the default layout) at bits 2, 4, 8 and 16:
+// the weights (w_ji S_i) are formed once per row, and one 32-bit broadcast decodes 16 codes (2-bit)
+// or 8 codes (4-bit), a zero-extending load 8 codes (8, 16-bit); two 8-channel runs are accumulated
+// per pass over the rows, so 2 x NJ accumulators stay in registers.
 template <int BITS, int NJ>
 void accumulate_row_group(const KvBlockLayout& L, const uint8_t* blk, const float* w, size_t ldw, int t0, int n,
                           float* acc, size_t ldacc) {
@@ -221,7 +221,13 @@ void accumulate_row_group(const KvBlockLayout& L, const uint8_t* blk, const floa
     }
     const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes + (size_t)c * BITS / 8;
     auto decode16 = [&](const uint8_t* p, __m256& v0, __m256& v1) {
-      if constexpr (BITS == 2) {
+      if constexpr (BITS == 16) {
+        v0 = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+        v1 = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16))));
+      } else if constexpr (BITS == 8) {
+        v0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+        v1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8))));
+      } else if constexpr (BITS == 2) {
         int32_t word;
         std::memcpy(&word, p, 4);  // codes c .. c + 15
         const __m256i wv = _mm256_set1_epi32(word);
@@ -556,6 +562,143 @@ void with_q8_bits(int bits, F&& f) {
   }
 }
 
+// ---- int8 weights x 2- / 4-bit value codes (q8_values_apply layouts) ---------------------------
+//
+// Rows i and i + 1 are decoded together into 4 vectors of byte pairs (code_i[c], code_i+1[c]), so
+// one maddubs against the broadcast weight pair (w8_i, w8_i+1) adds both rows' products for 16
+// channels into s16 lanes. Per 64 channels, vector m holds channels (s16 lanes 0-7 | 8-15):
+//   4 bits  [8m, 8m + 8) | [32 + 8m, 32 + 8m + 8)
+//   2 bits  [16m, 16m + 8) | [16m + 8, 16m + 16)
+// The s16 sums are widened into int32 before they can overflow: a pair adds at most
+// 2 x (2^bits - 1) x 127, so 8 pairs at 4 bits (30480) and 32 pairs at 2 bits (24384).
+template <int BITS>
+inline void load_code_pairs(const uint8_t* r0, const uint8_t* r1, int c, __m256i* p) {
+  if constexpr (BITS == 4) {
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    __m256i n[2][2];  // [row][half]: the row's codes in channel order, [0, 16) | [32, 48) and [16, 32) | [48, 64)
+    const uint8_t* rows[2] = {r0, r1};
+    for (int r = 0; r < 2; ++r) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + 32 * c));
+      const __m256i e = _mm256_and_si256(x, lo4), o = _mm256_and_si256(_mm256_srli_epi16(x, 4), lo4);
+      n[r][0] = _mm256_unpacklo_epi8(e, o);
+      n[r][1] = _mm256_unpackhi_epi8(e, o);
+    }
+    p[0] = _mm256_unpacklo_epi8(n[0][0], n[1][0]);
+    p[1] = _mm256_unpackhi_epi8(n[0][0], n[1][0]);
+    p[2] = _mm256_unpacklo_epi8(n[0][1], n[1][1]);
+    p[3] = _mm256_unpackhi_epi8(n[0][1], n[1][1]);
+  } else {
+    // Row i in the low 128 bits, row i + 1 in the high; the four 2-bit fields as byte planes.
+    const __m256i x = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + 16 * c))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + 16 * c)), 1);
+    const __m256i m2 = _mm256_set1_epi8(0x03);
+    const __m256i f0 = _mm256_and_si256(x, m2), f1 = _mm256_and_si256(_mm256_srli_epi16(x, 2), m2);
+    const __m256i f2 = _mm256_and_si256(_mm256_srli_epi16(x, 4), m2), f3 = _mm256_and_si256(_mm256_srli_epi16(x, 6), m2);
+    const __m256i a = _mm256_unpacklo_epi8(f0, f1), b = _mm256_unpacklo_epi8(f2, f3);
+    const __m256i a2 = _mm256_unpackhi_epi8(f0, f1), b2 = _mm256_unpackhi_epi8(f2, f3);
+    // Channel order per row (lane): [0, 16), [16, 32), [32, 48), [48, 64).
+    const __m256i nat[4] = {_mm256_unpacklo_epi16(a, b), _mm256_unpackhi_epi16(a, b), _mm256_unpacklo_epi16(a2, b2),
+                            _mm256_unpackhi_epi16(a2, b2)};
+    // Qwords [i lo, i hi, i+1 lo, i+1 hi] -> [i lo, i+1 lo | i hi, i+1 hi], then bytes paired per lane.
+    const __m256i pair = _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11,
+                                          4, 12, 5, 13, 6, 14, 7, 15);
+    for (int m = 0; m < 4; ++m) p[m] = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(nat[m], 0xD8), pair);
+  }
+}
+
+template <int BITS>
+constexpr int pair_channel_lo(int m) { return BITS == 4 ? 8 * m : 16 * m; }
+template <int BITS>
+constexpr int pair_channel_hi(int m) { return BITS == 4 ? 32 + 8 * m : 16 * m + 8; }
+
+// quantize_weights_q8 with the same fp32 operations (bit for bit the same w8 and step; bz is summed
+// in another order). w8 receives n values and zeros up to the next multiple of 32.
+inline float weights_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, int t0, int n, int8_t* w8, float* bz) {
+  alignas(32) float wf[kMaxKernelRows + 32];
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 amax = _mm256_setzero_ps(), zs = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 ww = _mm256_loadu_ps(w + i);
+    const __m256 f = _mm256_mul_ps(ww, scales8_at(L, blk, (size_t)(t0 + i)));
+    _mm256_store_ps(wf + i, f);
+    amax = _mm256_max_ps(amax, _mm256_and_ps(f, abs_mask));
+    zs = _mm256_fmadd_ps(ww, load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i)), zs);
+  }
+  alignas(32) float m8[8];
+  _mm256_store_ps(m8, amax);
+  float am = 0.0f, z = hsum(zs);
+  for (float v : m8) am = std::max(am, v);
+  for (; i < n; ++i) {
+    wf[i] = w[i] * scale_at(L, blk, (size_t)(t0 + i));
+    am = std::max(am, std::abs(wf[i]));
+    z += w[i] * half_at(blk, L.zeros_offset, (size_t)(t0 + i));
+  }
+  const int padded = (n + 31) / 32 * 32;
+  for (; i < padded; ++i) wf[i] = 0.0f;
+  const float step = am / 127.0f;
+  const __m256 inv = _mm256_set1_ps(step > 0 ? 1.0f / step : 0.0f);
+  for (int k = 0; k < padded; k += 32) {
+    __m256i v[4];
+    for (int u = 0; u < 4; ++u) v[u] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(wf + k + 8 * u), inv));
+    const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w8 + k), _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  *bz = z;
+  return step;
+}
+
+template <int BITS, int NJ>
+void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, size_t ldw, int t0, int n, float* acc,
+                   size_t ldacc) {
+  constexpr int kPairsPerWiden = BITS == 4 ? 8 : 32;
+  const int d = L.head_dim, chunks = d / 64;
+  alignas(32) int8_t w8[NJ][kMaxKernelRows + 32];
+  float step[NJ], bz[NJ];
+  for (int j = 0; j < NJ; ++j) step[j] = weights_q8(L, blk, w + j * ldw, t0, n, w8[j], &bz[j]);
+  alignas(32) int32_t a32[NJ][kMaxQ8Dim];
+  for (int j = 0; j < NJ; ++j) std::fill(a32[j], a32[j] + d, 0);
+  const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
+  for (int c = 0; c < chunks; ++c) {
+    for (int i0 = 0; i0 < n; i0 += 2 * kPairsPerWiden) {
+      const int i1 = std::min(n, i0 + 2 * kPairsPerWiden);
+      __m256i s16[NJ][4];
+      for (int j = 0; j < NJ; ++j)
+        for (int m = 0; m < 4; ++m) s16[j][m] = _mm256_setzero_si256();
+      for (int i = i0; i < i1; i += 2) {
+        const uint8_t* r0 = codes + (size_t)i * L.row_bytes;
+        const uint8_t* r1 = i + 1 < n ? r0 + L.row_bytes : r0;  // odd tail: paired with itself, weight 0
+        __m256i p[4];
+        load_code_pairs<BITS>(r0, r1, c, p);
+        for (int j = 0; j < NJ; ++j) {
+          int16_t wp;
+          std::memcpy(&wp, &w8[j][i], 2);
+          const __m256i wv = _mm256_set1_epi16(wp);
+          for (int m = 0; m < 4; ++m) s16[j][m] = _mm256_add_epi16(s16[j][m], _mm256_maddubs_epi16(p[m], wv));
+        }
+      }
+      for (int j = 0; j < NJ; ++j) {
+        for (int m = 0; m < 4; ++m) {
+          int32_t* lo = &a32[j][64 * c + pair_channel_lo<BITS>(m)];
+          int32_t* hi = &a32[j][64 * c + pair_channel_hi<BITS>(m)];
+          const __m256i wl = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(s16[j][m]));
+          const __m256i wh = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(s16[j][m], 1));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(lo), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo)), wl));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(hi), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(hi)), wh));
+        }
+      }
+    }
+  }
+  for (int j = 0; j < NJ; ++j) {
+    const __m256 sv = _mm256_set1_ps(step[j]), zv = _mm256_set1_ps(bz[j]);
+    for (int c = 0; c < d; c += 8) {
+      const __m256 add = _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(&a32[j][c]))), zv);
+      _mm256_storeu_ps(acc + j * ldacc + c, _mm256_add_ps(_mm256_loadu_ps(acc + j * ldacc + c), add));
+    }
+  }
+}
+
 // ---- exp -----------------------------------------------------------------------------------------
 
 // exp(x) for x <= 0 (Cephes' expf: range reduction by ln 2 in two parts, degree-6 polynomial,
@@ -602,14 +745,13 @@ void packed_accumulate_avx2(const PackedBlockView& b, const float* w, size_t ldw
                             size_t ldacc) {
   const KvBlockLayout& L = *b.layout;
   if (!token_fast(L) || n > kMaxKernelRows) return packed_accumulate_ref(b, w, ldw, nq, t0, n, acc, ldacc);
-  if (L.group == L.head_dim && L.head_dim % 16 == 0 && (L.bits == 2 || L.bits == 4)) {
+  if (L.group == L.head_dim && L.head_dim % 16 == 0 && L.bits != 1 && L.bits != 3) {
     for (int j0 = 0; j0 < nq; j0 += kTile) {
       with_tile(std::min(kTile, nq - j0), [&](auto NJ) {
-        if (L.bits == 4) {
-          accumulate_row_group<4, decltype(NJ)::value>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
-        } else {
-          accumulate_row_group<2, decltype(NJ)::value>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
-        }
+        with_q8_bits(L.bits, [&](auto B) {
+          accumulate_row_group<decltype(B)::value, decltype(NJ)::value>(L, b.data, w + j0 * ldw, ldw, t0, n,
+                                                                        acc + j0 * ldacc, ldacc);
+        });
       });
     }
     return;
@@ -691,6 +833,21 @@ void packed_scores_q8_avx2(const PackedBlockView& b, const Q8Queries& q, int t0,
           scores_q8_channel<bits, nj>(L, b.data, q, j0, t0, n, s, lds);
         }
       });
+    });
+  }
+}
+
+void packed_accumulate_q8_avx2(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
+                               size_t ldacc) {
+  const KvBlockLayout& L = *b.layout;
+  for (int j0 = 0; j0 < nq; j0 += kTile) {
+    with_tile(std::min(kTile, nq - j0), [&](auto NJ) {
+      constexpr int nj = decltype(NJ)::value;
+      if (L.bits == 4) {
+        accumulate_q8<4, nj>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
+      } else {
+        accumulate_q8<2, nj>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
+      }
     });
   }
 }

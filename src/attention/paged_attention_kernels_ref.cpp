@@ -102,6 +102,21 @@ void packed_scores_q8_ref(const PackedBlockView& b, const Q8Queries& q, int t0, 
   }
 }
 
+void packed_accumulate_q8_ref(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
+                              size_t ldacc) {
+  const KvBlockLayout& L = *b.layout;
+  std::vector<int8_t> w8((size_t)n);
+  for (int j = 0; j < nq; ++j) {
+    float bz;
+    const float step = quantize_weights_q8(L, b.data, w + (size_t)j * ldw, t0, n, w8.data(), &bz);
+    for (int c = 0; c < L.head_dim; ++c) {
+      int32_t sum = 0;
+      for (int i = 0; i < n; ++i) sum += (int32_t)w8[i] * (int32_t)get_code(L, b.data, t0 + i, c);
+      acc[(size_t)j * ldacc + c] += step * (float)sum + bz;
+    }
+  }
+}
+
 float max_value_ref(const float* s, int n) {
   float m = -INFINITY;
   for (int i = 0; i < n; ++i) m = std::max(m, s[i]);

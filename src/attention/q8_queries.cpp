@@ -1,5 +1,5 @@
-// Int8 queries for the q8 score kernels (paged_attention_kernels.h, Q8Queries): the one rounding
-// rule, the query quantizer, and the channel-axis (KIVI) scale fold.
+// Int8 queries and weights for the q8 kernels (paged_attention_kernels.h, Q8Queries): the one
+// rounding rule, the query quantizer, the channel-axis (KIVI) scale fold, and the value weights' fold.
 #include <algorithm>
 #include <cmath>
 
@@ -27,6 +27,19 @@ float fold_channel_query(const KvBlockLayout& L, const uint8_t* block, int tg, c
     zterm += q[c] * fp16_to_fp32(load_half(block, L.zeros_offset, p0 + c));
   }
   return zterm;
+}
+
+float quantize_weights_q8(const KvBlockLayout& L, const uint8_t* block, const float* w, int t0, int n, int8_t* w8,
+                          float* bz) {
+  float wf[kMaxKernelRows];
+  float z = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const size_t t = (size_t)(t0 + i);
+    wf[i] = w[i] * (fp16_to_fp32(load_half(block, L.scales_offset, t)) * L.scale_mult);
+    z += w[i] * fp16_to_fp32(load_half(block, L.zeros_offset, t));
+  }
+  *bz = z;
+  return quantize_q8_row(wf, n, w8);
 }
 
 Q8Queries quantize_queries_q8(const float* q, size_t ldq, int nq, int d, std::vector<int8_t>& storage,

@@ -1,4 +1,4 @@
-// The int8-query score kernels (packed_scores_q8, paged_attention_kernels.h) of every variant, for
+// The int8 kernels (paged_attention_kernels.h) of every variant. Scores (packed_scores_q8) for
 // uniform keys of 2, 4, 8 and 16 bits, per-token (one group per row) and per-channel (KIVI) groups,
 // scale_mult 1 and not 1, head_dim 64 / 128 / 256:
 //   1. the query quantizer against the rule, restated;
@@ -6,6 +6,8 @@
 //      the int8 values come from the per-group fold, so _ref's integer dot is the definition);
 //   3. each variant against dequantize-then-dot with the float query (double), within the q8
 //      rounding tolerance below.
+// Values (packed_accumulate_q8, int8 weights) for 2- and 4-bit codes: each variant against _ref and
+// against the float-weight accumulation of dequantized values, within the weights' rounding.
 // AVX-512 cases skip on CPUs without it.
 #include <gtest/gtest.h>
 
@@ -151,6 +153,67 @@ TEST(PagedAttentionQ8, ScoresMatchTheDefinitionAndTheFloatDot) {
                 const double tol = step * kQ8HalfStep * code_sum * code_weight + kQ8EpilogueRel * (abs_terms + z_abs) +
                                    zterm_tolerance(d, z_abs) + 1e-30;
                 ASSERT_NEAR(got, float_dot, tol) << what << " (float dot) q " << j << " row " << t;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The weights' rounding: w8_i stands for w_i S_i m within step / 2 (times 1 + 1e-4, as the query
+// rule), weighing code_i[c]: |acc_q8 - acc_float| <= step / 2 (1 + 1e-4) sum_i code_i[c] (+ fp32).
+// The fp32 part: step * sum and sum_i w_i Z_i, the latter a row-count-deep sum in another order.
+constexpr double kAccQ8Rel = 4 * FLT_EPSILON;
+double bz_tolerance(int n, double abs_terms) { return (n / 8 + 8) * FLT_EPSILON * abs_terms; }
+
+TEST(PagedAttentionQ8, AccumulateMatchesRefAndTheFloatWeights) {
+  for (int bits : {2, 4}) {
+    for (int d : {64, 128, 256}) {
+      const int T = 80;  // 2-bit: past one 64-row widening block; 4-bit: five 16-row blocks
+      std::vector<uint8_t> blk;
+      KvBlockLayout L = quantized_block({GroupAxis::token, bits, d}, T, blk);
+      ASSERT_TRUE(q8_values_apply(L));
+      for (float mult : {1.0f, 0.37f}) {
+        L.scale_mult = mult;
+        const std::vector<double> xh = test::block_x_hat(L, blk.data());
+        for (int nq : {1, 3, 6}) {
+          auto w = test::gaussian((size_t)nq * kMaxKernelRows, 90 + nq);
+          for (float& x : w) x = std::abs(x);  // softmax weights: >= 0
+          for (auto [t0, n] : {std::pair<int, int>{0, T}, {3, 21}, {7, 1}}) {
+            const size_t ldacc = d + 8;
+            std::vector<float> ref((size_t)nq * ldacc, 0.25f);
+            paged_attention_kernels_for(Isa::scalar).packed_accumulate_q8({&L, blk.data(), nullptr}, w.data(), kMaxKernelRows, nq, t0, n, ref.data(), ldacc);
+            for (Isa isa : test::kernel_variants()) {
+              const std::string what = std::string(isa_name(isa)) + " bits " + std::to_string(bits) + " d " +
+                                       std::to_string(d) + " mult " + std::to_string(mult) + " nq " +
+                                       std::to_string(nq) + " rows [" + std::to_string(t0) + ", +" + std::to_string(n) + ")";
+              std::vector<float> acc((size_t)nq * ldacc, 0.25f);
+              paged_attention_kernels_for(isa).packed_accumulate_q8({&L, blk.data(), nullptr}, w.data(), kMaxKernelRows, nq, t0, n, acc.data(), ldacc);
+              for (int j = 0; j < nq; ++j) {
+                const float* wj = &w[(size_t)j * kMaxKernelRows];
+                double amax = 0, z_abs = 0;
+                for (int i = 0; i < n; ++i) {
+                  const double S = fp16_to_fp32(load_half(blk.data(), L.scales_offset, t0 + i)) * (double)mult;
+                  amax = std::max(amax, std::abs(wj[i] * S));
+                  z_abs += std::abs(wj[i] * fp16_to_fp32(load_half(blk.data(), L.zeros_offset, t0 + i)));
+                }
+                const double step = amax / 127;
+                for (int c = 0; c < d; ++c) {
+                  double exact = 0.25, abs_terms = 0.25, code_sum = 0;
+                  for (int i = 0; i < n; ++i) {
+                    exact += wj[i] * xh[(size_t)(t0 + i) * d + c];
+                    abs_terms += std::abs(wj[i] * xh[(size_t)(t0 + i) * d + c]);
+                    code_sum += get_code(L, blk.data(), t0 + i, c);
+                  }
+                  const float got = acc[(size_t)j * ldacc + c];
+                  ASSERT_NEAR(got, ref[(size_t)j * ldacc + c], kAccQ8Rel * (abs_terms + z_abs) + bz_tolerance(n, z_abs))
+                      << what << " q " << j << " channel " << c;
+                  ASSERT_NEAR(got, exact, step * kQ8HalfStep * code_sum + kAccQ8Rel * (abs_terms + z_abs) + bz_tolerance(n, z_abs))
+                      << what << " (float weights) q " << j << " channel " << c;
+                }
+                for (size_t c = d; c < ldacc; ++c) ASSERT_EQ(acc[(size_t)j * ldacc + c], 0.25f) << what << " wrote past d";
               }
             }
           }
