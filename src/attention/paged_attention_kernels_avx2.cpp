@@ -202,7 +202,22 @@ void accumulate_row_group(const KvBlockLayout& L, const uint8_t* blk, const floa
   const int d = L.head_dim;
   alignas(32) float a[NJ][kMaxKernelRows];
   float bz[NJ] = {};
-  for (int i = 0; i < n; ++i) {
+  int i8 = 0;
+  {  // one group per row: the params of rows i .. i + 7 are 8 consecutive halves
+    __m256 bzv[NJ];
+    for (int j = 0; j < NJ; ++j) bzv[j] = _mm256_setzero_ps();
+    for (; i8 + 8 <= n; i8 += 8) {
+      const __m256 S = scales8_at(L, blk, (size_t)(t0 + i8));
+      const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i8));
+      for (int j = 0; j < NJ; ++j) {
+        const __m256 wj = _mm256_loadu_ps(w + j * ldw + i8);
+        _mm256_store_ps(&a[j][i8], _mm256_mul_ps(wj, S));
+        bzv[j] = _mm256_fmadd_ps(wj, Z, bzv[j]);
+      }
+    }
+    for (int j = 0; j < NJ; ++j) bz[j] = hsum(bzv[j]);
+  }
+  for (int i = i8; i < n; ++i) {
     const float S = scale_at(L, blk, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
     for (int j = 0; j < NJ; ++j) {
       a[j][i] = w[j * ldw + i] * S;
@@ -404,15 +419,17 @@ inline int32_t hsum_epi32(__m256i v) {
 }
 
 // NJ int8 queries prepared for one code width: dots(row) gives each query's s32 dot vector.
-template <int BITS, int NJ>
+// CH: 64-channel chunks per row when known at compile time (1: head_dim 64, SmolLM2's), else 0 and
+// the count is taken from set_query's d.
+template <int BITS, int NJ, int CH>
 struct Q8Tile {
   static constexpr int V = kQ8Vecs<BITS>;
-  int chunks = 0;
+  int chunks = CH;
   __m256i qv[NJ][kMaxQ8Dim / 64][V];
   int32_t bias[NJ] = {};  // 16 bits: 32768 sum(q8), added to every dot
 
   void set_query(int j, const int8_t* q8, int d) {
-    chunks = d / 64;
+    if constexpr (CH == 0) chunks = d / 64;
     for (int c = 0; c < chunks; ++c) load_query_vecs<BITS>(q8, c, qv[j][c]);
     if constexpr (BITS == 16) {
       int32_t sum = 0;
@@ -422,7 +439,7 @@ struct Q8Tile {
   }
   void dots(const uint8_t* row, __m256i* out) const {
     for (int j = 0; j < NJ; ++j) out[j] = _mm256_setzero_si256();
-    for (int c = 0; c < chunks; ++c) {
+    for (int c = 0; c < (CH ? CH : chunks); ++c) {
       __m256i v[V];
       load_code_vecs<BITS>(row, c, v);
       for (int j = 0; j < NJ; ++j) out[j] = _mm256_add_epi32(out[j], dot_vecs<BITS>(v, qv[j][c]));
@@ -470,10 +487,10 @@ struct Q8Tile {
 };
 
 // Token axis, one group per row: s = (S m) (qs (q8 . code)) + Z sum(q).
-template <int BITS, int NJ>
+template <int BITS, int NJ, int CH>
 void scores_q8_token(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n, float* s,
                      size_t lds) {
-  Q8Tile<BITS, NJ> T;
+  Q8Tile<BITS, NJ, CH> T;
   for (int j = 0; j < NJ; ++j) T.set_query(j, q.natural + (size_t)(j0 + j) * q.d, q.d);
   float* sj0 = s + (size_t)j0 * lds;
   T.run(blk + L.codes_offset + (size_t)t0 * L.row_bytes, L.row_bytes, n,
@@ -525,7 +542,7 @@ inline float fold_quantize_q8(const KvBlockLayout& L, const uint8_t* blk, int tg
 
 // Channel axis (KIVI keys): per token group, each query's folded int8 copy, then
 // s = qs'_g (q8' . code) + sum_c q_c Z_gc.
-template <int BITS, int NJ>
+template <int BITS, int NJ, int CH>
 void scores_q8_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n,
                        float* s, size_t lds) {
   const int d = L.head_dim;
@@ -533,7 +550,7 @@ void scores_q8_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queri
   alignas(32) int8_t q8[kMaxQ8Dim];
   for (int i = 0; i < n;) {
     const int tg = (t0 + i) / L.group, end = std::min(n, (tg + 1) * L.group - t0);
-    Q8Tile<BITS, NJ> T;
+    Q8Tile<BITS, NJ, CH> T;
     float qs[NJ], zt[NJ];
     for (int j = 0; j < NJ; ++j) {
       qs[j] = fold_quantize_q8(L, blk, tg, q.f + (size_t)(j0 + j) * q.ldf, q8, &zt[j]);
@@ -827,10 +844,11 @@ void packed_scores_q8_avx2(const PackedBlockView& b, const Q8Queries& q, int t0,
     with_tile(std::min(kTile, q.nq - j0), [&](auto NJ) {
       with_q8_bits(L.bits, [&](auto B) {
         constexpr int bits = decltype(B)::value, nj = decltype(NJ)::value;
+        const bool d64 = L.head_dim == 64;
         if (L.axis == GroupAxis::token) {
-          scores_q8_token<bits, nj>(L, b.data, q, j0, t0, n, s, lds);
+          (d64 ? scores_q8_token<bits, nj, 1> : scores_q8_token<bits, nj, 0>)(L, b.data, q, j0, t0, n, s, lds);
         } else {
-          scores_q8_channel<bits, nj>(L, b.data, q, j0, t0, n, s, lds);
+          (d64 ? scores_q8_channel<bits, nj, 1> : scores_q8_channel<bits, nj, 0>)(L, b.data, q, j0, t0, n, s, lds);
         }
       });
     });
