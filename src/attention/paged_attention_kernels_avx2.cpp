@@ -508,36 +508,47 @@ void scores_q8_token(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries
         });
 }
 
-// fold_channel_query + quantize_q8_row, vectorized with the same fp32 operations in the same order
-// (so the int8 values are bit for bit those of _ref): q8 of q'_c = q_c (S_c m) into q8[d], returns
-// the scale; *zterm = sum_c q_c Z_c (summed in another order than _ref: fp32 rounding only).
-inline float fold_quantize_q8(const KvBlockLayout& L, const uint8_t* blk, int tg, const float* q, int8_t* q8,
-                              float* zterm) {
-  const int d = L.head_dim;
-  const size_t p0 = (size_t)tg * d;
-  alignas(32) float qf[kMaxQ8Dim];
-  __m256 amax = _mm256_setzero_ps(), zs = _mm256_setzero_ps();
+// Products x_k (S_k m), k < n, with the block's scales from parameter index p0 on (consecutive:
+// a channel-axis token group's channels, or one-group-per-row tokens), quantized to int8 by the
+// Q8Queries rule into q8 (zero-padded to a multiple of 32); returns the step, *z = sum_k x_k Z_k.
+// The same fp32 operations in the same order as fold_channel_query / quantize_weights_q8 followed
+// by quantize_q8_row, so the int8 values and the step are bit for bit _ref's; z is summed in another
+// order (fp32 rounding only).
+inline float fold_params_q8(const KvBlockLayout& L, const uint8_t* blk, size_t p0, const float* x, int n, int8_t* q8,
+                            float* z) {
+  static_assert(kMaxKernelRows >= kMaxQ8Dim, "one scratch size serves both callers");
+  alignas(32) float f[kMaxKernelRows + 32];
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  for (int c = 0; c < d; c += 8) {
-    const __m256 qq = _mm256_loadu_ps(q + c);
-    const __m256 f = _mm256_mul_ps(qq, scales8_at(L, blk, p0 + c));
-    _mm256_store_ps(qf + c, f);
-    amax = _mm256_max_ps(amax, _mm256_and_ps(f, abs_mask));
-    zs = _mm256_fmadd_ps(qq, load_h8(blk + L.zeros_offset + 2 * (p0 + c)), zs);
+  __m256 amax = _mm256_setzero_ps(), zs = _mm256_setzero_ps();
+  int k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + k);
+    const __m256 fv = _mm256_mul_ps(xv, scales8_at(L, blk, p0 + k));
+    _mm256_store_ps(f + k, fv);
+    amax = _mm256_max_ps(amax, _mm256_and_ps(fv, abs_mask));
+    zs = _mm256_fmadd_ps(xv, load_h8(blk + L.zeros_offset + 2 * (p0 + k)), zs);
   }
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-  const float scale = _mm_cvtss_f32(m) / 127.0f;
-  const __m256 inv = _mm256_set1_ps(scale > 0 ? 1.0f / scale : 0.0f);
-  for (int c = 0; c < d; c += 32) {
+  alignas(32) float m8[8];
+  _mm256_store_ps(m8, amax);
+  float am = 0.0f, zsum = hsum(zs);
+  for (float v : m8) am = std::max(am, v);
+  for (; k < n; ++k) {
+    f[k] = x[k] * scale_at(L, blk, p0 + k);
+    am = std::max(am, std::abs(f[k]));
+    zsum += x[k] * half_at(blk, L.zeros_offset, p0 + k);
+  }
+  const int padded = (n + 31) / 32 * 32;
+  for (; k < padded; ++k) f[k] = 0.0f;
+  const float step = am / 127.0f;
+  const __m256 inv = _mm256_set1_ps(step > 0 ? 1.0f / step : 0.0f);
+  for (k = 0; k < padded; k += 32) {
     __m256i v[4];
-    for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(qf + c + 8 * k), inv));  // ties to even
-    const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q8 + c), _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    for (int u = 0; u < 4; ++u) v[u] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(f + k + 8 * u), inv));  // ties to even
+    const __m256i b8 = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q8 + k), _mm256_permutevar8x32_epi32(b8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
   }
-  *zterm = hsum(zs);
-  return scale;
+  *z = zsum;
+  return step;
 }
 
 // Channel axis (KIVI keys): per token group, each query's folded int8 copy, then
@@ -547,13 +558,13 @@ void scores_q8_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queri
                        float* s, size_t lds) {
   const int d = L.head_dim;
   float* sj0 = s + (size_t)j0 * lds;
-  alignas(32) int8_t q8[kMaxQ8Dim];
+  alignas(32) int8_t q8[kMaxQ8Dim + 32];
   for (int i = 0; i < n;) {
     const int tg = (t0 + i) / L.group, end = std::min(n, (tg + 1) * L.group - t0);
     Q8Tile<BITS, NJ, CH> T;
     float qs[NJ], zt[NJ];
     for (int j = 0; j < NJ; ++j) {
-      qs[j] = fold_quantize_q8(L, blk, tg, q.f + (size_t)(j0 + j) * q.ldf, q8, &zt[j]);
+      qs[j] = fold_params_q8(L, blk, (size_t)tg * d, q.f + (size_t)(j0 + j) * q.ldf, d, q8, &zt[j]);
       T.set_query(j, q8, d);
     }
     T.run(blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes, L.row_bytes, end - i,
@@ -629,43 +640,6 @@ constexpr int pair_channel_lo(int m) { return BITS == 4 ? 8 * m : 16 * m; }
 template <int BITS>
 constexpr int pair_channel_hi(int m) { return BITS == 4 ? 32 + 8 * m : 16 * m + 8; }
 
-// quantize_weights_q8 with the same fp32 operations (bit for bit the same w8 and step; bz is summed
-// in another order). w8 receives n values and zeros up to the next multiple of 32.
-inline float weights_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, int t0, int n, int8_t* w8, float* bz) {
-  alignas(32) float wf[kMaxKernelRows + 32];
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  __m256 amax = _mm256_setzero_ps(), zs = _mm256_setzero_ps();
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 ww = _mm256_loadu_ps(w + i);
-    const __m256 f = _mm256_mul_ps(ww, scales8_at(L, blk, (size_t)(t0 + i)));
-    _mm256_store_ps(wf + i, f);
-    amax = _mm256_max_ps(amax, _mm256_and_ps(f, abs_mask));
-    zs = _mm256_fmadd_ps(ww, load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i)), zs);
-  }
-  alignas(32) float m8[8];
-  _mm256_store_ps(m8, amax);
-  float am = 0.0f, z = hsum(zs);
-  for (float v : m8) am = std::max(am, v);
-  for (; i < n; ++i) {
-    wf[i] = w[i] * scale_at(L, blk, (size_t)(t0 + i));
-    am = std::max(am, std::abs(wf[i]));
-    z += w[i] * half_at(blk, L.zeros_offset, (size_t)(t0 + i));
-  }
-  const int padded = (n + 31) / 32 * 32;
-  for (; i < padded; ++i) wf[i] = 0.0f;
-  const float step = am / 127.0f;
-  const __m256 inv = _mm256_set1_ps(step > 0 ? 1.0f / step : 0.0f);
-  for (int k = 0; k < padded; k += 32) {
-    __m256i v[4];
-    for (int u = 0; u < 4; ++u) v[u] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(wf + k + 8 * u), inv));
-    const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w8 + k), _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-  }
-  *bz = z;
-  return step;
-}
-
 template <int BITS, int NJ>
 void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, size_t ldw, int t0, int n, float* acc,
                    size_t ldacc) {
@@ -673,7 +647,7 @@ void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, s
   const int d = L.head_dim, chunks = d / 64;
   alignas(32) int8_t w8[NJ][kMaxKernelRows + 32];
   float step[NJ], bz[NJ];
-  for (int j = 0; j < NJ; ++j) step[j] = weights_q8(L, blk, w + j * ldw, t0, n, w8[j], &bz[j]);
+  for (int j = 0; j < NJ; ++j) step[j] = fold_params_q8(L, blk, (size_t)t0, w + j * ldw, n, w8[j], &bz[j]);
   alignas(32) int32_t a32[NJ][kMaxQ8Dim];
   for (int j = 0; j < NJ; ++j) std::fill(a32[j], a32[j] + d, 0);
   const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
