@@ -1,6 +1,9 @@
 // AVX2 + FMA + F16C variants of the paged attention kernels (compiled with those flags only here).
 // Fast paths: uniform token-axis blocks (group % 8 == 0) at bits 1, 2, 3, 4, 8, 16; channel-axis
 // key scores (KIVI, head_dim <= 512); fp16 rows (d % 8 == 0); exp_sum. Else the _ref kernel.
+// The int8 kernels (q8 scores: every q8_scores_apply layout; q8 values: q8_values_apply) are
+// integer madds over codes unpacked to bytes / words, with the block's scales folded into the
+// query or the weights once per group (paged_attention_kernels.h).
 //
 // Queries are processed in tiles of up to 4 so their accumulators stay in registers while each
 // packed 8-code run is decoded once (one broadcast + variable shift, kv_block_layout.h).
