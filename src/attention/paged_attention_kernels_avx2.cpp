@@ -583,15 +583,10 @@ void scores_q8_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queri
   }
 }
 
-template <class F>
-void with_q8_bits(int bits, F&& f) {
-  switch (bits) {
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 8: f(std::integral_constant<int, 8>{}); break;
-    default: f(std::integral_constant<int, 16>{}); break;  // q8_scores_apply: 2, 4, 8 or 16
-  }
-}
+
+// Bit-widths whose codes unpack to whole bytes or words (the int8 kernels and the row-group loop).
+template <int BITS>
+constexpr bool kByteFriendly = BITS == 2 || BITS == 4 || BITS == 8 || BITS == 16;
 
 // ---- int8 weights x 2- / 4-bit value codes (q8_values_apply layouts) ---------------------------
 //
@@ -742,9 +737,10 @@ void packed_accumulate_avx2(const PackedBlockView& b, const float* w, size_t ldw
   if (L.group == L.head_dim && L.head_dim % 16 == 0 && L.bits != 1 && L.bits != 3) {
     for (int j0 = 0; j0 < nq; j0 += kTile) {
       with_tile(std::min(kTile, nq - j0), [&](auto NJ) {
-        with_q8_bits(L.bits, [&](auto B) {
-          accumulate_row_group<decltype(B)::value, decltype(NJ)::value>(L, b.data, w + j0 * ldw, ldw, t0, n,
-                                                                        acc + j0 * ldacc, ldacc);
+        with_bits(L.bits, [&](auto B) {
+          constexpr int bits = decltype(B)::value;
+          if constexpr (kByteFriendly<bits>)
+            accumulate_row_group<bits, decltype(NJ)::value>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
         });
       });
     }
@@ -819,13 +815,15 @@ void packed_scores_q8_avx2(const PackedBlockView& b, const Q8Queries& q, int t0,
   const KvBlockLayout& L = *b.layout;
   for (int j0 = 0; j0 < q.nq; j0 += kTile) {
     with_tile(std::min(kTile, q.nq - j0), [&](auto NJ) {
-      with_q8_bits(L.bits, [&](auto B) {
+      with_bits(L.bits, [&](auto B) {
         constexpr int bits = decltype(B)::value, nj = decltype(NJ)::value;
-        const bool d64 = L.head_dim == 64;
-        if (L.axis == GroupAxis::token) {
-          (d64 ? scores_q8_token<bits, nj, 1> : scores_q8_token<bits, nj, 0>)(L, b.data, q, j0, t0, n, s, lds);
-        } else {
-          (d64 ? scores_q8_channel<bits, nj, 1> : scores_q8_channel<bits, nj, 0>)(L, b.data, q, j0, t0, n, s, lds);
+        if constexpr (kByteFriendly<bits>) {  // q8_scores_apply: never 1 or 3 bits
+          const bool d64 = L.head_dim == 64;
+          if (L.axis == GroupAxis::token) {
+            (d64 ? scores_q8_token<bits, nj, 1> : scores_q8_token<bits, nj, 0>)(L, b.data, q, j0, t0, n, s, lds);
+          } else {
+            (d64 ? scores_q8_channel<bits, nj, 1> : scores_q8_channel<bits, nj, 0>)(L, b.data, q, j0, t0, n, s, lds);
+          }
         }
       });
     });
