@@ -66,53 +66,53 @@ TEST(PagedAttentionKernels, PackedScoresAndAccumulateMatchDequantizedDouble) {
       quant_kernels_for(Isa::scalar).quantize(L, x.data(), sh.d, 0, sh.tokens, blk.data());
       // Uniform blocks are also read with scale_mult != 1 (the same bytes, true scales 0.37x).
       for (float mult : L.codec == Codec::uniform ? std::vector<float>{1.0f, 0.37f} : std::vector<float>{1.0f}) {
-      L.scale_mult = mult;
-      const std::vector<double> xh = test::block_x_hat(L, blk.data());  // code space
-      const float* cent = L.codec == Codec::lloyd_max ? lloyd_max_gaussian(b).centroids_f.data() : nullptr;
-      const PackedBlockView view{&L, blk.data(), cent};
-      const int gt = sh.method == QuantMethod::kivi ? sh.group : 1;  // row ranges start on token groups
-      for (int nq : {1, 3, 4, 7, 16}) {
-        const auto q = gaussian((size_t)nq * sh.d, 100 + nq);
-        const auto w = gaussian((size_t)nq * kMaxKernelRows, 200 + nq);
-        for (auto [t0, n] : {std::pair<int, int>{0, sh.tokens}, {gt, sh.tokens - 2 * gt + 1}}) {
-          if (n <= 0) continue;
-          // Double references.
-          std::vector<double> s_ref((size_t)nq * n), s_abs((size_t)nq * n), a_ref((size_t)nq * sh.d, 0.0),
-              a_abs((size_t)nq * sh.d, 0.0);
-          for (int j = 0; j < nq; ++j)
-            for (int i = 0; i < n; ++i)
-              for (int c = 0; c < sh.d; ++c) {
-                const double xv = xh[(size_t)(t0 + i) * sh.d + c];
-                s_ref[(size_t)j * n + i] += q[(size_t)j * sh.d + c] * xv;
-                s_abs[(size_t)j * n + i] += std::abs(q[(size_t)j * sh.d + c] * xv) + std::abs(q[(size_t)j * sh.d + c]) * 4;
-                a_ref[(size_t)j * sh.d + c] += w[(size_t)j * kMaxKernelRows + i] * xv;
-                a_abs[(size_t)j * sh.d + c] += std::abs(w[(size_t)j * kMaxKernelRows + i]) * (std::abs(xv) + 4);
-              }
-          for (Isa isa : variants()) {
-            const PagedAttentionKernels& K = paged_attention_kernels_for(isa);
-            const std::string what = std::string(isa_name(isa)) + " " + method_name(sh.method) + " bits " +
-                                     std::to_string(b) + " d " + std::to_string(sh.d) + " G " + std::to_string(L.group) +
-                                     " mult " + std::to_string(mult) +
-                                     " nq " + std::to_string(nq) + " rows [" + std::to_string(t0) + ", +" + std::to_string(n) + ")";
-            std::vector<float> s((size_t)nq * kMaxKernelRows, NAN);
-            K.packed_scores(view, q.data(), sh.d, nq, t0, n, s.data(), kMaxKernelRows);
+        L.scale_mult = mult;
+        const std::vector<double> xh = test::block_x_hat(L, blk.data());  // code space
+        const float* cent = L.codec == Codec::lloyd_max ? lloyd_max_gaussian(b).centroids_f.data() : nullptr;
+        const PackedBlockView view{&L, blk.data(), cent};
+        const int gt = sh.method == QuantMethod::kivi ? sh.group : 1;  // row ranges start on token groups
+        for (int nq : {1, 3, 4, 7, 16}) {
+          const auto q = gaussian((size_t)nq * sh.d, 100 + nq);
+          const auto w = gaussian((size_t)nq * kMaxKernelRows, 200 + nq);
+          for (auto [t0, n] : {std::pair<int, int>{0, sh.tokens}, {gt, sh.tokens - 2 * gt + 1}}) {
+            if (n <= 0) continue;
+            // Double references.
+            std::vector<double> s_ref((size_t)nq * n), s_abs((size_t)nq * n), a_ref((size_t)nq * sh.d, 0.0),
+                a_abs((size_t)nq * sh.d, 0.0);
             for (int j = 0; j < nq; ++j)
               for (int i = 0; i < n; ++i)
-                ASSERT_NEAR(s[(size_t)j * kMaxKernelRows + i], s_ref[(size_t)j * n + i],
-                            scores_tolerance(sh.d, s_abs[(size_t)j * n + i]))
-                    << what << " q " << j << " row " << i;
-            std::vector<float> acc((size_t)nq * (sh.d + 8), 0.5f);  // ldacc > d, starting from 0.5
-            K.packed_accumulate(view, w.data(), kMaxKernelRows, nq, t0, n, acc.data(), sh.d + 8);
-            for (int j = 0; j < nq; ++j) {
-              for (int c = 0; c < sh.d; ++c)
-                ASSERT_NEAR(acc[(size_t)j * (sh.d + 8) + c], 0.5 + a_ref[(size_t)j * sh.d + c],
-                            kAccumulateRelPerRow * (1 + a_abs[(size_t)j * sh.d + c]))
-                    << what << " q " << j << " channel " << c;
-              for (int c = sh.d; c < sh.d + 8; ++c) ASSERT_EQ(acc[(size_t)j * (sh.d + 8) + c], 0.5f) << what << " wrote past d";
+                for (int c = 0; c < sh.d; ++c) {
+                  const double xv = xh[(size_t)(t0 + i) * sh.d + c];
+                  s_ref[(size_t)j * n + i] += q[(size_t)j * sh.d + c] * xv;
+                  s_abs[(size_t)j * n + i] += std::abs(q[(size_t)j * sh.d + c] * xv) + std::abs(q[(size_t)j * sh.d + c]) * 4;
+                  a_ref[(size_t)j * sh.d + c] += w[(size_t)j * kMaxKernelRows + i] * xv;
+                  a_abs[(size_t)j * sh.d + c] += std::abs(w[(size_t)j * kMaxKernelRows + i]) * (std::abs(xv) + 4);
+                }
+            for (Isa isa : variants()) {
+              const PagedAttentionKernels& K = paged_attention_kernels_for(isa);
+              const std::string what = std::string(isa_name(isa)) + " " + method_name(sh.method) + " bits " +
+                                       std::to_string(b) + " d " + std::to_string(sh.d) + " G " + std::to_string(L.group) +
+                                       " mult " + std::to_string(mult) +
+                                       " nq " + std::to_string(nq) + " rows [" + std::to_string(t0) + ", +" + std::to_string(n) + ")";
+              std::vector<float> s((size_t)nq * kMaxKernelRows, NAN);
+              K.packed_scores(view, q.data(), sh.d, nq, t0, n, s.data(), kMaxKernelRows);
+              for (int j = 0; j < nq; ++j)
+                for (int i = 0; i < n; ++i)
+                  ASSERT_NEAR(s[(size_t)j * kMaxKernelRows + i], s_ref[(size_t)j * n + i],
+                              scores_tolerance(sh.d, s_abs[(size_t)j * n + i]))
+                      << what << " q " << j << " row " << i;
+              std::vector<float> acc((size_t)nq * (sh.d + 8), 0.5f);  // ldacc > d, starting from 0.5
+              K.packed_accumulate(view, w.data(), kMaxKernelRows, nq, t0, n, acc.data(), sh.d + 8);
+              for (int j = 0; j < nq; ++j) {
+                for (int c = 0; c < sh.d; ++c)
+                  ASSERT_NEAR(acc[(size_t)j * (sh.d + 8) + c], 0.5 + a_ref[(size_t)j * sh.d + c],
+                              kAccumulateRelPerRow * (1 + a_abs[(size_t)j * sh.d + c]))
+                      << what << " q " << j << " channel " << c;
+                for (int c = sh.d; c < sh.d + 8; ++c) ASSERT_EQ(acc[(size_t)j * (sh.d + 8) + c], 0.5f) << what << " wrote past d";
+              }
             }
           }
         }
-      }
       }  // scale_mult
     }
   }
