@@ -13,28 +13,6 @@ void softmax_partial_clear(SoftmaxPartialView s, int nq, int head_dim) {
   std::fill(s.acc, s.acc + (size_t)nq * 2 * head_dim, 0.0f);
 }
 
-namespace {
-
-// Asks the memory system for the bytes one side (keys or values) of a segment will read, one cache
-// line at a time. Pages are small blocks scattered over the pool, each with its codes, scales and
-// zeros in separate runs, which the hardware prefetcher does not follow across; issued one segment
-// ahead, the loads overlap the current segment's arithmetic instead of stalling it.
-void prefetch_side(const AttnSegment& g, bool values, int d) {
-  constexpr size_t kLine = 64;
-  const bool packed = values ? g.v_packed : g.k_packed;
-  if (packed) {
-    const PackedBlockView& b = values ? g.v : g.k;
-    for (size_t o = 0; o < b.layout->bytes; o += kLine) __builtin_prefetch(b.data + o);
-    return;
-  }
-  const uint8_t* rows = reinterpret_cast<const uint8_t*>(values ? g.v16 : g.k16);
-  const size_t row_bytes = 2 * (size_t)d, stride_bytes = 2 * g.stride;
-  for (int i = 0; i < g.n; ++i)
-    for (size_t o = 0; o < row_bytes; o += kLine) __builtin_prefetch(rows + i * stride_bytes + o);
-}
-
-}  // namespace
-
 void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q, const AttnSegment* segs,
                      size_t n_segs, float* scratch, SoftmaxPartialView st) {
   const int nq = q.nq;
@@ -49,8 +27,6 @@ void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q
     // on which other queries share the call (batch-invariant results; see paged_attention.h).
     if (g.pos0 >= max_visible) break;
     const int n = g.n;
-    const AttnSegment* next = si + 1 < n_segs && segs[si + 1].pos0 < max_visible ? &segs[si + 1] : nullptr;
-    if (next) prefetch_side(*next, false, d);
     // Scores [nq, n] at row stride lds.
     if (g.k_packed && q.q8 && q8_scores_apply(*g.k.layout)) {
       K.packed_scores_q8(g.k, *q.q8, g.t0, n, scratch, lds);
@@ -83,7 +59,6 @@ void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q
       }
       st.l[j] += K.exp_sum(s, n, m);
     }
-    if (next) prefetch_side(*next, true, d);
     if (g.v_packed && q.q8 && q8_values_apply(*g.v.layout)) {
       K.packed_accumulate_q8(g.v, scratch, lds, nq, g.t0, n, st.acc + d, ldacc);
     } else if (g.v_packed) {
