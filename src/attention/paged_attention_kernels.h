@@ -14,10 +14,10 @@
 //
 // x_hat of a packed block (kv_block_layout.h), in the block's CODE space (the caller rotates q
 // and un-rotates the output for rotated / turbo components):
-//   uniform, token axis    code * S[t, group of c] + Z[t, group of c]
-//                          q . x_hat = sum_g S_g * (q . code)_g + Z_g * (sum_{c in g} q_c)
-//   uniform, channel axis  code * S[t / G, c] + Z[t / G, c]   (KIVI keys)
-//                          scores fold S into the query once per token group: q'_c = q_c S_c,
+//   uniform, token axis    code * (S[t, group of c] m) + Z[t, group of c]   (m = L.scale_mult)
+//                          q . x_hat = sum_g S_g m (q . code)_g + Z_g * (sum_{c in g} q_c)
+//   uniform, channel axis  code * (S[t / G, c] m) + Z[t / G, c]   (KIVI keys)
+//                          scores fold S m into the query once per token group: q'_c = q_c S_c m,
 //                          then q . x_hat = q' . code + sum_c q_c Z_c
 //   lloyd_max              centroid[code] * norm[t] / sqrt(head_dim)   (turbo)
 //
@@ -44,6 +44,14 @@
 //                      The cost is the weights' rounding, at most step / 2 per row, which next to
 //                      the codes' own rounding (S / 2 per element at 2^bits - 1 steps) is small
 //                      (tested against float weights with its own tolerance).
+//                      The in-page layout stays token-major (kv_block_layout.h): pairing rows in
+//                      registers costs 14 (4-bit) / 25 (2-bit) shuffle and mask ops per row pair
+//                      and 64 channels, against a layout change that the quantizer, shrink and
+//                      their exhaustive tests would all have had to follow.
+//
+// Precision of the int8 paths: they apply to every 2/4/8/16-bit key page, so young pages at 16 or 8
+// bits are scored with the query's int8 rounding too (|error| <= scale / 2 per query component, the
+// same for every width); PagedKvCache::set_q8_queries(false) gives the float kernels back.
 //
 // scale_mult: every kernel multiplies each uniform block's stored scales by L.scale_mult (once per
 // block or per folded group, never per code).
