@@ -9,14 +9,23 @@
 // content). --layers sets how many layers hold the context (default 8: 32K at f16 is 200 MB, far
 // beyond the last-level cache; smaller contexts may partly fit in it, as in real decoding).
 //
-// Usage: bench_kv_attention [--ctx 1024,4096,8192,32768] [--layers 8] [--threads 1,2] [--reps 5]
-//                           [--methods f16,uniform8,uniform4,uniform2,kivi4,kivi2,progressive2]
+// Side by side: per context, every method's cache is built first, then each repetition times one
+// step of every method in turn (so a busy neighbour slows all methods alike), and the table shows
+// medians, with each method's time as a ratio of f16's (when f16 is among the methods) and its
+// read rate against the probe (median of 5 probes taken right before the context's runs). Wall
+// time and process CPU time are both shown (on a shared machine the second is the steadier one).
+//
+// Usage: bench_kv_attention [--ctx 1024,4096,8192,32768] [--layers 8] [--threads 1,2] [--reps 9]
+//                           [--methods f16,uniform16,uniform8,uniform4,uniform2,kivi4,kivi2,progressive2]
+//                           [--shrink 1|0]
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -33,6 +42,14 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// CPU time of the process (all its threads), seconds: with one thread the time it was on a core,
+// which a busy machine inflates less than wall time (descheduled time is not counted).
+double cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> v;
   std::stringstream ss(s);
@@ -42,11 +59,17 @@ std::vector<std::string> split(const std::string& s) {
 
 volatile float g_sink;
 
-// Read bandwidth with `threads` threads: each sums its share of a 512 MiB buffer (8 accumulators).
-double read_probe_gbs(int threads, int reps) {
-  const size_t n = (512ull << 20) / sizeof(float);
-  std::vector<float> buf(n, 1.0f);
-  double best = 1e30;
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Read bandwidth with `threads` threads: each sums its share of a 512 MiB buffer (8 accumulators);
+// the median of `reps` passes.
+double read_probe_gbs(const std::vector<float>& buf, int threads, int reps) {
+  const size_t n = buf.size();
+  std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = Clock::now();
     float total = 0;
@@ -59,9 +82,9 @@ double read_probe_gbs(int threads, int reps) {
       for (float x : a) total += x;
     }
     g_sink = total;
-    best = std::min(best, seconds_since(t0));
+    t.push_back(seconds_since(t0));
   }
-  return (double)n * sizeof(float) / best / 1e9;
+  return (double)n * sizeof(float) / median(t) / 1e9;
 }
 
 // "uniform4" -> method uniform, bits 4; "progressive2" -> progressive, final bits 2; "f16".
@@ -77,11 +100,54 @@ KvCacheOptions options_of(const std::string& name) {
 
 }  // namespace
 
+// A cache of `ctx` random tokens in every layer, and the KV bytes one decode step reads from it.
+struct FilledCache {
+  std::string method;
+  std::unique_ptr<PagedKvCache> cache;
+  size_t bytes = 0;
+};
+
+FilledCache fill_cache(const std::string& m, const KvDims& dims, int ctx) {
+  FilledCache f{m, make_kv_cache(options_of(m), dims), 0};
+  PagedKvCache& cache = *f.cache;
+  const int layers = dims.n_layer;
+  // Fill: random K/V in chunks of 512 positions, every layer.
+  const size_t row = (size_t)dims.n_head_kv * dims.head_dim;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> k(512 * row), v(512 * row);
+  for (int s = 0; s < ctx; s += 512) {
+    const int n = std::min(512, ctx - s);
+    for (int l = 0; l < layers; ++l) {
+      for (size_t i = 0; i < n * row; ++i) k[i] = nd(rng) * (i % 37 == 5 ? 8.0f : 1.0f), v[i] = nd(rng);
+      cache.append(0, l, n, k.data(), v.data());
+    }
+  }
+  const int fp16_rows = ctx - cache.tokens_in_pages(0, ctx);
+  size_t page_bytes = 0;
+  for (int l = 0; l < layers; ++l) {
+    for (int p = 0; p < cache.n_pages(0, l); ++p) {
+      for (int b = 0; b < 2 * dims.n_head_kv; ++b) {
+        if (cache.plan().at(l, b / 2, b % 2 ? KvRole::value : KvRole::key).fp16) {
+          page_bytes += (size_t)cache.plan().page_tokens * dims.head_dim * 2;
+        } else {
+          KvBlockLayout L;
+          cache.page_block(0, l, p, b, &L);
+          page_bytes += L.bytes;
+        }
+      }
+    }
+  }
+  f.bytes = page_bytes + (size_t)layers * fp16_rows * row * 2 * 2;
+  return f;
+}
+
 int main(int argc, char** argv) {
   try {
     std::vector<int> contexts{1024, 4096, 8192, 32768}, threads{1, 2};
-    std::vector<std::string> methods = split("f16,uniform8,uniform4,uniform2,kivi4,kivi2,progressive2");
-    int layers = 8, reps = 5;
+    std::vector<std::string> methods = split("f16,uniform16,uniform8,uniform4,uniform2,kivi4,kivi2,progressive2");
+    int layers = 8, reps = 9;
+    bool shrink = true;
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string a = argv[i], v = argv[i + 1];
       if (a == "--ctx") {
@@ -96,69 +162,53 @@ int main(int argc, char** argv) {
         layers = std::stoi(v);
       } else if (a == "--reps") {
         reps = std::stoi(v);
+      } else if (a == "--shrink") {
+        shrink = v != "0";
       } else {
         throw Error("unknown option " + a);
       }
     }
     const KvDims dims{layers, 9, 3, 64};
-    std::printf("bench_kv_attention: isa %s, %d layers x (9 q heads, 3 KV heads, head_dim 64), best of %d\n",
+    std::printf("bench_kv_attention: isa %s, %d layers x (9 q heads, 3 KV heads, head_dim 64), median of %d\n",
                 isa_name(active_isa()), layers, reps);
-    std::vector<double> probe;
-    for (int t : threads) {
-      probe.push_back(read_probe_gbs(t, 3));
-      std::printf("memory read bandwidth probe, %d thread(s): %.2f GB/s\n", t, probe.back());
-    }
-    std::printf("\n%-14s %7s %4s %10s %10s %9s %8s\n", "method", "context", "thr", "KV MiB", "ms/step", "GB/s", "% probe");
-    for (const std::string& m : methods) {
-      for (int ctx : contexts) {
-        KvCacheOptions o = options_of(m);
-        auto cache = make_kv_cache(o, dims);
-        // Fill: random K/V in chunks of 512 positions, every layer.
-        const size_t row = (size_t)dims.n_head_kv * dims.head_dim;
-        std::mt19937 rng(7);
-        std::normal_distribution<float> nd(0.0f, 1.0f);
-        std::vector<float> k(512 * row), v(512 * row);
-        for (int s = 0; s < ctx; s += 512) {
-          const int n = std::min(512, ctx - s);
-          for (int l = 0; l < layers; ++l) {
-            for (size_t i = 0; i < n * row; ++i) k[i] = nd(rng) * (i % 37 == 5 ? 8.0f : 1.0f), v[i] = nd(rng);
-            cache->append(0, l, n, k.data(), v.data());
-          }
-        }
-        // KV bytes one step reads.
-        const int tip = cache->tokens_in_pages(0, ctx);
-        const int fp16_rows = ctx - tip;
-        size_t page_bytes = 0;
-        for (int l = 0; l < layers; ++l) {
-          for (int p = 0; p < cache->n_pages(0, l); ++p) {
-            for (int b = 0; b < 2 * dims.n_head_kv; ++b) {
-              if (cache->plan().at(l, b / 2, b % 2 ? KvRole::value : KvRole::key).fp16) {
-                page_bytes += (size_t)cache->plan().page_tokens * dims.head_dim * 2;
-              } else {
-                KvBlockLayout L;
-                cache->page_block(0, l, p, b, &L);
-                page_bytes += L.bytes;
-              }
-            }
-          }
-        }
-        const size_t bytes = page_bytes + (size_t)layers * fp16_rows * row * 2 * 2;
-        std::vector<float> q((size_t)dims.n_head * dims.head_dim), out(q.size());
-        for (float& x : q) x = nd(rng);
-        for (size_t ti = 0; ti < threads.size(); ++ti) {
-          omp_set_num_threads(threads[ti]);
-          double best = 1e30;
-          for (int r = 0; r < reps; ++r) {
+    const std::vector<float> probe_buf((512ull << 20) / sizeof(float), 1.0f);
+    std::printf("\n%-14s %7s %4s %8s %9s %7s %9s %7s %7s %8s\n", "method", "context", "thr", "KV MiB", "wall ms",
+                "x f16", "cpu ms", "x f16", "GB/s", "% probe");
+    for (int ctx : contexts) {
+      std::vector<FilledCache> caches;
+      for (const std::string& m : methods) caches.push_back(fill_cache(m, dims, ctx));
+      std::vector<float> q((size_t)dims.n_head * dims.head_dim), out(q.size());
+      std::mt19937 rng(11);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      for (float& x : q) x = nd(rng);
+      for (int t : threads) {
+        const double probe = read_probe_gbs(probe_buf, t, 5);
+        omp_set_num_threads(t);
+        std::vector<std::vector<double>> wall(caches.size()), cpu(caches.size());
+        for (int r = 0; r < reps; ++r) {
+          for (size_t mi = 0; mi < caches.size(); ++mi) {
             const auto t0 = Clock::now();
-            for (int l = 0; l < layers; ++l) cache->attend(0, l, 1, q.data(), out.data());
-            best = std::min(best, seconds_since(t0));
+            const double c0 = cpu_seconds();
+            for (int l = 0; l < layers; ++l) caches[mi].cache->attend(0, l, 1, q.data(), out.data());
+            cpu[mi].push_back(cpu_seconds() - c0);
+            wall[mi].push_back(seconds_since(t0));
           }
-          const double gbs = bytes / best / 1e9;
-          std::printf("%-14s %7d %4d %10.1f %10.3f %9.2f %7.0f%%\n", m.c_str(), ctx, threads[ti], bytes / 1048576.0,
-                      1e3 * best, gbs, 100.0 * gbs / probe[ti]);
         }
+        double f16_wall = 0, f16_cpu = 0;
+        for (size_t mi = 0; mi < caches.size(); ++mi)
+          if (caches[mi].method == "f16") f16_wall = median(wall[mi]), f16_cpu = median(cpu[mi]);
+        for (size_t mi = 0; mi < caches.size(); ++mi) {
+          const double w = median(wall[mi]), c = median(cpu[mi]), gbs = caches[mi].bytes / w / 1e9;
+          char rw[16] = "-", rc[16] = "-";
+          if (f16_wall > 0) std::snprintf(rw, sizeof rw, "%.2f", w / f16_wall);
+          if (f16_cpu > 0) std::snprintf(rc, sizeof rc, "%.2f", c / f16_cpu);
+          std::printf("%-14s %7d %4d %8.1f %9.3f %7s %9.3f %7s %7.2f %7.0f%%\n", caches[mi].method.c_str(), ctx, t,
+                      caches[mi].bytes / 1048576.0, 1e3 * w, rw, 1e3 * c, rc, gbs, 100.0 * gbs / probe);
+        }
+        std::printf("%-14s %7d %4d %8s %9s %7s %9s %7s %7.2f %7s\n", "(read probe)", ctx, t, "", "", "", "", "", probe, "100%");
       }
     }
+    if (!shrink) return 0;
     // Shrink pauses: a progressive 2-bit cache at 8K context under a budget that forces the
     // pool down the ladder while it fills (SmolLM2's 30 layers).
     {

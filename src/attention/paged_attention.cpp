@@ -13,48 +13,6 @@ void softmax_partial_clear(SoftmaxPartialView s, int nq, int head_dim) {
   std::fill(s.acc, s.acc + (size_t)nq * 2 * head_dim, 0.0f);
 }
 
-Q8Queries quantize_queries_q8(const float* q, size_t ldq, int nq, int d, std::vector<int8_t>& storage,
-                              std::vector<float>& params) {
-  storage.assign((size_t)3 * nq * d, 0);
-  params.assign((size_t)2 * nq, 0.0f);
-  Q8Queries r;
-  r.nq = nq;
-  r.d = d;
-  int8_t* nat = storage.data();
-  int8_t* p4 = nat + (size_t)nq * d;
-  int8_t* p2 = p4 + (size_t)nq * d;
-  for (int j = 0; j < nq; ++j) {
-    const float* qj = q + (size_t)j * ldq;
-    float amax = 0.0f, sum = 0.0f;
-    for (int c = 0; c < d; ++c) {
-      amax = std::max(amax, std::abs(qj[c]));
-      sum += qj[c];
-    }
-    const float scale = amax / 127.0f;
-    const float inv = scale > 0 ? 1.0f / scale : 0.0f;
-    int8_t* n8 = nat + (size_t)j * d;
-    for (int c = 0; c < d; ++c) n8[c] = (int8_t)std::clamp((int)std::nearbyint(qj[c] * inv), -127, 127);
-    if (d % 64 == 0) {
-      for (int c0 = 0; c0 < d; c0 += 64) {
-        for (int i = 0; i < 32; ++i) {
-          p4[(size_t)j * d + c0 + i] = n8[c0 + 2 * i];
-          p4[(size_t)j * d + c0 + 32 + i] = n8[c0 + 2 * i + 1];
-        }
-        for (int k = 0; k < 4; ++k)
-          for (int i = 0; i < 16; ++i) p2[(size_t)j * d + c0 + 16 * k + i] = n8[c0 + 4 * i + k];
-      }
-    }
-    params[j] = scale;
-    params[nq + j] = sum;
-  }
-  r.natural = nat;
-  r.perm4 = p4;
-  r.perm2 = p2;
-  r.scale = params.data();
-  r.sum = params.data() + nq;
-  return r;
-}
-
 void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q, const AttnSegment* segs,
                      size_t n_segs, float* scratch, SoftmaxPartialView st) {
   const int nq = q.nq;
@@ -101,7 +59,9 @@ void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q
       }
       st.l[j] += K.exp_sum(s, n, m);
     }
-    if (g.v_packed) {
+    if (g.v_packed && q.q8 && q8_values_apply(*g.v.layout)) {
+      K.packed_accumulate_q8(g.v, scratch, lds, nq, g.t0, n, st.acc + d, ldacc);
+    } else if (g.v_packed) {
       K.packed_accumulate(g.v, scratch, lds, nq, g.t0, n, st.acc + d, ldacc);
     } else {
       K.f16_accumulate(g.v16, g.stride, d, scratch, lds, nq, n, st.acc, ldacc);

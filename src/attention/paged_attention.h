@@ -37,13 +37,14 @@ struct AttnQueries {
   int nq = 0;
   const int* visible = nullptr;
   // When set, packed key blocks that q8_scores_apply() are scored with these int8 queries
-  // (quantized from q_code) instead of the float ones.
+  // (quantized from q_code) instead of the float ones, and packed value blocks that
+  // q8_values_apply() are accumulated with int8 weights (packed_accumulate_q8).
   const Q8Queries* q8 = nullptr;
 };
 
-// Quantizes nq queries [nq, d] (row stride ldq) by the Q8Queries rule; storage receives the three
-// byte layouts (3 * nq * d), params the scales and sums (2 * nq). perm4 / perm2 are only filled
-// when d % 64 == 0.
+// Quantizes nq queries [nq, d] (row stride ldq) by the Q8Queries rule; storage receives the int8
+// values (nq * d), params the scales and sums (2 * nq). The result also points at q (Q8Queries::f),
+// which must outlive it.
 Q8Queries quantize_queries_q8(const float* q, size_t ldq, int nq, int d, std::vector<int8_t>& storage,
                               std::vector<float>& params);
 

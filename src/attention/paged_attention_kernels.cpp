@@ -8,13 +8,14 @@ namespace mpkv {
 
 namespace {
 constexpr PagedAttentionKernels kRef{Isa::scalar, packed_scores_ref, packed_accumulate_ref, f16_scores_ref,
-                                     f16_accumulate_ref, exp_sum_ref, packed_scores_q8_ref, max_value_ref};
+                                     f16_accumulate_ref, exp_sum_ref, packed_scores_q8_ref, max_value_ref,
+                                     packed_accumulate_q8_ref};
 constexpr PagedAttentionKernels kAvx2{Isa::avx2, packed_scores_avx2, packed_accumulate_avx2, f16_scores_avx2,
                                       f16_accumulate_avx2, exp_sum_avx2, packed_scores_q8_avx2,
-                                      max_value_avx2};
+                                      max_value_avx2, packed_accumulate_q8_avx2};
 constexpr PagedAttentionKernels kAvx512{Isa::avx512, packed_scores_avx512, packed_accumulate_avx512,
                                         f16_scores_avx512, f16_accumulate_avx512, exp_sum_avx512,
-                                        packed_scores_q8_avx2, max_value_avx2};
+                                        packed_scores_q8_avx2, max_value_avx2, packed_accumulate_q8_avx2};
 }  // namespace
 
 const PagedAttentionKernels& paged_attention_kernels_for(Isa isa) {

@@ -14,22 +14,52 @@
 //
 // x_hat of a packed block (kv_block_layout.h), in the block's CODE space (the caller rotates q
 // and un-rotates the output for rotated / turbo components):
-//   uniform, token axis    code * S[t, group of c] + Z[t, group of c]
-//                          q . x_hat = sum_g S_g * (q . code)_g + Z_g * (sum_{c in g} q_c)
-//   uniform, channel axis  code * S[t / G, c] + Z[t / G, c]   (KIVI keys)
-//                          scores fold S into the query once per token group: q'_c = q_c S_c,
+//   uniform, token axis    code * (S[t, group of c] m) + Z[t, group of c]   (m = L.scale_mult)
+//                          q . x_hat = sum_g S_g m (q . code)_g + Z_g * (sum_{c in g} q_c)
+//   uniform, channel axis  code * (S[t / G, c] m) + Z[t / G, c]   (KIVI keys)
+//                          scores fold S m into the query once per token group: q'_c = q_c S_c m,
 //                          then q . x_hat = q' . code + sum_c q_c Z_c
 //   lloyd_max              centroid[code] * norm[t] / sqrt(head_dim)   (turbo)
 //
-//   packed_scores_q8   packed_scores with the queries quantized to int8 (Q8Queries below) for
-//                      keys of 2 or 4 bits: s = S * qs * (q8 . code) + Z * sum(q), the integer dot
-//                      exact. Like llama.cpp's q8 activations: a few byte multiplies per code
-//                      instead of a float decode; the cost is the query's rounding (tested
-//                      end to end against float queries with its own tolerance).
+//   packed_scores_q8   packed_scores with the queries quantized to int8 (Q8Queries below), the
+//                      integer dot over the codes exact (maddubs / madd), the block's scales
+//                      folded in around it. Like llama.cpp's q8 activations: a few integer
+//                      multiplies per code instead of a float decode; the cost is the query's
+//                      rounding (tested against float queries with its own tolerance).
+//                      Layouts: q8_scores_apply() -- uniform codes of 2, 4, 8 or 16 bits, and
+//                        token axis, one group per row: s = S m qs (q8 . code) + Z sum(q)
+//                        channel axis (KIVI keys), per token group g of G rows: the channel
+//                          scales are folded into the float query, q'_c = q_c (S_gc m), which is
+//                          requantized once per group (q8' with scale qs'_g by the same rule), and
+//                          s = qs'_g (q8' . code) + sum_c q_c Z_gc
+//                      (m = KvBlockLayout::scale_mult). So KIVI keys cost one requantization per G
+//                      rows more than per-token keys.
+//
+//   packed_accumulate_q8  packed_accumulate with each query's weights folded with the rows' true
+//                      scales and quantized to int8, per call: w'_i = w_i S_i m, step = max_i |w'_i| / 127,
+//                      w8_i = nearest integer to w'_i (1 / step) (the Q8Queries rule), and
+//                      acc_j += step (sum_i w8_i code_i) + sum_i w_i Z_i, the integer sums exact
+//                      (maddubs over token pairs: rows i, i + 1 interleaved per channel in registers).
+//                      Layouts: q8_values_apply() -- uniform 2- or 4-bit codes, one group per row.
+//                      The cost is the weights' rounding, at most step / 2 per row, which next to
+//                      the codes' own rounding (S / 2 per element at 2^bits - 1 steps) is small
+//                      (tested against float weights with its own tolerance).
+//                      The in-page layout stays token-major (kv_block_layout.h): pairing rows in
+//                      registers costs 14 (4-bit) / 25 (2-bit) shuffle and mask ops per row pair
+//                      and 64 channels, against a layout change that the quantizer, shrink and
+//                      their exhaustive tests would all have had to follow.
+//
+// Precision of the int8 paths: they apply to every 2/4/8/16-bit key page, so young pages at 16 or 8
+// bits are scored with the query's int8 rounding too (|error| <= scale / 2 per query component, the
+// same for every width); PagedKvCache::set_q8_queries(false) gives the float kernels back.
+//
+// scale_mult: every kernel multiplies each uniform block's stored scales by L.scale_mult (once per
+// block or per folded group, never per code).
 //
 // SIMD coverage (everything else forwards to _ref): AVX2 and AVX-512 handle uniform token-axis
 // blocks at every bit-width, channel-axis key scores (KIVI), fp16 rows and exp_sum; the q8
-// scores are AVX2 (the AVX-512 table uses them too).
+// kernels (scores and accumulate) are AVX2, and the AVX-512 table uses them too (integer madds on
+// 256-bit vectors, which AVX-512 CPUs run as they are).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -48,25 +78,50 @@ struct PackedBlockView {
 };
 
 // Queries quantized to int8, one scale per query: scale = max_c |q_c| / 127 (0 for q = 0),
-// q8_c = nearest integer to q_c / scale (ties to even). `natural` holds q8 in channel order; the
-// SIMD kernels read the same values reordered to match unpacked code planes, per 64 channels:
-//   perm4: channels 2i (i < 32), then 2i + 1        (low / high nibbles of 32 bytes of 4-bit codes)
-//   perm2: channels 4i, then 4i + 1, 4i + 2, 4i + 3 (i < 16; the four 2-bit fields of 16 bytes)
+// q8_c = nearest integer to q_c * (1 / scale) (ties to even), in channel order (the SIMD kernels
+// reorder them in registers to match the byte planes of unpacked 2- and 4-bit codes, once per call).
+// `f` keeps the float queries they came from: channel-axis (KIVI) keys fold their scales into them.
 struct Q8Queries {
   int nq = 0, d = 0;
   const int8_t* natural = nullptr;  // [nq, d]
-  const int8_t* perm4 = nullptr;    // [nq, d]
-  const int8_t* perm2 = nullptr;    // [nq, d]
   const float* scale = nullptr;     // [nq]
   const float* sum = nullptr;       // [nq] sum_c q_c of the float query
+  const float* f = nullptr;         // [nq, d] at row stride ldf
+  size_t ldf = 0;
 };
 
-// Whether packed_scores_q8 handles a key block: uniform codes, token axis, one group per row,
-// 2 or 4 bits, head_dim a multiple of 64.
+// Most channels the q8 kernels handle (their per-query registers and scratch are sized by it).
+inline constexpr int kMaxQ8Dim = 256;
+
+// Whether packed_scores_q8 handles a key block: uniform codes of 2, 4, 8 or 16 bits, head_dim a
+// multiple of 64 and at most kMaxQ8Dim (16-bit dots then stay inside int32: 256 x 65535 x 127 <
+// 2^31), token axis with one group per row, or channel axis.
 inline bool q8_scores_apply(const KvBlockLayout& L) {
-  return L.codec == Codec::uniform && L.axis == GroupAxis::token && L.group == L.head_dim &&
-         (L.bits == 2 || L.bits == 4) && L.head_dim % 64 == 0;
+  const bool bits_ok = L.bits == 2 || L.bits == 4 || L.bits == 8 || L.bits == 16;
+  const bool groups_ok = L.axis == GroupAxis::channel || L.group == L.head_dim;
+  return L.codec == Codec::uniform && bits_ok && groups_ok && L.head_dim % 64 == 0 && L.head_dim <= kMaxQ8Dim;
 }
+
+// Whether packed_accumulate_q8 handles a value block: uniform 2- or 4-bit codes, token axis with one
+// group per row, head_dim a multiple of 64 and at most kMaxQ8Dim.
+inline bool q8_values_apply(const KvBlockLayout& L) {
+  return L.codec == Codec::uniform && L.axis == GroupAxis::token && L.group == L.head_dim &&
+         (L.bits == 2 || L.bits == 4) && L.head_dim % 64 == 0 && L.head_dim <= kMaxQ8Dim;
+}
+
+// The int8 rule above for one vector x[d]: writes q8[d], returns the scale. Shared by the query
+// quantizer and the channel-axis fold so every variant rounds identically.
+float quantize_q8_row(const float* x, int d, int8_t* q8);
+
+// Channel-axis (KIVI) fold of one query for token group tg of a block: q'_c = q_c (S_c m) into qf[d]
+// (m = L.scale_mult; S in fp32 times m, then times q_c, the order every variant uses), and
+// returns sum_c q_c Z_c.
+float fold_channel_query(const KvBlockLayout& L, const uint8_t* block, int tg, const float* q, float* qf);
+
+// One query's weights for rows [t0, t0 + n) of a uniform token-axis block (one group per row),
+// folded and quantized as packed_accumulate_q8 defines: w8[n], returns the step; *bz = sum_i w_i Z_i.
+float quantize_weights_q8(const KvBlockLayout& L, const uint8_t* block, const float* w, int t0, int n, int8_t* w8,
+                          float* bz);
 
 // Most rows one kernel call may cover (callers split longer stretches; kernels keep per-row
 // scratch on the stack).
@@ -81,6 +136,8 @@ using F16ScoresFn = void (*)(const uint16_t* x, size_t stride, int d, const floa
 using F16AccumulateFn = void (*)(const uint16_t* x, size_t stride, int d, const float* w, size_t ldw, int nq, int n,
                                  float* acc, size_t ldacc);
 using ExpSumFn = float (*)(float* s, int n, float m);
+// Precondition: q8_values_apply(*b.layout), n <= kMaxKernelRows.
+using PackedAccumulateQ8Fn = PackedAccumulateFn;
 // Precondition: q8_scores_apply(*b.layout).
 using PackedScoresQ8Fn = void (*)(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
 
@@ -93,6 +150,7 @@ struct PagedAttentionKernels {
   ExpSumFn exp_sum;
   PackedScoresQ8Fn packed_scores_q8;
   float (*max_value)(const float* s, int n);
+  PackedAccumulateQ8Fn packed_accumulate_q8;
 };
 
 // The table for active_isa() (chosen once), and the table of one variant (Error when this CPU
@@ -110,6 +168,8 @@ void f16_accumulate_ref(const uint16_t* x, size_t stride, int d, const float* w,
 float exp_sum_ref(float* s, int n, float m);
 void packed_scores_q8_ref(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
 float max_value_ref(const float* s, int n);
+void packed_accumulate_q8_ref(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
+                              size_t ldacc);
 
 void packed_scores_avx2(const PackedBlockView& b, const float* q, size_t ldq, int nq, int t0, int n, float* s, size_t lds);
 void packed_accumulate_avx2(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
@@ -121,6 +181,8 @@ void f16_accumulate_avx2(const uint16_t* x, size_t stride, int d, const float* w
 float exp_sum_avx2(float* s, int n, float m);
 void packed_scores_q8_avx2(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
 float max_value_avx2(const float* s, int n);
+void packed_accumulate_q8_avx2(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
+                               size_t ldacc);
 
 void packed_scores_avx512(const PackedBlockView& b, const float* q, size_t ldq, int nq, int t0, int n, float* s,
                           size_t lds);

@@ -1,6 +1,9 @@
 // AVX2 + FMA + F16C variants of the paged attention kernels (compiled with those flags only here).
 // Fast paths: uniform token-axis blocks (group % 8 == 0) at bits 1, 2, 3, 4, 8, 16; channel-axis
 // key scores (KIVI, head_dim <= 512); fp16 rows (d % 8 == 0); exp_sum. Else the _ref kernel.
+// The int8 kernels (q8 scores: every q8_scores_apply layout; q8 values: q8_values_apply) are
+// integer madds over codes unpacked to bytes / words, with the block's scales folded into the
+// query or the weights once per group (paged_attention_kernels.h).
 //
 // Queries are processed in tiles of up to 4 so their accumulators stay in registers while each
 // packed 8-code run is decoded once (one broadcast + variable shift, kv_block_layout.h).
@@ -82,6 +85,12 @@ inline float half_at(const uint8_t* block, size_t offset, size_t i) {
   return _cvtsh_ss(h);
 }
 
+// True scales of a uniform block: the stored fp16 scale(s) at parameter index i times scale_mult.
+inline float scale_at(const KvBlockLayout& L, const uint8_t* blk, size_t i) { return half_at(blk, L.scales_offset, i) * L.scale_mult; }
+inline __m256 scales8_at(const KvBlockLayout& L, const uint8_t* blk, size_t i) {
+  return _mm256_mul_ps(load_h8(blk + L.scales_offset + 2 * i), _mm256_set1_ps(L.scale_mult));
+}
+
 template <class F>
 void with_bits(int bits, F&& f) {
   switch (bits) {
@@ -132,8 +141,7 @@ void scores_token_tile(const KvBlockLayout& L, const uint8_t* blk, const float* 
           for (int j = 0; j < NJ; ++j) out[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + j * ldq + c), v, out[j]);
         }
       }, tot);
-      const __m256 S =
-          _mm256_mul_ps(load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i)), _mm256_set1_ps(L.scale_mult));
+      const __m256 S = scales8_at(L, blk, (size_t)(t0 + i));
       const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
       for (int j = 0; j < NJ; ++j)
         _mm256_storeu_ps(s + j * lds + i, _mm256_fmadd_ps(S, tot[j], _mm256_mul_ps(Z, _mm256_set1_ps(qsum[j][0]))));
@@ -150,7 +158,7 @@ void scores_token_tile(const KvBlockLayout& L, const uint8_t* blk, const float* 
         const __m256 v = decode8<BITS>(codes + (size_t)c * BITS / 8);
         for (int j = 0; j < NJ; ++j) a[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + j * ldq + c), v, a[j]);
       }
-      const float S = half_at(blk, L.scales_offset, p0 + g) * L.scale_mult, Z = half_at(blk, L.zeros_offset, p0 + g);
+      const float S = scale_at(L, blk, p0 + g), Z = half_at(blk, L.zeros_offset, p0 + g);
       for (int j = 0; j < NJ; ++j) r[j] += S * hsum(a[j]) + Z * qsum[j][g];
     }
     for (int j = 0; j < NJ; ++j) s[j * lds + i] = r[j];
@@ -168,7 +176,7 @@ void accumulate_token_tile(const KvBlockLayout& L, const uint8_t* blk, const flo
     float bz[NJ] = {};
     for (int i = 0; i < n; ++i) {
       const size_t pi = (size_t)(t0 + i) * ng + g;
-      const float S = half_at(blk, L.scales_offset, pi) * L.scale_mult, Z = half_at(blk, L.zeros_offset, pi);
+      const float S = scale_at(L, blk, pi), Z = half_at(blk, L.zeros_offset, pi);
       for (int j = 0; j < NJ; ++j) {
         a[j][i] = w[j * ldw + i] * S;
         bz[j] += w[j * ldw + i] * Z;
@@ -187,19 +195,33 @@ void accumulate_token_tile(const KvBlockLayout& L, const uint8_t* blk, const flo
   }
 }
 
-// The same for one group per row (group == head_dim, the default layout) at bits 2 and 4, the
-// formats of the low-bit pages: the weights (w_ji S_i) are formed once per row, and one 32-bit
-// broadcast decodes 16 codes (2-bit) or 8 codes (4-bit); two 8-channel runs are accumulated per
-// pass over the rows, so 2 x NJ accumulators stay in registers.
+// The same for one group per row (group == head_dim, the default layout) at bits 2, 4, 8 and 16:
+// the weights (w_ji S_i) are formed once per row, and one 32-bit broadcast decodes 16 codes (2-bit)
+// or 8 codes (4-bit), a zero-extending load 8 codes (8, 16-bit); two 8-channel runs are accumulated
+// per pass over the rows, so 2 x NJ accumulators stay in registers.
 template <int BITS, int NJ>
 void accumulate_row_group(const KvBlockLayout& L, const uint8_t* blk, const float* w, size_t ldw, int t0, int n,
                           float* acc, size_t ldacc) {
   const int d = L.head_dim;
   alignas(32) float a[NJ][kMaxKernelRows];
   float bz[NJ] = {};
-  for (int i = 0; i < n; ++i) {
-    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)) * L.scale_mult;
-    const float Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
+  int i8 = 0;
+  {  // one group per row: the params of rows i .. i + 7 are 8 consecutive halves
+    __m256 bzv[NJ];
+    for (int j = 0; j < NJ; ++j) bzv[j] = _mm256_setzero_ps();
+    for (; i8 + 8 <= n; i8 += 8) {
+      const __m256 S = scales8_at(L, blk, (size_t)(t0 + i8));
+      const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i8));
+      for (int j = 0; j < NJ; ++j) {
+        const __m256 wj = _mm256_loadu_ps(w + j * ldw + i8);
+        _mm256_store_ps(&a[j][i8], _mm256_mul_ps(wj, S));
+        bzv[j] = _mm256_fmadd_ps(wj, Z, bzv[j]);
+      }
+    }
+    for (int j = 0; j < NJ; ++j) bz[j] = hsum(bzv[j]);
+  }
+  for (int i = i8; i < n; ++i) {
+    const float S = scale_at(L, blk, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
     for (int j = 0; j < NJ; ++j) {
       a[j][i] = w[j * ldw + i] * S;
       bz[j] += w[j * ldw + i] * Z;
@@ -217,7 +239,13 @@ void accumulate_row_group(const KvBlockLayout& L, const uint8_t* blk, const floa
     }
     const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes + (size_t)c * BITS / 8;
     auto decode16 = [&](const uint8_t* p, __m256& v0, __m256& v1) {
-      if constexpr (BITS == 2) {
+      if constexpr (BITS == 16) {
+        v0 = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+        v1 = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16))));
+      } else if constexpr (BITS == 8) {
+        v0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+        v1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8))));
+      } else if constexpr (BITS == 2) {
         int32_t word;
         std::memcpy(&word, p, 4);  // codes c .. c + 15
         const __m256i wv = _mm256_set1_epi32(word);
@@ -278,8 +306,7 @@ void scores_channel_tile(const KvBlockLayout& L, const uint8_t* blk, const float
       __m256 kz = _mm256_setzero_ps();
       for (int c = 0; c < d; c += 8) {
         const __m256 qq = _mm256_loadu_ps(q + j * ldq + c);
-        const __m256 sc = _mm256_mul_ps(load_h8(blk + L.scales_offset + 2 * (p0 + c)), _mm256_set1_ps(L.scale_mult));
-        _mm256_store_ps(&qf[j][c], _mm256_mul_ps(qq, sc));
+        _mm256_store_ps(&qf[j][c], _mm256_mul_ps(qq, scales8_at(L, blk, p0 + c)));
         kz = _mm256_fmadd_ps(qq, load_h8(blk + L.zeros_offset + 2 * (p0 + c)), kz);
       }
       k[j] = hsum(kz);
@@ -305,40 +332,87 @@ bool channel_fast(const KvBlockLayout& L) {
 }
 
 // ---- int8 queries (q8_scores_apply layouts) ----------------------------------------------------
+//
+// A row's codes, per 64 channels, become V integer vectors, and a query's int8 values the V
+// matching vectors; their dot is an s32 vector whose lanes sum to q8 . code:
+//   2, 4 bits  V = 2 byte planes (u8 codes 0..15), maddubs against int8 query bytes reordered to
+//              the planes (at most 2 x 15 x 127 per s16 lane, no saturation), widened by madd
+//   8 bits     V = 4 vectors of 16 u16 codes (zero-extended), madd against int16 query values
+//   16 bits    V = 4 vectors of 16 codes read as code - 32768 (xor 0x8000), madd against int16
+//              query values; bias = 32768 sum(q8) restores q8 . code. In int32 wrap-around the sum
+//              is exact whenever the result fits, which head_dim <= kMaxQ8Dim guarantees.
 
-// s32 lanes whose sum is q8_j . code of one row: per 64 channels the codes are unpacked into two
-// vectors of byte planes (A, B) matching perm4 / perm2, multiplied by the query bytes with
-// maddubs (u8 x s8 pairs -> s16: at most 2 x 15 x 127, no saturation) and widened with madd.
 template <int BITS>
-struct RowPlanes {
-  __m256i a[kMaxFoldDim / 64], b[kMaxFoldDim / 64];
-  void load(const uint8_t* codes, int chunks) {
-    for (int c = 0; c < chunks; ++c) {
-      if constexpr (BITS == 4) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * c));
-        a[c] = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-        b[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
-      } else {
-        const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + 16 * c)));
-        // 64-bit lanes shifted by 0 / 2 (A: fields 0 and 1) and 4 / 6 (B: fields 2 and 3); the bits
-        // shifted in from the next byte are masked off.
-        a[c] = _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(2, 2, 0, 0)), _mm256_set1_epi8(0x03));
-        b[c] = _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(6, 6, 4, 4)), _mm256_set1_epi8(0x03));
-      }
-    }
+constexpr int kQ8Vecs = BITS <= 4 ? 2 : 4;
+
+// The V code vectors of channels [64c, 64c + 64) of one row.
+template <int BITS>
+inline void load_code_vecs(const uint8_t* row, int c, __m256i* v) {
+  if constexpr (BITS == 4) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c));
+    v[0] = _mm256_and_si256(x, _mm256_set1_epi8(0x0F));                      // channels 2i
+    v[1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), _mm256_set1_epi8(0x0F));  // channels 2i + 1
+  } else if constexpr (BITS == 2) {
+    const __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16 * c)));
+    // 64-bit lanes shifted by 0 / 2 (v0: fields 0 and 1) and 4 / 6 (v1: fields 2 and 3); the bits
+    // shifted in from the next byte are masked off.
+    v[0] = _mm256_and_si256(_mm256_srlv_epi64(x, _mm256_set_epi64x(2, 2, 0, 0)), _mm256_set1_epi8(0x03));
+    v[1] = _mm256_and_si256(_mm256_srlv_epi64(x, _mm256_set_epi64x(6, 6, 4, 4)), _mm256_set1_epi8(0x03));
+  } else if constexpr (BITS == 8) {
+    for (int k = 0; k < 4; ++k)
+      v[k] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 64 * c + 16 * k)));
+  } else {
+    for (int k = 0; k < 4; ++k)
+      v[k] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 128 * c + 32 * k)),
+                              _mm256_set1_epi16(-32768));
   }
-  __m256i dot(const int8_t* q, int chunks) const {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i acc = _mm256_setzero_si256();
-    for (int c = 0; c < chunks; ++c) {
-      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * c));
-      const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * c + 32));
-      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(a[c], qa), _mm256_maddubs_epi16(b[c], qb));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
-    }
-    return acc;
+}
+
+// The V query vectors of channels [64c, 64c + 64) from int8 values in channel order, reordered
+// for the byte planes of 2- and 4-bit codes:
+//   4 bits  v0 = channels 2i, v1 = channels 2i + 1 (i < 32)
+//   2 bits  v0 = channels 4i then 4i + 1, v1 = 4i + 2 then 4i + 3 (i < 16)
+template <int BITS>
+inline void load_query_vecs(const int8_t* q8, int c, __m256i* v) {
+  const int8_t* p = q8 + 64 * c;
+  if constexpr (BITS >= 8) {
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k)));
+    return;
   }
-};
+  const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32));
+  if constexpr (BITS == 4) {
+    // Per 16-byte lane: even bytes to the low 8, odd to the high 8; then qwords to [E E O O].
+    const __m256i sh = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14,
+                                        1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i y0 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(x0, sh), 0xD8);
+    const __m256i y1 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(x1, sh), 0xD8);
+    v[0] = _mm256_permute2x128_si256(y0, y1, 0x20);
+    v[1] = _mm256_permute2x128_si256(y0, y1, 0x31);
+  } else {
+    // Per 16-byte lane a 4x4 byte transpose (dword k = field k), then dwords to [A A B B | C C D D]
+    // and qwords gathered so v0 = [fields 0 | fields 1], v1 = [fields 2 | fields 3].
+    const __m256i sh = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2,
+                                        6, 10, 14, 3, 7, 11, 15);
+    const __m256i idx = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i y0 = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(x0, sh), idx);
+    const __m256i y1 = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(x1, sh), idx);
+    const __m256i lo = _mm256_unpacklo_epi64(y0, y1), hi = _mm256_unpackhi_epi64(y0, y1);
+    v[0] = _mm256_permute2x128_si256(lo, hi, 0x20);
+    v[1] = _mm256_permute2x128_si256(lo, hi, 0x31);
+  }
+}
+
+template <int BITS>
+inline __m256i dot_vecs(const __m256i* code, const __m256i* q) {
+  if constexpr (BITS <= 4) {
+    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(code[0], q[0]), _mm256_maddubs_epi16(code[1], q[1]));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+  } else {
+    return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(code[0], q[0]), _mm256_madd_epi16(code[1], q[1])),
+                            _mm256_add_epi32(_mm256_madd_epi16(code[2], q[2]), _mm256_madd_epi16(code[3], q[3])));
+  }
+}
 
 inline int32_t hsum_epi32(__m256i v) {
   __m128i a = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -347,96 +421,270 @@ inline int32_t hsum_epi32(__m256i v) {
   return _mm_cvtsi128_si32(a);
 }
 
-// [sum(r0), ..., sum(r7)] of eight vectors of 8 s32.
-inline __m256i sum8x8(const __m256i* r) {
-  const __m256i h0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(r[0], r[1]), _mm256_hadd_epi32(r[2], r[3]));
-  const __m256i h4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(r[4], r[5]), _mm256_hadd_epi32(r[6], r[7]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20), _mm256_permute2x128_si256(h0123, h4567, 0x31));
-}
+// NJ int8 queries prepared for one code width: dots(row) gives each query's s32 dot vector.
+// CH: 64-channel chunks per row when known at compile time (1: head_dim 64, SmolLM2's), else 0 and
+// the count is taken from set_query's d.
+template <int BITS, int NJ, int CH>
+struct Q8Tile {
+  static constexpr int V = kQ8Vecs<BITS>;
+  int chunks = CH;
+  __m256i qv[NJ][kMaxQ8Dim / 64][V];
+  int32_t bias[NJ] = {};  // 16 bits: 32768 sum(q8), added to every dot
 
-constexpr int kMaxQ8Queries = 32;
-
-// General q8 scores (any nq <= kMaxQ8Queries, head_dim <= kMaxFoldDim): eight rows' s32 vectors
-// per query are kept and reduced together.
-template <int BITS>
-void scores_q8(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int t0, int n, float* s, size_t lds) {
-  const int d = L.head_dim, chunks = d / 64;
-  const int8_t* qp = BITS == 4 ? q.perm4 : q.perm2;
-  const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
-  RowPlanes<BITS> rp;
-  int i = 0;
-  alignas(32) __m256i r[kMaxQ8Queries][8];
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) {
-      rp.load(codes + (size_t)(i + k) * L.row_bytes, chunks);
-      for (int j = 0; j < q.nq; ++j) r[j][k] = rp.dot(qp + (size_t)j * d, chunks);
-    }
-    // One group per row: the params of rows t0 + i .. + 7 are 8 consecutive halves.
-    const __m256 S = _mm256_mul_ps(load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i)), _mm256_set1_ps(L.scale_mult));
-    const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
-    for (int j = 0; j < q.nq; ++j) {
-      const __m256 dotf = _mm256_mul_ps(_mm256_cvtepi32_ps(sum8x8(r[j])), _mm256_set1_ps(q.scale[j]));
-      _mm256_storeu_ps(s + j * lds + i, _mm256_fmadd_ps(S, dotf, _mm256_mul_ps(Z, _mm256_set1_ps(q.sum[j]))));
+  void set_query(int j, const int8_t* q8, int d) {
+    if constexpr (CH == 0) chunks = d / 64;
+    for (int c = 0; c < chunks; ++c) load_query_vecs<BITS>(q8, c, qv[j][c]);
+    if constexpr (BITS == 16) {
+      int32_t sum = 0;
+      for (int c = 0; c < d; ++c) sum += q8[c];
+      bias[j] = 32768 * sum;
     }
   }
-  for (; i < n; ++i) {
-    rp.load(codes + (size_t)i * L.row_bytes, chunks);
-    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)) * L.scale_mult;
-    const float Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
-    for (int j = 0; j < q.nq; ++j)
-      s[j * lds + i] = S * (q.scale[j] * (float)hsum_epi32(rp.dot(qp + (size_t)j * d, chunks))) + Z * q.sum[j];
+  void dots(const uint8_t* row, __m256i* out) const {
+    for (int j = 0; j < NJ; ++j) out[j] = _mm256_setzero_si256();
+    for (int c = 0; c < (CH ? CH : chunks); ++c) {
+      __m256i v[V];
+      load_code_vecs<BITS>(row, c, v);
+      for (int j = 0; j < NJ; ++j) out[j] = _mm256_add_epi32(out[j], dot_vecs<BITS>(v, qv[j][c]));
+    }
   }
-}
-
-// head_dim 64 and NJ <= 4 queries (the decode case): the query bytes stay in registers and each
-// pair of rows is folded with hadd as soon as it is computed, so no row vector is stored.
-template <int BITS, int NJ>
-void scores_q8_d64(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n, float* s,
-                   size_t lds) {
-  const int8_t* qp = (BITS == 4 ? q.perm4 : q.perm2) + (size_t)j0 * 64;
-  const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i qa[NJ], qb[NJ];
-  for (int j = 0; j < NJ; ++j) {
-    qa[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qp + 64 * j));
-    qb[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qp + 64 * j + 32));
-  }
-  auto row_dot = [&](const uint8_t* c, __m256i* out) {
-    RowPlanes<BITS> rp;
-    rp.load(c, 1);
-    for (int j = 0; j < NJ; ++j)
-      out[j] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(rp.a[0], qa[j]), _mm256_maddubs_epi16(rp.b[0], qb[j])), ones);
-  };
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
+  // Exact integer dots of 8 consecutive rows: lane k of tot[j] = q8_j . code of row k. Pairs of rows
+  // are folded with hadd as soon as they exist, so no row vector is stored.
+  void dots8(const uint8_t* rows, size_t row_bytes, __m256i* tot) const {
     __m256i h[2][NJ];
     for (int half = 0; half < 2; ++half) {
       __m256i p[2][NJ];
       for (int pair = 0; pair < 2; ++pair) {
         __m256i r0[NJ], r1[NJ];
-        const uint8_t* c = codes + (size_t)(i + 4 * half + 2 * pair) * L.row_bytes;
-        row_dot(c, r0);
-        row_dot(c + L.row_bytes, r1);
+        const uint8_t* r = rows + (size_t)(4 * half + 2 * pair) * row_bytes;
+        dots(r, r0);
+        dots(r + row_bytes, r1);
         for (int j = 0; j < NJ; ++j) p[pair][j] = _mm256_hadd_epi32(r0[j], r1[j]);
       }
       for (int j = 0; j < NJ; ++j) h[half][j] = _mm256_hadd_epi32(p[0][j], p[1][j]);
     }
-    const __m256 S = _mm256_mul_ps(load_h8(blk + L.scales_offset + 2 * (size_t)(t0 + i)), _mm256_set1_ps(L.scale_mult));
-    const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
-    for (int j = 0; j < NJ; ++j) {
-      const __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(h[0][j], h[1][j], 0x20),
-                                           _mm256_permute2x128_si256(h[0][j], h[1][j], 0x31));
-      const __m256 dotf = _mm256_mul_ps(_mm256_cvtepi32_ps(tot), _mm256_set1_ps(q.scale[j0 + j]));
-      _mm256_storeu_ps(s + (j0 + j) * lds + i, _mm256_fmadd_ps(S, dotf, _mm256_mul_ps(Z, _mm256_set1_ps(q.sum[j0 + j]))));
+    for (int j = 0; j < NJ; ++j)
+      tot[j] = _mm256_add_epi32(_mm256_add_epi32(_mm256_permute2x128_si256(h[0][j], h[1][j], 0x20),
+                                                 _mm256_permute2x128_si256(h[0][j], h[1][j], 0x31)),
+                                _mm256_set1_epi32(bias[j]));
+  }
+
+  // Rows [0, n) from `rows`: emit8(i, tot) for each 8 rows at i, emit1(i, dot) per query for the
+  // rest (dot: int32[NJ]).
+  template <class Emit8, class Emit1>
+  void run(const uint8_t* rows, size_t row_bytes, int n, Emit8&& emit8, Emit1&& emit1) const {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+      __m256i tot[NJ];
+      dots8(rows + (size_t)i * row_bytes, row_bytes, tot);
+      emit8(i, tot);
+    }
+    for (; i < n; ++i) {
+      __m256i r[NJ];
+      dots(rows + (size_t)i * row_bytes, r);
+      int32_t dot[NJ];
+      for (int j = 0; j < NJ; ++j) dot[j] = hsum_epi32(r[j]) + bias[j];
+      emit1(i, dot);
     }
   }
-  for (; i < n; ++i) {
-    __m256i r[NJ];
-    row_dot(codes + (size_t)i * L.row_bytes, r);
-    const float S = half_at(blk, L.scales_offset, (size_t)(t0 + i)) * L.scale_mult;
-    const float Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
-    for (int j = 0; j < NJ; ++j)
-      s[(j0 + j) * lds + i] = S * (q.scale[j0 + j] * (float)hsum_epi32(r[j])) + Z * q.sum[j0 + j];
+};
+
+// Token axis, one group per row: s = (S m) (qs (q8 . code)) + Z sum(q).
+template <int BITS, int NJ, int CH>
+void scores_q8_token(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n, float* s,
+                     size_t lds) {
+  Q8Tile<BITS, NJ, CH> T;
+  for (int j = 0; j < NJ; ++j) T.set_query(j, q.natural + (size_t)(j0 + j) * q.d, q.d);
+  float* sj0 = s + (size_t)j0 * lds;
+  T.run(blk + L.codes_offset + (size_t)t0 * L.row_bytes, L.row_bytes, n,
+        [&](int i, const __m256i* tot) {
+          const __m256 S = scales8_at(L, blk, (size_t)(t0 + i));
+          const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
+          for (int j = 0; j < NJ; ++j) {
+            const __m256 dotf = _mm256_mul_ps(_mm256_cvtepi32_ps(tot[j]), _mm256_set1_ps(q.scale[j0 + j]));
+            _mm256_storeu_ps(sj0 + j * lds + i, _mm256_fmadd_ps(S, dotf, _mm256_mul_ps(Z, _mm256_set1_ps(q.sum[j0 + j]))));
+          }
+        },
+        [&](int i, const int32_t* dot) {
+          const float S = scale_at(L, blk, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
+          for (int j = 0; j < NJ; ++j) sj0[j * lds + i] = S * (q.scale[j0 + j] * (float)dot[j]) + Z * q.sum[j0 + j];
+        });
+}
+
+// Products x_k (S_k m), k < n, with the block's scales from parameter index p0 on (consecutive:
+// a channel-axis token group's channels, or one-group-per-row tokens), quantized to int8 by the
+// Q8Queries rule into q8 (zero-padded to a multiple of 32); returns the step, *z = sum_k x_k Z_k.
+// The same fp32 operations in the same order as fold_channel_query / quantize_weights_q8 followed
+// by quantize_q8_row, so the int8 values and the step are bit for bit _ref's; z is summed in another
+// order (fp32 rounding only).
+inline float fold_params_q8(const KvBlockLayout& L, const uint8_t* blk, size_t p0, const float* x, int n, int8_t* q8,
+                            float* z) {
+  static_assert(kMaxKernelRows >= kMaxQ8Dim, "one scratch size serves both callers");
+  alignas(32) float f[kMaxKernelRows + 32];
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 amax = _mm256_setzero_ps(), zs = _mm256_setzero_ps();
+  int k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + k);
+    const __m256 fv = _mm256_mul_ps(xv, scales8_at(L, blk, p0 + k));
+    _mm256_store_ps(f + k, fv);
+    amax = _mm256_max_ps(amax, _mm256_and_ps(fv, abs_mask));
+    zs = _mm256_fmadd_ps(xv, load_h8(blk + L.zeros_offset + 2 * (p0 + k)), zs);
+  }
+  alignas(32) float m8[8];
+  _mm256_store_ps(m8, amax);
+  float am = 0.0f, zsum = hsum(zs);
+  for (float v : m8) am = std::max(am, v);
+  for (; k < n; ++k) {
+    f[k] = x[k] * scale_at(L, blk, p0 + k);
+    am = std::max(am, std::abs(f[k]));
+    zsum += x[k] * half_at(blk, L.zeros_offset, p0 + k);
+  }
+  const int padded = (n + 31) / 32 * 32;
+  for (; k < padded; ++k) f[k] = 0.0f;
+  const float step = am / 127.0f;
+  const __m256 inv = _mm256_set1_ps(step > 0 ? 1.0f / step : 0.0f);
+  for (k = 0; k < padded; k += 32) {
+    __m256i v[4];
+    for (int u = 0; u < 4; ++u) v[u] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(f + k + 8 * u), inv));  // ties to even
+    const __m256i b8 = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q8 + k), _mm256_permutevar8x32_epi32(b8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  *z = zsum;
+  return step;
+}
+
+// Channel axis (KIVI keys): per token group, each query's folded int8 copy, then
+// s = qs'_g (q8' . code) + sum_c q_c Z_gc.
+template <int BITS, int NJ, int CH>
+void scores_q8_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n,
+                       float* s, size_t lds) {
+  const int d = L.head_dim;
+  float* sj0 = s + (size_t)j0 * lds;
+  alignas(32) int8_t q8[kMaxQ8Dim + 32];
+  for (int i = 0; i < n;) {
+    const int tg = (t0 + i) / L.group, end = std::min(n, (tg + 1) * L.group - t0);
+    Q8Tile<BITS, NJ, CH> T;
+    float qs[NJ], zt[NJ];
+    for (int j = 0; j < NJ; ++j) {
+      qs[j] = fold_params_q8(L, blk, (size_t)tg * d, q.f + (size_t)(j0 + j) * q.ldf, d, q8, &zt[j]);
+      T.set_query(j, q8, d);
+    }
+    T.run(blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes, L.row_bytes, end - i,
+          [&](int k, const __m256i* tot) {
+            for (int j = 0; j < NJ; ++j)
+              _mm256_storeu_ps(sj0 + j * lds + i + k, _mm256_fmadd_ps(_mm256_set1_ps(qs[j]), _mm256_cvtepi32_ps(tot[j]),
+                                                                      _mm256_set1_ps(zt[j])));
+          },
+          [&](int k, const int32_t* dot) {
+            for (int j = 0; j < NJ; ++j) sj0[j * lds + i + k] = qs[j] * (float)dot[j] + zt[j];
+          });
+    i = end;
+  }
+}
+
+
+// Bit-widths whose codes unpack to whole bytes or words (the int8 kernels and the row-group loop).
+template <int BITS>
+constexpr bool kByteFriendly = BITS == 2 || BITS == 4 || BITS == 8 || BITS == 16;
+
+// ---- int8 weights x 2- / 4-bit value codes (q8_values_apply layouts) ---------------------------
+//
+// Rows i and i + 1 are decoded together into 4 vectors of byte pairs (code_i[c], code_i+1[c]), so
+// one maddubs against the broadcast weight pair (w8_i, w8_i+1) adds both rows' products for 16
+// channels into s16 lanes. Per 64 channels, vector m holds channels (s16 lanes 0-7 | 8-15):
+//   4 bits  [8m, 8m + 8) | [32 + 8m, 32 + 8m + 8)
+//   2 bits  [16m, 16m + 8) | [16m + 8, 16m + 16)
+// The s16 sums are widened into int32 before they can overflow: a pair adds at most
+// 2 x (2^bits - 1) x 127, so 8 pairs at 4 bits (30480) and 32 pairs at 2 bits (24384).
+template <int BITS>
+inline void load_code_pairs(const uint8_t* r0, const uint8_t* r1, int c, __m256i* p) {
+  if constexpr (BITS == 4) {
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    __m256i n[2][2];  // [row][half]: the row's codes in channel order, [0, 16) | [32, 48) and [16, 32) | [48, 64)
+    const uint8_t* rows[2] = {r0, r1};
+    for (int r = 0; r < 2; ++r) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + 32 * c));
+      const __m256i e = _mm256_and_si256(x, lo4), o = _mm256_and_si256(_mm256_srli_epi16(x, 4), lo4);
+      n[r][0] = _mm256_unpacklo_epi8(e, o);
+      n[r][1] = _mm256_unpackhi_epi8(e, o);
+    }
+    p[0] = _mm256_unpacklo_epi8(n[0][0], n[1][0]);
+    p[1] = _mm256_unpackhi_epi8(n[0][0], n[1][0]);
+    p[2] = _mm256_unpacklo_epi8(n[0][1], n[1][1]);
+    p[3] = _mm256_unpackhi_epi8(n[0][1], n[1][1]);
+  } else {
+    // Row i in the low 128 bits, row i + 1 in the high; the four 2-bit fields as byte planes.
+    const __m256i x = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + 16 * c))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + 16 * c)), 1);
+    const __m256i m2 = _mm256_set1_epi8(0x03);
+    const __m256i f0 = _mm256_and_si256(x, m2), f1 = _mm256_and_si256(_mm256_srli_epi16(x, 2), m2);
+    const __m256i f2 = _mm256_and_si256(_mm256_srli_epi16(x, 4), m2), f3 = _mm256_and_si256(_mm256_srli_epi16(x, 6), m2);
+    const __m256i a = _mm256_unpacklo_epi8(f0, f1), b = _mm256_unpacklo_epi8(f2, f3);
+    const __m256i a2 = _mm256_unpackhi_epi8(f0, f1), b2 = _mm256_unpackhi_epi8(f2, f3);
+    // Channel order per row (lane): [0, 16), [16, 32), [32, 48), [48, 64).
+    const __m256i nat[4] = {_mm256_unpacklo_epi16(a, b), _mm256_unpackhi_epi16(a, b), _mm256_unpacklo_epi16(a2, b2),
+                            _mm256_unpackhi_epi16(a2, b2)};
+    // Qwords [i lo, i hi, i+1 lo, i+1 hi] -> [i lo, i+1 lo | i hi, i+1 hi], then bytes paired per lane.
+    const __m256i pair = _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11,
+                                          4, 12, 5, 13, 6, 14, 7, 15);
+    for (int m = 0; m < 4; ++m) p[m] = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(nat[m], 0xD8), pair);
+  }
+}
+
+template <int BITS>
+constexpr int pair_channel_lo(int m) { return BITS == 4 ? 8 * m : 16 * m; }
+template <int BITS>
+constexpr int pair_channel_hi(int m) { return BITS == 4 ? 32 + 8 * m : 16 * m + 8; }
+
+template <int BITS, int NJ>
+void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, size_t ldw, int t0, int n, float* acc,
+                   size_t ldacc) {
+  constexpr int kPairsPerWiden = BITS == 4 ? 8 : 32;
+  const int d = L.head_dim, chunks = d / 64;
+  alignas(32) int8_t w8[NJ][kMaxKernelRows + 32];
+  float step[NJ], bz[NJ];
+  for (int j = 0; j < NJ; ++j) step[j] = fold_params_q8(L, blk, (size_t)t0, w + j * ldw, n, w8[j], &bz[j]);
+  alignas(32) int32_t a32[NJ][kMaxQ8Dim];
+  for (int j = 0; j < NJ; ++j) std::fill(a32[j], a32[j] + d, 0);
+  const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
+  for (int c = 0; c < chunks; ++c) {
+    for (int i0 = 0; i0 < n; i0 += 2 * kPairsPerWiden) {
+      const int i1 = std::min(n, i0 + 2 * kPairsPerWiden);
+      __m256i s16[NJ][4];
+      for (int j = 0; j < NJ; ++j)
+        for (int m = 0; m < 4; ++m) s16[j][m] = _mm256_setzero_si256();
+      for (int i = i0; i < i1; i += 2) {
+        const uint8_t* r0 = codes + (size_t)i * L.row_bytes;
+        const uint8_t* r1 = i + 1 < n ? r0 + L.row_bytes : r0;  // odd tail: paired with itself, weight 0
+        __m256i p[4];
+        load_code_pairs<BITS>(r0, r1, c, p);
+        for (int j = 0; j < NJ; ++j) {
+          int16_t wp;
+          std::memcpy(&wp, &w8[j][i], 2);
+          const __m256i wv = _mm256_set1_epi16(wp);
+          for (int m = 0; m < 4; ++m) s16[j][m] = _mm256_add_epi16(s16[j][m], _mm256_maddubs_epi16(p[m], wv));
+        }
+      }
+      for (int j = 0; j < NJ; ++j) {
+        for (int m = 0; m < 4; ++m) {
+          int32_t* lo = &a32[j][64 * c + pair_channel_lo<BITS>(m)];
+          int32_t* hi = &a32[j][64 * c + pair_channel_hi<BITS>(m)];
+          const __m256i wl = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(s16[j][m]));
+          const __m256i wh = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(s16[j][m], 1));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(lo), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo)), wl));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(hi), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(hi)), wh));
+        }
+      }
+    }
+  }
+  for (int j = 0; j < NJ; ++j) {
+    const __m256 sv = _mm256_set1_ps(step[j]), zv = _mm256_set1_ps(bz[j]);
+    for (int c = 0; c < d; c += 8) {
+      const __m256 add = _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(&a32[j][c]))), zv);
+      _mm256_storeu_ps(acc + j * ldacc + c, _mm256_add_ps(_mm256_loadu_ps(acc + j * ldacc + c), add));
+    }
   }
 }
 
@@ -486,14 +734,14 @@ void packed_accumulate_avx2(const PackedBlockView& b, const float* w, size_t ldw
                             size_t ldacc) {
   const KvBlockLayout& L = *b.layout;
   if (!token_fast(L) || n > kMaxKernelRows) return packed_accumulate_ref(b, w, ldw, nq, t0, n, acc, ldacc);
-  if (L.group == L.head_dim && L.head_dim % 16 == 0 && (L.bits == 2 || L.bits == 4)) {
+  if (L.group == L.head_dim && L.head_dim % 16 == 0 && L.bits != 1 && L.bits != 3) {
     for (int j0 = 0; j0 < nq; j0 += kTile) {
       with_tile(std::min(kTile, nq - j0), [&](auto NJ) {
-        if (L.bits == 4) {
-          accumulate_row_group<4, decltype(NJ)::value>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
-        } else {
-          accumulate_row_group<2, decltype(NJ)::value>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
-        }
+        with_bits(L.bits, [&](auto B) {
+          constexpr int bits = decltype(B)::value;
+          if constexpr (kByteFriendly<bits>)
+            accumulate_row_group<bits, decltype(NJ)::value>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
+        });
       });
     }
     return;
@@ -565,21 +813,36 @@ void f16_accumulate_avx2(const uint16_t* x, size_t stride, int d, const float* w
 
 void packed_scores_q8_avx2(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds) {
   const KvBlockLayout& L = *b.layout;
-  if (L.head_dim == 64) {
-    for (int j0 = 0; j0 < q.nq; j0 += kTile) {
-      with_tile(std::min(kTile, q.nq - j0), [&](auto NJ) {
-        if (L.bits == 4) {
-          scores_q8_d64<4, decltype(NJ)::value>(L, b.data, q, j0, t0, n, s, lds);
-        } else {
-          scores_q8_d64<2, decltype(NJ)::value>(L, b.data, q, j0, t0, n, s, lds);
+  for (int j0 = 0; j0 < q.nq; j0 += kTile) {
+    with_tile(std::min(kTile, q.nq - j0), [&](auto NJ) {
+      with_bits(L.bits, [&](auto B) {
+        constexpr int bits = decltype(B)::value, nj = decltype(NJ)::value;
+        if constexpr (kByteFriendly<bits>) {  // q8_scores_apply: never 1 or 3 bits
+          const bool d64 = L.head_dim == 64;
+          if (L.axis == GroupAxis::token) {
+            (d64 ? scores_q8_token<bits, nj, 1> : scores_q8_token<bits, nj, 0>)(L, b.data, q, j0, t0, n, s, lds);
+          } else {
+            (d64 ? scores_q8_channel<bits, nj, 1> : scores_q8_channel<bits, nj, 0>)(L, b.data, q, j0, t0, n, s, lds);
+          }
         }
       });
-    }
-    return;
+    });
   }
-  if (q.nq > kMaxQ8Queries || L.head_dim > kMaxFoldDim) return packed_scores_q8_ref(b, q, t0, n, s, lds);
-  if (L.bits == 4) return scores_q8<4>(L, b.data, q, t0, n, s, lds);
-  scores_q8<2>(L, b.data, q, t0, n, s, lds);
+}
+
+void packed_accumulate_q8_avx2(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
+                               size_t ldacc) {
+  const KvBlockLayout& L = *b.layout;
+  for (int j0 = 0; j0 < nq; j0 += kTile) {
+    with_tile(std::min(kTile, nq - j0), [&](auto NJ) {
+      constexpr int nj = decltype(NJ)::value;
+      if (L.bits == 4) {
+        accumulate_q8<4, nj>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
+      } else {
+        accumulate_q8<2, nj>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
+      }
+    });
+  }
 }
 
 float max_value_avx2(const float* s, int n) {

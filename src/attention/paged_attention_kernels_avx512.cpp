@@ -1,7 +1,8 @@
 // AVX-512 (F, BW, VL, DQ) variants of the paged attention kernels: the AVX2 algorithms with 16
 // lanes. Fast paths: uniform token-axis blocks with group % 16 == 0 (bits 1, 2, 3, 4, 8, 16),
 // fp16 rows with d % 16 == 0, exp_sum; everything else forwards to the AVX2 kernels (which this
-// CPU also runs) and from there to _ref.
+// CPU also runs) and from there to _ref. The int8 kernels (packed_scores_q8, packed_accumulate_q8)
+// are the AVX2 ones in this table too.
 // GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(), which -Wmaybe-uninitialized
 // reports as a false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

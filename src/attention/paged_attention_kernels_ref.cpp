@@ -2,6 +2,7 @@
 // the definitions in kv_block_layout.h, and used at once (never stored).
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "attention/paged_attention_kernels.h"
 #include "util/fp16.h"
@@ -66,16 +67,52 @@ void f16_accumulate_ref(const uint16_t* x, size_t stride, int d, const float* w,
   }
 }
 
+namespace {
+// The integer dot of one q8 query with row t's codes.
+int32_t q8_dot(const KvBlockLayout& L, const uint8_t* blk, const int8_t* q8, int t) {
+  int32_t acc = 0;
+  for (int c = 0; c < L.head_dim; ++c) acc += (int32_t)q8[c] * (int32_t)get_code(L, blk, t, c);
+  return acc;
+}
+}  // namespace
+
 void packed_scores_q8_ref(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds) {
   const KvBlockLayout& L = *b.layout;
-  for (int j = 0; j < q.nq; ++j) {
-    const int8_t* qj = q.natural + (size_t)j * q.d;
-    for (int i = 0; i < n; ++i) {
-      int32_t acc = 0;
-      for (int c = 0; c < q.d; ++c) acc += (int32_t)qj[c] * (int32_t)get_code(L, b.data, t0 + i, c);
-      const float S = fp16_to_fp32(load_half(b.data, L.scales_offset, (size_t)(t0 + i))) * L.scale_mult;
-      const float Z = fp16_to_fp32(load_half(b.data, L.zeros_offset, (size_t)(t0 + i)));
-      s[(size_t)j * lds + i] = S * (q.scale[j] * (float)acc) + Z * q.sum[j];
+  if (L.axis == GroupAxis::token) {
+    for (int j = 0; j < q.nq; ++j) {
+      for (int i = 0; i < n; ++i) {
+        const int32_t acc = q8_dot(L, b.data, q.natural + (size_t)j * q.d, t0 + i);
+        const float S = fp16_to_fp32(load_half(b.data, L.scales_offset, (size_t)(t0 + i))) * L.scale_mult;
+        const float Z = fp16_to_fp32(load_half(b.data, L.zeros_offset, (size_t)(t0 + i)));
+        s[(size_t)j * lds + i] = S * (q.scale[j] * (float)acc) + Z * q.sum[j];
+      }
+    }
+    return;
+  }
+  std::vector<float> qf((size_t)q.d);
+  std::vector<int8_t> q8((size_t)q.d);
+  for (int i = 0; i < n;) {
+    const int tg = (t0 + i) / L.group, end = std::min(n, (tg + 1) * L.group - t0);
+    for (int j = 0; j < q.nq; ++j) {
+      const float zterm = fold_channel_query(L, b.data, tg, q.f + (size_t)j * q.ldf, qf.data());
+      const float scale = quantize_q8_row(qf.data(), q.d, q8.data());
+      for (int k = i; k < end; ++k) s[(size_t)j * lds + k] = scale * (float)q8_dot(L, b.data, q8.data(), t0 + k) + zterm;
+    }
+    i = end;
+  }
+}
+
+void packed_accumulate_q8_ref(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
+                              size_t ldacc) {
+  const KvBlockLayout& L = *b.layout;
+  std::vector<int8_t> w8((size_t)n);
+  for (int j = 0; j < nq; ++j) {
+    float bz;
+    const float step = quantize_weights_q8(L, b.data, w + (size_t)j * ldw, t0, n, w8.data(), &bz);
+    for (int c = 0; c < L.head_dim; ++c) {
+      int32_t sum = 0;
+      for (int i = 0; i < n; ++i) sum += (int32_t)w8[i] * (int32_t)get_code(L, b.data, t0 + i, c);
+      acc[(size_t)j * ldacc + c] += step * (float)sum + bz;
     }
   }
 }

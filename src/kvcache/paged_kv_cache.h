@@ -126,8 +126,9 @@ class PagedKvCache final : public KvCache {
   // Blocks (one per page, KV head and K|V) by current bits: {bits -> count}; fp16 blocks count as 16.
   std::map<int, size_t> bits_histogram() const;
   const ShrinkTotals& shrink_totals() const { return shrink_totals_; }
-  // Score 2- and 4-bit key pages with int8 queries (paged_attention_kernels.h, default on);
-  // off: float queries everywhere (tests, comparisons).
+  // The int8 kernels (paged_attention_kernels.h, default on): uniform / KIVI key pages of 2, 4, 8
+  // and 16 bits scored with int8 queries, 2- and 4-bit value pages accumulated with int8 weights;
+  // off: the float kernels everywhere (tests, comparisons).
   void set_q8_queries(bool on) { q8_queries_ = on; }
   void set_shrink_listener(std::function<void(const ShrinkPause&)> f) { on_pause_ = std::move(f); }
 

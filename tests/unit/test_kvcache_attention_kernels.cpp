@@ -1,6 +1,8 @@
 // Every variant of the paged attention kernels (_ref, AVX2, AVX-512) against double-precision
-// sums over values dequantized by the quantizer library (dequantize_ref), for every codec, axis,
-// bit-width and a range of query counts and row ranges. AVX-512 cases skip on CPUs without it.
+// sums over dequantized values (x_hat by the layout's definition, scale_mult 1 and not 1; Lloyd-Max
+// through the quantizer library's dequantize_ref), for every codec, axis, bit-width and a range of
+// query counts and row ranges. AVX-512 cases skip on CPUs without it. The int8-query scores are in
+// test_kvcache_attention_q8.cpp.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -13,6 +15,7 @@
 #include "quant/kv_quantizer.h"
 #include "quant/lloyd_max.h"
 #include "quant/quant_kernels.h"
+#include "test_attention_kernels_support.h"
 #include "util/fp16.h"
 
 namespace mpkv {
@@ -29,12 +32,8 @@ constexpr double kAccumulateRelPerRow = 6 * FLT_EPSILON;
 constexpr double kExpRel = 1e-6;
 double exp_tolerance(double x) { return kExpRel + std::abs(x) * FLT_EPSILON; }
 
-std::vector<Isa> variants() {
-  std::vector<Isa> v{Isa::scalar};
-  if (best_isa() >= Isa::avx2) v.push_back(Isa::avx2);
-  if (best_isa() >= Isa::avx512) v.push_back(Isa::avx512);
-  return v;
-}
+using test::gaussian;
+constexpr auto variants = test::kernel_variants;
 
 struct Shape {
   QuantMethod method;
@@ -49,14 +48,6 @@ std::vector<Shape> shapes() {
           {QuantMethod::turbo, KvRole::key, 64, 0, 32}};
 }
 
-std::vector<float> gaussian(size_t n, uint32_t seed, float spread_every = 0) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> x(n);
-  for (size_t i = 0; i < n; ++i) x[i] = nd(rng) * (spread_every > 0 && i % 13 == 5 ? spread_every : 1.0f) + 0.3f;
-  return x;
-}
-
 TEST(PagedAttentionKernels, PackedScoresAndAccumulateMatchDequantizedDouble) {
   for (const Shape& sh : shapes()) {
     const std::vector<int> bits = sh.method == QuantMethod::turbo ? std::vector<int>{1, 2, 3, 4}
@@ -69,56 +60,60 @@ TEST(PagedAttentionKernels, PackedScoresAndAccumulateMatchDequantizedDouble) {
       o.head_dim = sh.d;
       o.group = sh.group;
       const KvQuantizer qz(o, quant_kernels_for(Isa::scalar));
-      const KvBlockLayout L = qz.block_layout(sh.tokens);
+      KvBlockLayout L = qz.block_layout(sh.tokens);
       std::vector<uint8_t> blk(L.bytes);
       const auto x = gaussian((size_t)sh.tokens * sh.d, 10 + b, 5.0f);
       quant_kernels_for(Isa::scalar).quantize(L, x.data(), sh.d, 0, sh.tokens, blk.data());
-      std::vector<float> xh((size_t)sh.tokens * sh.d);  // code space, by the library's reference
-      dequantize_ref(L, blk.data(), 0, sh.tokens, xh.data(), sh.d);
-      const float* cent = L.codec == Codec::lloyd_max ? lloyd_max_gaussian(b).centroids_f.data() : nullptr;
-      const PackedBlockView view{&L, blk.data(), cent};
-      const int gt = sh.method == QuantMethod::kivi ? sh.group : 1;  // row ranges start on token groups
-      for (int nq : {1, 3, 4, 7, 16}) {
-        const auto q = gaussian((size_t)nq * sh.d, 100 + nq);
-        const auto w = gaussian((size_t)nq * kMaxKernelRows, 200 + nq);
-        for (auto [t0, n] : {std::pair<int, int>{0, sh.tokens}, {gt, sh.tokens - 2 * gt + 1}}) {
-          if (n <= 0) continue;
-          // Double references.
-          std::vector<double> s_ref((size_t)nq * n), s_abs((size_t)nq * n), a_ref((size_t)nq * sh.d, 0.0),
-              a_abs((size_t)nq * sh.d, 0.0);
-          for (int j = 0; j < nq; ++j)
-            for (int i = 0; i < n; ++i)
-              for (int c = 0; c < sh.d; ++c) {
-                const double xv = xh[(size_t)(t0 + i) * sh.d + c];
-                s_ref[(size_t)j * n + i] += q[(size_t)j * sh.d + c] * xv;
-                s_abs[(size_t)j * n + i] += std::abs(q[(size_t)j * sh.d + c] * xv) + std::abs(q[(size_t)j * sh.d + c]) * 4;
-                a_ref[(size_t)j * sh.d + c] += w[(size_t)j * kMaxKernelRows + i] * xv;
-                a_abs[(size_t)j * sh.d + c] += std::abs(w[(size_t)j * kMaxKernelRows + i]) * (std::abs(xv) + 4);
-              }
-          for (Isa isa : variants()) {
-            const PagedAttentionKernels& K = paged_attention_kernels_for(isa);
-            const std::string what = std::string(isa_name(isa)) + " " + method_name(sh.method) + " bits " +
-                                     std::to_string(b) + " d " + std::to_string(sh.d) + " G " + std::to_string(L.group) +
-                                     " nq " + std::to_string(nq) + " rows [" + std::to_string(t0) + ", +" + std::to_string(n) + ")";
-            std::vector<float> s((size_t)nq * kMaxKernelRows, NAN);
-            K.packed_scores(view, q.data(), sh.d, nq, t0, n, s.data(), kMaxKernelRows);
+      // Uniform blocks are also read with scale_mult != 1 (the same bytes, true scales 0.37x).
+      for (float mult : L.codec == Codec::uniform ? std::vector<float>{1.0f, 0.37f} : std::vector<float>{1.0f}) {
+        L.scale_mult = mult;
+        const std::vector<double> xh = test::block_x_hat(L, blk.data());  // code space
+        const float* cent = L.codec == Codec::lloyd_max ? lloyd_max_gaussian(b).centroids_f.data() : nullptr;
+        const PackedBlockView view{&L, blk.data(), cent};
+        const int gt = sh.method == QuantMethod::kivi ? sh.group : 1;  // row ranges start on token groups
+        for (int nq : {1, 3, 4, 7, 16}) {
+          const auto q = gaussian((size_t)nq * sh.d, 100 + nq);
+          const auto w = gaussian((size_t)nq * kMaxKernelRows, 200 + nq);
+          for (auto [t0, n] : {std::pair<int, int>{0, sh.tokens}, {gt, sh.tokens - 2 * gt + 1}}) {
+            if (n <= 0) continue;
+            // Double references.
+            std::vector<double> s_ref((size_t)nq * n), s_abs((size_t)nq * n), a_ref((size_t)nq * sh.d, 0.0),
+                a_abs((size_t)nq * sh.d, 0.0);
             for (int j = 0; j < nq; ++j)
               for (int i = 0; i < n; ++i)
-                ASSERT_NEAR(s[(size_t)j * kMaxKernelRows + i], s_ref[(size_t)j * n + i],
-                            scores_tolerance(sh.d, s_abs[(size_t)j * n + i]))
-                    << what << " q " << j << " row " << i;
-            std::vector<float> acc((size_t)nq * (sh.d + 8), 0.5f);  // ldacc > d, starting from 0.5
-            K.packed_accumulate(view, w.data(), kMaxKernelRows, nq, t0, n, acc.data(), sh.d + 8);
-            for (int j = 0; j < nq; ++j) {
-              for (int c = 0; c < sh.d; ++c)
-                ASSERT_NEAR(acc[(size_t)j * (sh.d + 8) + c], 0.5 + a_ref[(size_t)j * sh.d + c],
-                            kAccumulateRelPerRow * (1 + a_abs[(size_t)j * sh.d + c]))
-                    << what << " q " << j << " channel " << c;
-              for (int c = sh.d; c < sh.d + 8; ++c) ASSERT_EQ(acc[(size_t)j * (sh.d + 8) + c], 0.5f) << what << " wrote past d";
+                for (int c = 0; c < sh.d; ++c) {
+                  const double xv = xh[(size_t)(t0 + i) * sh.d + c];
+                  s_ref[(size_t)j * n + i] += q[(size_t)j * sh.d + c] * xv;
+                  s_abs[(size_t)j * n + i] += std::abs(q[(size_t)j * sh.d + c] * xv) + std::abs(q[(size_t)j * sh.d + c]) * 4;
+                  a_ref[(size_t)j * sh.d + c] += w[(size_t)j * kMaxKernelRows + i] * xv;
+                  a_abs[(size_t)j * sh.d + c] += std::abs(w[(size_t)j * kMaxKernelRows + i]) * (std::abs(xv) + 4);
+                }
+            for (Isa isa : variants()) {
+              const PagedAttentionKernels& K = paged_attention_kernels_for(isa);
+              const std::string what = std::string(isa_name(isa)) + " " + method_name(sh.method) + " bits " +
+                                       std::to_string(b) + " d " + std::to_string(sh.d) + " G " + std::to_string(L.group) +
+                                       " mult " + std::to_string(mult) +
+                                       " nq " + std::to_string(nq) + " rows [" + std::to_string(t0) + ", +" + std::to_string(n) + ")";
+              std::vector<float> s((size_t)nq * kMaxKernelRows, NAN);
+              K.packed_scores(view, q.data(), sh.d, nq, t0, n, s.data(), kMaxKernelRows);
+              for (int j = 0; j < nq; ++j)
+                for (int i = 0; i < n; ++i)
+                  ASSERT_NEAR(s[(size_t)j * kMaxKernelRows + i], s_ref[(size_t)j * n + i],
+                              scores_tolerance(sh.d, s_abs[(size_t)j * n + i]))
+                      << what << " q " << j << " row " << i;
+              std::vector<float> acc((size_t)nq * (sh.d + 8), 0.5f);  // ldacc > d, starting from 0.5
+              K.packed_accumulate(view, w.data(), kMaxKernelRows, nq, t0, n, acc.data(), sh.d + 8);
+              for (int j = 0; j < nq; ++j) {
+                for (int c = 0; c < sh.d; ++c)
+                  ASSERT_NEAR(acc[(size_t)j * (sh.d + 8) + c], 0.5 + a_ref[(size_t)j * sh.d + c],
+                              kAccumulateRelPerRow * (1 + a_abs[(size_t)j * sh.d + c]))
+                      << what << " q " << j << " channel " << c;
+                for (int c = sh.d; c < sh.d + 8; ++c) ASSERT_EQ(acc[(size_t)j * (sh.d + 8) + c], 0.5f) << what << " wrote past d";
+              }
             }
           }
         }
-      }
+      }  // scale_mult
     }
   }
 }
@@ -189,64 +184,6 @@ TEST(PagedAttentionKernels, ExpSumAndMaxMatchTheDefinitions) {
         }
       }
       ASSERT_NEAR(sum, ref_sum, exp_tolerance(93) * ref_sum + 1e-37) << isa_name(isa) << " n " << n;
-    }
-  }
-}
-
-// The int8-query scores: the integer dot is exact, so every variant matches the definition
-// S * (scale * sum_c q8_c code_c) + Z * sum(q) up to the fp32 rounding of that epilogue.
-constexpr double kQ8EpilogueRel = 4 * FLT_EPSILON;
-
-TEST(PagedAttentionKernels, Q8ScoresMatchTheIntegerDefinition) {
-  for (int d : {64, 128}) {
-    for (int b : {2, 4}) {
-      QuantOptions o;
-      o.bits = b;
-      o.head_dim = d;
-      const KvQuantizer qz(o, quant_kernels_for(Isa::scalar));
-      const int T = 45;  // 5 groups of 8 rows and a tail
-      const KvBlockLayout L = qz.block_layout(T);
-      ASSERT_TRUE(q8_scores_apply(L));
-      std::vector<uint8_t> blk(L.bytes);
-      const auto x = gaussian((size_t)T * d, 3 + b, 4.0f);
-      quant_kernels_for(Isa::scalar).quantize(L, x.data(), d, 0, T, blk.data());
-      for (int nq : {1, 3, 16}) {
-        const auto q = gaussian((size_t)nq * d, 50 + nq);
-        std::vector<int8_t> bytes;
-        std::vector<float> params;
-        const Q8Queries q8 = quantize_queries_q8(q.data(), d, nq, d, bytes, params);
-        // The rule, restated: scale = max|q| / 127, q8 = nearest integer to q / scale.
-        for (int j = 0; j < nq; ++j) {
-          float amax = 0, sum = 0;
-          for (int c = 0; c < d; ++c) amax = std::max(amax, std::abs(q[(size_t)j * d + c])), sum += q[(size_t)j * d + c];
-          ASSERT_FLOAT_EQ(q8.scale[j], amax / 127.0f);
-          ASSERT_FLOAT_EQ(q8.sum[j], sum);
-          for (int c = 0; c < d; ++c) {
-            ASSERT_NEAR(q8.natural[(size_t)j * d + c], q[(size_t)j * d + c] / q8.scale[j], 0.5 + 1e-4);
-            const int c0 = c / 64 * 64, k = c % 64;
-            ASSERT_EQ(q8.perm4[(size_t)j * d + c0 + (k % 2) * 32 + k / 2], q8.natural[(size_t)j * d + c]);
-            ASSERT_EQ(q8.perm2[(size_t)j * d + c0 + (k % 4) * 16 + k / 4], q8.natural[(size_t)j * d + c]);
-          }
-        }
-        for (Isa isa : variants()) {
-          for (auto [t0, n] : {std::pair<int, int>{0, T}, {3, 17}}) {
-            std::vector<float> s((size_t)nq * kMaxKernelRows);
-            paged_attention_kernels_for(isa).packed_scores_q8({&L, blk.data(), nullptr}, q8, t0, n, s.data(), kMaxKernelRows);
-            for (int j = 0; j < nq; ++j) {
-              for (int i = 0; i < n; ++i) {
-                int64_t acc = 0;
-                for (int c = 0; c < d; ++c) acc += (int64_t)q8.natural[(size_t)j * d + c] * get_code(L, blk.data(), t0 + i, c);
-                const double S = fp16_to_fp32(load_half(blk.data(), L.scales_offset, t0 + i));
-                const double Z = fp16_to_fp32(load_half(blk.data(), L.zeros_offset, t0 + i));
-                const double ref = S * q8.scale[j] * (double)acc + Z * q8.sum[j];
-                const double mag = std::abs(S * q8.scale[j] * (double)acc) + std::abs(Z * q8.sum[j]);
-                ASSERT_NEAR(s[(size_t)j * kMaxKernelRows + i], ref, kQ8EpilogueRel * mag + 1e-30)
-                    << isa_name(isa) << " d " << d << " bits " << b << " nq " << nq << " row " << t0 + i;
-              }
-            }
-          }
-        }
-      }
     }
   }
 }
