@@ -1,6 +1,6 @@
 // Decode attention over the paged KV cache (the fused kernels reading packed pages in place), in
 // GB/s of KV bytes read per decode step, next to a memory-bandwidth probe measured in the same run
-// with the same thread count (DESIGN.md 9). Also the time of progressive shrinks.
+// with the same thread count (docs/design.md §9). Also the time of progressive shrinks.
 //
 // One decode step = attend() of one query token (SmolLM2 shapes: 9 query heads, 3 KV heads,
 // head_dim 64) over every layer of a synthetic context, like the forward pass does. Bytes read

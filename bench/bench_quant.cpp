@@ -1,5 +1,5 @@
 // Throughput of the KV quantizer kernels (quantize, dequantize, shrink) for each ISA variant, in
-// GB/s of memory traffic, next to a memory-bandwidth probe measured in the same run (DESIGN.md 9).
+// GB/s of memory traffic, next to a memory-bandwidth probe measured in the same run (docs/design.md §9).
 //
 // Traffic counted per kernel: quantize reads fp32 rows and writes blocks; dequantize reads blocks
 // and writes fp32 rows; shrink reads 2b-bit blocks and writes b-bit blocks. One thread (the

@@ -1,4 +1,4 @@
-// Integer bit-widths for RateQuant's problem (ALGORITHMS.md 6), under sum_i b_i <= floor(N * b_avg).
+// Integer bit-widths for RateQuant's problem (docs/algorithms.md §6), under sum_i b_i <= floor(N * b_avg).
 //
 // greedy: every integer in [min_bits, max_bits] is allowed. Start all at min_bits and spend the budget
 //   one bit at a time on the component with the largest marginal gain w_i (D_i(b) - D_i(b + 1)) (each

@@ -1,4 +1,4 @@
-// The multiple-choice integer program of PM-KVQ (ALGORITHMS.md 4), solved exactly with GLPK:
+// The multiple-choice integer program of PM-KVQ (docs/algorithms.md §4), solved exactly with GLPK:
 //
 //   min  sum_i sum_j x_ij cost_ij
 //   s.t. sum_j x_ij = 1            for every component i    (one choice each)

@@ -1,5 +1,5 @@
 // mpkv's combined method: RateQuant decides each (layer, KV head, K|V) component's FINAL bits, and
-// PM-KVQ's progressive quantization reaches them from 16 bits (ALGORITHMS.md 2, 3, 6).
+// PM-KVQ's progressive quantization reaches them from 16 bits (docs/algorithms.md §2, §3, §6).
 //
 // The ladder is the equivalent right shift, which halves a min-max code's width in place:
 // 16 -> 8 -> 4 -> 2, stopping at the final bits. A final width of 3 (or 5, 6, 7) is not on that

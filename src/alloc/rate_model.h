@@ -1,4 +1,4 @@
-// RateQuant's problem (ALGORITHMS.md 6): N components, each one (layer, KV head, K|V), with a
+// RateQuant's problem (docs/algorithms.md §6): N components, each one (layer, KV head, K|V), with a
 // sensitivity weight w_i and a distortion model D_i(b) = alpha_i * beta_i^-b (fitted per quantizer and
 // K|V by the quantizer issue's fit_exponential); choose bits b_i to minimise sum_i w_i D_i(b_i) under
 // the bit budget sum_i b_i <= N * b_avg.
@@ -27,7 +27,7 @@ struct RateQuantProblem {
   int min_bits = 2;                       // b_min (continuous and greedy bounds)
   int max_bits = 8;                       // b_max
   // Min-max codes (uniform / kivi / rotated): b_min >= 2 is enforced, because a 1-bit min-max code
-  // puts every value on {min, max} and its error exceeds the signal's variance (ALGORITHMS.md 6);
+  // puts every value on {min, max} and its error exceeds the signal's variance (docs/algorithms.md §6);
   // D(b) = alpha beta^-b does not describe that point. False for Lloyd-Max (turbo) codes.
   bool min_max_quantizer = true;
 };

@@ -1,4 +1,4 @@
-// RateQuant end to end (ALGORITHMS.md 6): continuous reverse water-filling, then integer bits
+// RateQuant end to end (docs/algorithms.md §6): continuous reverse water-filling, then integer bits
 // (greedy for contiguous sets, exact knapsack for gapped ones), with the figures the paper prints:
 // the predicted gain AM/GM of w and the achieved objective against uniform bits.
 #pragma once

@@ -1,4 +1,4 @@
-// RateQuant's continuous allocation by reverse water-filling (ALGORITHMS.md 6, paper Theorem 2).
+// RateQuant's continuous allocation by reverse water-filling (docs/algorithms.md §6, paper Theorem 2).
 //
 // Implemented: the Lagrangian form, which also covers a different beta per component (K and V fits,
 // or several quantizers). Stationarity of sum_i w_i alpha_i beta_i^-b_i + mu (sum_i b_i - N b_avg) gives

@@ -1,5 +1,5 @@
 // Kernels of attention over a paged KV cache whose pages are packed at any bit-width, and their
-// per-ISA table (DESIGN.md principles 1-3). Dequantization happens inside the dot product and the
+// per-ISA table (docs/design.md §1-3). Dequantization happens inside the dot product and the
 // value accumulation; nothing is ever written out as floats.
 //
 // Every kernel handles nq queries at once (the query heads of one KV head, times the query tokens

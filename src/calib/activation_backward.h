@@ -1,5 +1,5 @@
 // Activation gradients of the language-model loss with respect to the cached keys and values
-// (ALGORITHMS.md 4, 6): a training-style forward over ONE sequence of T tokens (teacher forced,
+// (docs/algorithms.md §4, §6): a training-style forward over ONE sequence of T tokens (teacher forced,
 // dense causal attention) that keeps the activations its backward needs, then the backward through
 // the LM head, the final norm and each layer in reverse. No weight gradients.
 //

@@ -1,4 +1,4 @@
-// Calibration text -> token windows (ALGORITHMS.md 4-6): `--calib-file`, `--calib-n`,
+// Calibration text -> token windows (docs/algorithms.md §4-§6): `--calib-file`, `--calib-n`,
 // `--calib-len`, `--pi-scale`.
 //
 // The text is tokenized once (no special-token parsing: a calibration file is plain text) and

@@ -1,4 +1,4 @@
-// Sensitivities of the loss to KV quantization, from activation gradients (ALGORITHMS.md 4, 6).
+// Sensitivities of the loss to KV quantization, from activation gradients (docs/algorithms.md §4, §6).
 //
 // PM-KVQ (first-order Taylor), per (layer, KV head) and role, for each bit-width b:
 //   s_K(b) = || G_K (.) (K - Q_b(K)) ||_1      s_V(b) likewise

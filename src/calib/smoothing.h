@@ -1,5 +1,5 @@
 // Key smoothing (QServe's SmoothAttention, calibrated with positional interpolation as in PM-KVQ;
-// ALGORITHMS.md 5).
+// docs/algorithms.md §5).
 //
 // Per layer and KV channel i (i over [n_head_kv, head_dim]): lambda_i = (max_m |K_{m,i}|)^alpha,
 // with the maximum taken over post-RoPE calibration keys and made equal on the two channels of

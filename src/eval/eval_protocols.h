@@ -1,4 +1,4 @@
-// The three measurements of `mpkv eval` (ALGORITHMS.md 9; every row says its protocol):
+// The three measurements of `mpkv eval` (docs/algorithms.md §9; every row says its protocol):
 //
 //   decode        W windows of n_ctx text tokens decoded token by token through each method's real
 //                 cache next to the 16-bit reference (lockstep_decoder.h)

@@ -1,4 +1,4 @@
-// The "prefill-fake" protocol's cache (ALGORITHMS.md 9; the papers' perplexity harness): keys and
+// The "prefill-fake" protocol's cache (docs/algorithms.md §9; the papers' perplexity harness): keys and
 // values are quantized and immediately dequantized as they are appended (each component of the
 // plan at its FINAL bits with its quantizer), then held and attended as fp16 rows by an
 // F16KvCache. Nothing here is packed and nothing shrinks: it answers "what does this quantizer cost

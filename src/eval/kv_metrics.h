@@ -1,5 +1,5 @@
 // Per-token comparisons of a method's next-token distribution with the 16-bit reference's, and
-// their aggregation (ALGORITHMS.md 9): NLL of the true next token, KL(reference || method), top-1
+// their aggregation (docs/algorithms.md §9): NLL of the true next token, KL(reference || method), top-1
 // agreement. All in double from float logits [n_vocab].
 #pragma once
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The decode protocol (ALGORITHMS.md 9), for many methods at once.
+// The decode protocol (docs/algorithms.md §9), for many methods at once.
 //
 // W token streams are decoded token by token, in lockstep, through a 16-bit reference cache and
 // through every method's PagedKvCache: at step t each (cache, stream) gets its token at position

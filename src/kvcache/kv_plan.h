@@ -1,5 +1,5 @@
 // The KV plan: how every KV component (layer, KV head, K|V) is stored. It is the only thing the
-// runtime reads (DESIGN.md "Plan, then run"); a command line (--kv-method, --kv-bits ...) builds
+// runtime reads (docs/design.md "Plan, then run"); a command line (--kv-method, --kv-bits ...) builds
 // one in kv_cache_factory, a plan file (--kv-plan) gives one directly, and the calibration issue
 // writes richer ones (it may add fields; readers ignore unknown keys).
 //
@@ -101,7 +101,7 @@ struct KvPlanProvenance {
 };
 
 inline constexpr int kKvPlanVersion = 1;
-inline constexpr int kDefaultKvWindow = 128;  // recent tokens kept at fp16 (ALGORITHMS.md 3)
+inline constexpr int kDefaultKvWindow = 128;  // recent tokens kept at fp16 (docs/algorithms.md §3)
 inline constexpr int kDefaultKvSink = 1;      // first tokens kept at fp16
 inline constexpr int kDefaultPageTokens = 64;
 

@@ -1,5 +1,5 @@
 // The page pool's bookkeeping: one byte budget shared by every sequence, and the order in which
-// pages are shrunk when it runs out. Plain data, no math (DESIGN.md principle 3): the cache tells
+// pages are shrunk when it runs out. Plain data, no math (docs/design.md §3): the cache tells
 // the pool what it allocates and frees and which pages can still shrink; the pool answers whether
 // bytes fit and which page to shrink next.
 //

@@ -1,5 +1,5 @@
 // Measured distortion curves D(b) of a quantizer on sample vectors, and RateQuant's exponential
-// model D(b) = alpha * beta^-b fitted by least squares on ln D (ALGORITHMS.md 6, 8).
+// model D(b) = alpha * beta^-b fitted by least squares on ln D (docs/algorithms.md §6, §8).
 // Library code: `mpkv distortion` feeds it the real keys / values of one (layer, KV head).
 #pragma once
 #include <nlohmann/json.hpp>
@@ -35,7 +35,7 @@ struct DistortionCurve {
 };
 
 // Bit-widths measured by default: 2, 3, 4 for min-max quantizers (1-bit min-max error exceeds the
-// signal's variance, ALGORITHMS.md 6) and 1..4 for turbo.
+// signal's variance, docs/algorithms.md §6) and 1..4 for turbo.
 std::vector<int> default_distortion_bits(QuantMethod m);
 
 // x: [n, head_dim] samples (keys or values of one layer / KV head), row-major. For each b in

@@ -1,4 +1,4 @@
-// PM-KVQ's equivalent right shift (ALGORITHMS.md 2): a 2b-bit min-max code becomes a b-bit code
+// PM-KVQ's equivalent right shift (docs/algorithms.md §2): a 2b-bit min-max code becomes a b-bit code
 // of the same group without dequantizing,
 //   X_b = ((2^{2b} - 2^b + 1) * (X_{2b} + 2^{b-1})) >> 3b,   Z_b = Z_{2b},   S_b = (2^b + 1) S_{2b}.
 // In exact arithmetic this is round-half-up requantization of the dequantized value:

@@ -1,4 +1,4 @@
-// The KV block kernels and their per-ISA table (DESIGN.md principles 1-3).
+// The KV block kernels and their per-ISA table (docs/design.md §1-3).
 //
 // Every kernel takes a KvBlockLayout and a block's bytes and works on tokens [t0, t0 + n) of it
 // (check_token_range states the preconditions; callers check, kernels do not). Vectors are in CODE

@@ -1,7 +1,7 @@
 // What one KV component (one layer, one KV head, K or V) is quantized with, and the one place
 // that decides whether those options are acceptable.
 //
-// Methods (ALGORITHMS.md 1, 7):
+// Methods (docs/algorithms.md §1, §7):
 //   uniform  per-token asymmetric min-max: one (scale, zero) per token per group of G channels
 //            along head_dim (G defaults to head_dim, as PM-KVQ / llama.cpp).
 //   kivi     keys per-channel: one (scale, zero) per channel per group of G tokens (default 32);

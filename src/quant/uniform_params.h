@@ -1,5 +1,5 @@
 // Scale and zero point of one asymmetric min-max group, and the code rule every kernel variant
-// shares (ALGORITHMS.md 1):
+// shares (docs/algorithms.md §1):
 //   Z = fp16_round_down(min),  S = fp16_round_up(max((max - Z) / (2^b - 1), 2^-24))
 //   X_q = clamp(floor((X - Z) / S + 1/2), 0, 2^b - 1)     (round half up, as the shift needs)
 //   X_hat = X_q * S + Z

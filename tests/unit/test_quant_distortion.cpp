@@ -1,4 +1,4 @@
-// Distortion curves and the fit D(b) = alpha * beta^-b (RateQuant's model, ALGORITHMS.md 6, 8).
+// Distortion curves and the fit D(b) = alpha * beta^-b (RateQuant's model, docs/algorithms.md §6, §8).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // Lloyd-Max codebooks for N(0, 1) computed by Lloyd's algorithm, checked against the published
-// MSEs (Max 1960; TurboQuant / ALGORITHMS.md 7) and against sampling.
+// MSEs (Max 1960; TurboQuant / docs/algorithms.md §7) and against sampling.
 #include <gtest/gtest.h>
 
 #include <cmath>

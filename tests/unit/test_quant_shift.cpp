@@ -1,4 +1,4 @@
-// PM-KVQ's equivalent right shift, proved over every code value of every step (ALGORITHMS.md 2).
+// PM-KVQ's equivalent right shift, proved over every code value of every step (docs/algorithms.md §2).
 //
 // The code mapping is checked as integer identities, independently of the formula's form:
 //   requantize:  X_b == round_half_up(X_2b / (2^b+1)) == floor((2 X_2b + 2^b + 1) / (2 (2^b+1)))
