@@ -1,5 +1,6 @@
-// Backend over a running Engine: chat prompts through Tokenizer::format_chat (ChatML, special
-// tokens parsed, as `mpkv generate --chat`), completions encode the raw text.
+// Backend over a running Engine: chat prompts through Tokenizer::format_chat (the model's own chat
+// format: ChatML for SmolLM2/Qwen, turns for Gemma; special tokens parsed, as `mpkv generate --chat`),
+// completions encode the raw text.
 #pragma once
 #include "server/backend.h"
 
