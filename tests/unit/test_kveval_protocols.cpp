@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "eval/eval_methods.h"
@@ -145,7 +146,7 @@ TEST(LockstepDecoder, EachStreamMatchesDecodingItAlone) {
   methods[2].label = "turbo-3";
   methods[2].kv.method = "turbo";
   methods[2].kv.bits = 3;
-  const int W = 3;  // 12 sequences: two forward calls per step (groups of at most 8)
+  const int W = 3;  // 12 sequences: one forward call of 12 tokens per step
   LockstepDecoder dec(*m, methods, W, n);
   std::vector<std::vector<std::vector<float>>> got((1 + methods.size()) * W);
   std::vector<float> lg;
@@ -188,6 +189,44 @@ TEST(LockstepDecoder, ProgressiveGetsABudgetThatReachesFinalBitsAndMatchesAlone)
   EXPECT_LE(dec.cache(0).bytes_used(), (size_t)std::llround(dec.method(0).kv.budget_mib * 1048576.0));
   const auto a = alone(*m, dec.method(0).kv, 0, n);  // same budget, alone
   for (int i = 0; i < n; ++i) ASSERT_LT(max_abs_diff(a[i], got[i].data()), kLockstepAbs) << "pos " << i;
+}
+
+// The decode protocol's numbers must not depend on how a step's tokens are grouped into forward
+// calls (the evaluator's speed knob): every sequence's logits are the same bits for calls of one
+// cache's streams (2 tokens), of three caches' (6; the last call holds one) and of all 8 at once.
+// The progressive cache's two streams share one budget, so each one's reservation shrinks the
+// other's pages: the same bits only because a call never splits a cache's streams.
+TEST(LockstepDecoder, LogitsAreBitIdenticalForEveryCallSize) {
+  auto m = tiny("lockstep_groups");
+  const int n = 260, W = 2;  // past the sink + window + one page: quantized pages and progressive shrinks
+  std::vector<EvalMethod> methods(3);
+  methods[0].label = "kivi-2";
+  methods[0].kv.method = "kivi";
+  methods[0].kv.bits = 2;
+  methods[1].label = "progressive-2";
+  methods[1].kv.method = "progressive";
+  methods[1].kv.bits = 2;
+  methods[2].label = "uniform-3";
+  methods[2].kv.method = "uniform";
+  methods[2].kv.bits = 3;
+  std::vector<std::vector<float>> runs;  // every step's logits, concatenated, per call size
+  for (int caches_per_call : {1, 3, 0}) {
+    LockstepDecoder dec(*m, methods, W, n, caches_per_call);
+    std::vector<float> lg, all;
+    for (int i = 0; i < n; ++i) {
+      dec.step({tok(*m, i, 0), tok(*m, i, 1)}, i, true, lg);
+      all.insert(all.end(), lg.begin(), lg.end());
+    }
+    EXPECT_GT(dec.cache(1).shrink_totals().page_shrinks, 0u) << "caches per call " << caches_per_call << ": progressive pages must shrink";
+    runs.push_back(std::move(all));
+  }
+  ASSERT_EQ(runs[0].size(), (size_t)n * (1 + methods.size()) * W * m->config().n_vocab);
+  for (size_t g = 1; g < runs.size(); ++g) {
+    ASSERT_EQ(runs[g].size(), runs[0].size());
+    size_t differ = 0;
+    for (size_t i = 0; i < runs[0].size(); ++i) differ += std::memcmp(&runs[0][i], &runs[g][i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u) << "call size " << g << ": logits differ from one cache per call";
+  }
 }
 
 TEST(FakeQuantKvCache, EqualsAnF16CacheFedHandQuantizedRows) {
