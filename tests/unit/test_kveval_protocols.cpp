@@ -274,6 +274,56 @@ TEST(FakeQuantKvCache, EqualsAnF16CacheFedHandQuantizedRows) {
   EXPECT_EQ(fake.length(0, 0), n);
 }
 
+// The evaluator runs plans with the same fake-quant cache once (eval_prefill_fake): progressive-4
+// and uniform-4 differ only in what the real cache reads, and their fake-quant caches give the same
+// bits; any change to a field the fake-quant cache reads makes the plans different.
+TEST(FakeQuantKvCache, SameCachePlansComputeTheSameBitsAndEveryReadFieldCounts) {
+  const KvDims d{2, 2, 1, 16};
+  auto plan = [&](const std::string& method, int bits) {
+    KvCacheOptions o;
+    o.method = method;
+    o.bits = bits;
+    return make_kv_plan(o, d);
+  };
+  const KvPlan uni = plan("uniform", 4), prog = plan("progressive", 4);
+  ASSERT_TRUE(prog.progressive);
+  EXPECT_TRUE(same_fake_quant_cache(uni, prog));
+  const int n = 90, row = 2 * d.head_dim;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> k((size_t)n * row), v(k.size()), q((size_t)n * row), out_u(q.size()), out_p(q.size());
+  for (auto* x : {&k, &v, &q})
+    for (auto& e : *x) e = g(rng);
+  FakeQuantKvCache cu(d, uni), cp(d, prog);
+  for (int l = 0; l < d.n_layer; ++l) {
+    cu.append(0, l, n, k.data(), v.data());
+    cp.append(0, l, n, k.data(), v.data());
+    cu.attend(0, l, n, q.data(), out_u.data());
+    cp.attend(0, l, n, q.data(), out_p.data());
+    EXPECT_EQ(std::memcmp(out_u.data(), out_p.data(), out_u.size() * sizeof(float)), 0) << "layer " << l;
+  }
+  EXPECT_FALSE(same_fake_quant_cache(uni, plan("uniform", 2)));
+  EXPECT_FALSE(same_fake_quant_cache(uni, plan("kivi", 4)));
+  KvPlan x = uni;
+  x.sink = uni.sink + 1;
+  EXPECT_FALSE(same_fake_quant_cache(uni, x));
+  x = uni;
+  x.components[3].bits = 2;
+  EXPECT_FALSE(same_fake_quant_cache(uni, x));
+  x = uni;
+  x.components[1].group = 8;
+  EXPECT_FALSE(same_fake_quant_cache(uni, x));
+  x = uni;
+  x.components[2].fp16 = true;
+  EXPECT_FALSE(same_fake_quant_cache(uni, x));
+  x = uni;
+  x.smoothing.assign(d.n_layer, std::vector<float>(row, 1.5f));
+  EXPECT_FALSE(same_fake_quant_cache(uni, x));
+  x = uni;
+  x.window = uni.window * 2;  // only the real cache reads the window
+  EXPECT_TRUE(same_fake_quant_cache(uni, x));
+}
+
 TEST(EvalMatrix, LabelsBitsAndSkips) {
   const EvalMatrix m = eval_matrix({"f16", "uniform", "kivi", "progressive", "f16"}, {2, 2.5, 3}, "/nonexistent", "M");
   std::vector<std::string> labels;
