@@ -6,7 +6,8 @@ For each thread count and context depth, one round runs `mpkv bench --synthetic 
 `bench/peer_llamacpp.py batch` at the same widths (llama_batch, one seq_id per sequence, its own KV
 stream), back to back; --rounds repeats the pair. Each engine prints the median of -r runs inside a
 round; the table gives the median over rounds, the ratio to the same engine's batch 1, and
-mpkv / llama.cpp. mpkv fills its contexts with random K/V (speed does not depend on content);
+mpkv / llama.cpp, both per wall second and per CPU-second of the process (at 1 thread on a shared
+machine the CPU-second figure is the one that does not depend on the neighbours' load). mpkv fills its contexts with random K/V (speed does not depend on content);
 llama.cpp prefills sequence 0 with the same token ids as `mpkv bench` and copies it to the others.
 
 Usage: bench/bench_batch.py --mpkv build/mpkv -m M [-t 1,2] [-d 1024,8192] [--widths 1,2,4,8,16]
@@ -36,7 +37,8 @@ def run_json(cmd, path):
 
 
 def by_width(result):
-    return {d["sequences"]: d["tok_s"] for d in result["decode"]}
+    """{width: (tok/s, tok per CPU-second)}"""
+    return {d["sequences"]: (d["tok_s"], d["cpu_tok_s"]) for d in result["decode"]}
 
 
 def load_avg():
@@ -76,29 +78,39 @@ def main():
                              "--json", f"{tmp}/l.json"], f"{tmp}/l.json")))
                     loads.append(load_avg())
                 for w in a.widths:
-                    r = {"threads": t, "depth": depth, "width": w,
-                         "mpkv_tok_s": statistics.median(x[w] for x in mp),
-                         "mpkv_rounds": [x[w] for x in mp], "load_avg": loads}
-                    if ll:
-                        r["llamacpp_tok_s"] = statistics.median(x[w] for x in ll)
-                        r["llamacpp_rounds"] = [x[w] for x in ll]
+                    r = {"threads": t, "depth": depth, "width": w, "load_avg": loads}
+                    for name, res in (("mpkv", mp), ("llamacpp", ll)):
+                        if res:
+                            r[name + "_tok_s"] = statistics.median(x[w][0] for x in res)
+                            r[name + "_cpu_tok_s"] = statistics.median(x[w][1] for x in res)
+                            r[name + "_rounds"] = [x[w] for x in res]
                     rows.append(r)
     first = {(r["threads"], r["depth"]): r for r in rows if r["width"] == a.widths[0]}
-    print(f"decode aggregate tok/s, {a.n_gen} steps, median of {a.reps} runs x {a.rounds} rounds "
-          f"(x b{a.widths[0]}: against the same engine at width {a.widths[0]})")
+    print(f"decode aggregate tok/s, {a.n_gen} steps, median of {a.reps} runs x {a.rounds} rounds; wall: tokens per "
+          f"second, cpu: tokens per CPU-second (x b1: against the same engine at width {a.widths[0]})")
     print()
-    print("| threads | context | width | mpkv tok/s | x b1 | llama.cpp tok/s | x b1 | mpkv / llama.cpp | load avg |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| threads | context | width | mpkv wall | x b1 | mpkv cpu | x b1 | llama.cpp wall | x b1 | llama.cpp cpu | x b1 "
+          "| mpkv / llama.cpp wall | cpu | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         b = first[(r["threads"], r["depth"])]
-        r["mpkv_vs_b1"] = r["mpkv_tok_s"] / b["mpkv_tok_s"]
-        peer = "| - | - | -"
-        if "llamacpp_tok_s" in r:
-            r["llamacpp_vs_b1"] = r["llamacpp_tok_s"] / b["llamacpp_tok_s"]
-            r["mpkv_vs_llamacpp"] = r["mpkv_tok_s"] / r["llamacpp_tok_s"]
-            peer = f"| {r['llamacpp_tok_s']:.1f} | {r['llamacpp_vs_b1']:.2f} | {r['mpkv_vs_llamacpp']:.2f}"
-        print(f"| {r['threads']} | {r['depth']} | {r['width']} | {r['mpkv_tok_s']:.1f} | {r['mpkv_vs_b1']:.2f} {peer} | "
-              f"{min(r['load_avg']):.1f}-{max(r['load_avg']):.1f} |")
+        cells = []
+        for name in ("mpkv", "llamacpp"):
+            for unit in ("tok_s", "cpu_tok_s"):
+                k = f"{name}_{unit}"
+                if k in r:
+                    r[k + "_vs_b1"] = r[k] / b[k]
+                    cells += [f"{r[k]:.1f}", f"{r[k + '_vs_b1']:.2f}"]
+                else:
+                    cells += ["-", "-"]
+        for unit in ("tok_s", "cpu_tok_s"):
+            if f"llamacpp_{unit}" in r:
+                r[f"mpkv_vs_llamacpp_{unit}"] = r[f"mpkv_{unit}"] / r[f"llamacpp_{unit}"]
+                cells.append(f"{r[f'mpkv_vs_llamacpp_{unit}']:.2f}")
+            else:
+                cells.append("-")
+        print(f"| {r['threads']} | {r['depth']} | {r['width']} | " + " | ".join(cells) +
+              f" | {min(r['load_avg']):.1f}-{max(r['load_avg']):.1f} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"command": " ".join(sys.argv), "rows": rows}, f, indent=1)

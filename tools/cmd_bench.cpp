@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 #include <random>
 
@@ -75,6 +76,14 @@ nlohmann::json figure_json(const std::vector<double>& runs) {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+// CPU seconds of every thread of this process: on a shared machine, tokens per CPU-second of a
+// 1-thread run barely depend on what else runs, where tokens per wall second do.
+double cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 // Runs ids[0, n) of seq through the model (ModelRunner::prefill: chunks of `batch`, halved while
 // a budget cannot hold them), positions from 0.
 void prefill(ModelRunner& runner, int seq, const std::vector<int32_t>& ids, int n, int batch) {
@@ -112,9 +121,12 @@ struct DecodeRun {
   bool synthetic;
 };
 
-// Aggregate decode tok/s of one run from an empty cache; kv_mib: the pool's peak.
-double time_decode(const Model& model, const KvCacheOptions& kv, const DecodeRun& d, const std::vector<int32_t>& ids,
-                   double& kv_mib) {
+struct DecodeRate {
+  double tok_s, cpu_tok_s, kv_mib;  // aggregate tokens per wall / per CPU second; the pool's peak
+};
+
+// One timed run from an empty cache.
+DecodeRate time_decode(const Model& model, const KvCacheOptions& kv, const DecodeRun& d, const std::vector<int32_t>& ids) {
   auto cache = make_kv_cache(kv, model.config().kv_dims());
   ModelRunner runner(model, *cache);  // applies a plan's key smoothing
   for (int s = 0; s < d.parallel; ++s) {
@@ -124,7 +136,7 @@ double time_decode(const Model& model, const KvCacheOptions& kv, const DecodeRun
   const int per_call = d.max_batch > 0 ? d.max_batch : d.parallel;
   std::vector<float> logits;
   std::vector<BatchToken> b;
-  const double t0 = now_s();
+  const double t0 = now_s(), c0 = cpu_s();
   for (int i = 0; i < d.n_gen; ++i) {
     for (int s0 = 0; s0 < d.parallel; s0 += per_call) {  // forward calls of <= per_call tokens
       b.clear();
@@ -135,9 +147,8 @@ double time_decode(const Model& model, const KvCacheOptions& kv, const DecodeRun
       runner.run(b, logits);
     }
   }
-  const double tok_s = (double)d.n_gen * d.parallel / (now_s() - t0);
-  kv_mib = cache->pool().peak_used() / 1048576.0;
-  return tok_s;
+  const double tokens = (double)d.n_gen * d.parallel;
+  return {tokens / (now_s() - t0), tokens / (cpu_s() - c0), cache->pool().peak_used() / 1048576.0};
 }
 
 // --parallel 0: as many sequences as the budget holds to the end of the run.
@@ -221,13 +232,20 @@ void register_bench(CLI::App& app) {
       for (int width : a->parallel) {
         const int parallel = width > 0 ? width : admitted_sequences(a->kv, dims, ctx + a->decode);
         const DecodeRun run{ctx, parallel, a->decode, a->max_batch, a->batch, a->synthetic};
-        std::vector<double> dv;
+        std::vector<double> dv, cpu;
         double kv_mib = 0;
-        for (int r = 0; r < a->reps; ++r) dv.push_back(time_decode(*model, a->kv, run, ids, kv_mib));
-        std::printf("decode %4d @ depth %5d %s%s   (KV %.1f MiB)\n", a->decode, ctx, figure(dv).c_str(),
-                    parallel > 1 ? (" (" + std::to_string(parallel) + " sequences)").c_str() : "", kv_mib);
+        for (int r = 0; r < a->reps; ++r) {
+          const DecodeRate x = time_decode(*model, a->kv, run, ids);
+          dv.push_back(x.tok_s);
+          cpu.push_back(x.cpu_tok_s);
+          kv_mib = x.kv_mib;
+        }
+        std::printf("decode %4d @ depth %5d %s%s   (KV %.1f MiB; %.1f tok per CPU-second)\n", a->decode, ctx,
+                    figure(dv).c_str(), parallel > 1 ? (" (" + std::to_string(parallel) + " sequences)").c_str() : "",
+                    kv_mib, median(cpu));
         nlohmann::json d = figure_json(dv);
-        d.update({{"context", ctx}, {"depth", ctx}, {"kv_mib", kv_mib}, {"sequences", parallel}});
+        d.update({{"context", ctx}, {"depth", ctx}, {"kv_mib", kv_mib}, {"sequences", parallel},
+                  {"cpu_tok_s", median(cpu)}, {"cpu_tok_s_runs", cpu}});
         out["decode"].push_back(d);
       }
     }
