@@ -133,19 +133,19 @@ std::vector<std::vector<float>> alone(const Model& m, KvCacheOptions kv, int str
   return out;
 }
 
+// A method of the lockstep decoder, labelled "<name>-<bits>".
+EvalMethod method(const std::string& name, int bits) {
+  EvalMethod e;
+  e.label = name + "-" + std::to_string(bits);
+  e.kv.method = name;
+  e.kv.bits = bits;
+  return e;
+}
+
 TEST(LockstepDecoder, EachStreamMatchesDecodingItAlone) {
   auto m = tiny("lockstep");
   const int n = 260, n_vocab = m->config().n_vocab;  // > sink + 128-token window + a 64-token page: pages are quantized
-  std::vector<EvalMethod> methods(3);
-  methods[0].label = "kivi-2";
-  methods[0].kv.method = "kivi";
-  methods[0].kv.bits = 2;
-  methods[1].label = "uniform-4";
-  methods[1].kv.method = "uniform";
-  methods[1].kv.bits = 4;
-  methods[2].label = "turbo-3";
-  methods[2].kv.method = "turbo";
-  methods[2].kv.bits = 3;
+  const std::vector<EvalMethod> methods{method("kivi", 2), method("uniform", 4), method("turbo", 3)};
   const int W = 3;  // 12 sequences: one forward call of 12 tokens per step
   LockstepDecoder dec(*m, methods, W, n);
   std::vector<std::vector<std::vector<float>>> got((1 + methods.size()) * W);
@@ -199,16 +199,7 @@ TEST(LockstepDecoder, ProgressiveGetsABudgetThatReachesFinalBitsAndMatchesAlone)
 TEST(LockstepDecoder, LogitsAreBitIdenticalForEveryCallSize) {
   auto m = tiny("lockstep_groups");
   const int n = 260, W = 2;  // past the sink + window + one page: quantized pages and progressive shrinks
-  std::vector<EvalMethod> methods(3);
-  methods[0].label = "kivi-2";
-  methods[0].kv.method = "kivi";
-  methods[0].kv.bits = 2;
-  methods[1].label = "progressive-2";
-  methods[1].kv.method = "progressive";
-  methods[1].kv.bits = 2;
-  methods[2].label = "uniform-3";
-  methods[2].kv.method = "uniform";
-  methods[2].kv.bits = 3;
+  const std::vector<EvalMethod> methods{method("kivi", 2), method("progressive", 2), method("uniform", 3)};
   std::vector<std::vector<float>> runs;  // every step's logits, concatenated, per call size
   for (int caches_per_call : {1, 3, 0}) {
     LockstepDecoder dec(*m, methods, W, n, caches_per_call);
