@@ -27,7 +27,7 @@ echo "== $(date -u +%FT%TZ) $(uptime)"
 C=1024
 BOUND=$("$BUILD/mpkv" bench -m $M -t 1 --synthetic -d $C -n 16 -r 1 -p 16 --parallel 0 --kv-budget-mib 1000 \
   --kv-method progressive --kv-bits 2 | sed -n 's/.*(\([0-9.]*\) MiB each at most).*/\1/p')
-BUDGET=$(python3 -c "print(round(16 * $BOUND + 0.05, 2))")
+BUDGET=$(python3 -c "print(round(16 * $BOUND + 0.1, 2))")  # the printed bound is rounded down
 echo "budget: 16 x $BOUND MiB = $BUDGET MiB (progressive-2, context $C + 16)"
 for t in 1 2; do
   for kv in "f16" "progressive --kv-bits 2"; do
