@@ -6,6 +6,8 @@ Each subcommand mirrors an mpkv command's protocol exactly, so the two can be ru
           tokenizer involved), f16 KV cache -> JSON for tests/golden/test_golden_logits.cpp
   ppl     perplexity with llama.cpp's protocol, as `mpkv ppl` (windows of -c, second half scored)
   bench   prefill / decode tok/s with the same token ids as `mpkv bench`
+  batch   aggregate decode tok/s of N sequences decoded together (llama_batch, one seq_id per
+          sequence), as `mpkv bench --parallel N`
   eval    perplexity, KL against llama.cpp's own f16 cache and top-1 agreement per KV type, on the
           same windows and scored positions as `mpkv eval` -> JSON rows for its table and plots
 
@@ -173,6 +175,105 @@ def cmd_bench(a):
             json.dump(res, f, indent=2)
 
 
+class LowLevel:
+    """llama.cpp through llama-cpp-python's C API: one model, one context of n_seq sequences, each
+    in its own KV stream (kv_unified off, as mpkv's sequences each have their own pages), and a
+    llama_batch that holds up to n_batch tokens of up to n_seq sequence ids."""
+
+    def __init__(self, model, n_seq, seq_ctx, threads, kv_type, flash_attn, n_batch):
+        import ctypes
+        import llama_cpp as L
+
+        self.L = L
+        L.llama_backend_init()
+        self._quiet = L.llama_log_callback(lambda level, text, user: None)  # kept alive: llama.cpp holds the pointer
+        L.llama_log_set(self._quiet, ctypes.c_void_p())
+        mp = L.llama_model_default_params()
+        self.model = L.llama_model_load_from_file(model.encode(), mp)
+        if not self.model:
+            sys.exit(f"batch: cannot load {model}")
+        types = {"f16": L.GGML_TYPE_F16, "q8_0": L.GGML_TYPE_Q8_0, "q5_0": L.GGML_TYPE_Q5_0, "q4_0": L.GGML_TYPE_Q4_0}
+        cp = L.llama_context_default_params()
+        cp.n_seq_max = n_seq
+        cp.kv_unified = False
+        cp.n_ctx = n_seq * seq_ctx  # split evenly among the sequences' streams
+        cp.n_batch = cp.n_ubatch = n_batch
+        cp.n_threads = cp.n_threads_batch = threads
+        cp.type_k = cp.type_v = types[kv_type]
+        cp.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else L.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        self.ctx = L.llama_init_from_model(self.model, cp)
+        if not self.ctx:
+            sys.exit(f"batch: cannot make a context of {n_seq} x {seq_ctx} tokens")
+        self.mem = L.llama_get_memory(self.ctx)
+        self.n_vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
+        self.n_batch = n_batch
+        self.batch = L.llama_batch_init(n_batch, 0, n_seq)
+
+    def decode(self, tokens):
+        """tokens: [(id, pos, seq_id)], every one with logits, in one llama_decode."""
+        b = self.batch
+        b.n_tokens = len(tokens)
+        for i, (t, p, s) in enumerate(tokens):
+            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = t, p, 1, True
+            b.seq_id[i][0] = s
+        rc = self.L.llama_decode(self.ctx, b)
+        if rc != 0:
+            sys.exit(f"batch: llama_decode returned {rc}")
+
+    def fill(self, seq, ids):
+        """Prefills ids at positions 0.. into seq, in chunks of n_batch."""
+        for p0 in range(0, len(ids), self.n_batch):
+            self.decode([(t, p0 + i, seq) for i, t in enumerate(ids[p0:p0 + self.n_batch])])
+
+    def close(self):
+        self.L.llama_batch_free(self.batch)
+        self.L.llama_free(self.ctx)
+        self.L.llama_model_free(self.model)
+
+
+def cmd_batch(a):
+    """For each depth: sequence 0 is prefilled with the depth's tokens once and copied to the others
+    (llama_memory_seq_cp; the copy crosses KV streams, so every sequence owns its cells); then for each
+    width N, N sequences decode n_gen steps, one token each per llama_decode, and the steps' tokens
+    are removed again (llama_memory_seq_rm) before the next repetition."""
+    import llama_cpp
+
+    max_w = max(a.widths)
+    seq_ctx = max(a.depth) + a.n_gen + 16
+    ll = LowLevel(a.model, max_w, seq_ctx, a.threads, a.kv_type, a.flash_attn, max(max_w, 512))
+    ids = bench_tokens(seq_ctx, ll.n_vocab)
+    print(f"llama.cpp batch (llama-cpp-python {llama_cpp.__version__}): {a.threads} threads, kv {a.kv_type}, "
+          f"flash_attn {a.flash_attn}, {max_w} KV streams, median of {a.reps}")
+    res = {"engine": "llama.cpp", "llama_cpp_python": llama_cpp.__version__, "threads": a.threads, "kv": a.kv_type,
+           "flash_attn": a.flash_attn, "n_gen": a.n_gen, "decode": []}
+    for depth in a.depth:
+        ll.L.llama_memory_clear(ll.mem, True)
+        t0 = time.perf_counter()
+        ll.fill(0, ids[:depth])
+        for s in range(1, max_w):
+            ll.L.llama_memory_seq_cp(ll.mem, 0, s, -1, -1)
+        print(f"filled {max_w} sequences to depth {depth} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+        for w in a.widths:
+            dv, cpu = [], []  # tokens per wall second; per CPU-second of the process (as `mpkv bench`)
+            for _ in range(a.reps):
+                t0, c0 = time.perf_counter(), time.process_time()
+                for i in range(a.n_gen):
+                    ll.decode([(ids[depth + i], depth + i, s) for s in range(w)])
+                dv.append(a.n_gen * w / (time.perf_counter() - t0))
+                cpu.append(a.n_gen * w / (time.process_time() - c0))
+                for s in range(w):
+                    ll.L.llama_memory_seq_rm(ll.mem, s, depth, -1)
+            med, cmed = sorted(dv)[len(dv) // 2], sorted(cpu)[len(cpu) // 2]
+            print(f"decode {a.n_gen:4d} @ depth {depth:5d} {med:8.1f} tok/s ({w} sequences; {cmed:.1f} tok per CPU-second)",
+                  flush=True)
+            res["decode"].append({"context": depth, "depth": depth, "sequences": w, "tok_s": med, "tok_s_runs": dv,
+                                  "cpu_tok_s": cmed, "cpu_tok_s_runs": cpu})
+    ll.close()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=2)
+
+
 # Stored bits per element of each llama.cpp KV type: 32-element blocks with one fp16 scale.
 KV_BITS = {"f16": 16.0, "q8_0": 8.5, "q5_0": 5.5, "q4_0": 4.5}
 FLOOR = "f16-no-flash-attn"
@@ -329,6 +430,17 @@ def main():
     b.add_argument("--flash-attn", action="store_true")
     b.add_argument("--json")
     b.set_defaults(fn=cmd_bench)
+    bb = sub.add_parser("batch")
+    bb.add_argument("-m", "--model", required=True)
+    bb.add_argument("-t", "--threads", type=int, default=os.cpu_count())
+    bb.add_argument("-n", "--n-gen", type=int, default=16)
+    bb.add_argument("-d", "--depth", type=lambda s: [int(x) for x in s.split(",")], default=[1024])
+    bb.add_argument("--widths", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 8, 16])
+    bb.add_argument("-r", "--reps", type=int, default=3)
+    bb.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q5_0", "q4_0"])
+    bb.add_argument("--flash-attn", action="store_true")
+    bb.add_argument("--json")
+    bb.set_defaults(fn=cmd_batch)
     e = sub.add_parser("eval")
     e.add_argument("-m", "--model", required=True)
     e.add_argument("-f", "--file", required=True)

@@ -3,7 +3,7 @@
 # holds 4 sequences at fp16 for a context of C tokens; `mpkv bench --parallel 0` admits as many
 # sequences as it holds for their whole context (PagedKvCache::sequence_bytes_bound) under each
 # cache, fills them (random K/V, --synthetic: decode speed does not depend on content) and times
-# D decode steps of all of them together (forward calls of at most 8 tokens). Prints one line per
+# D decode steps of all of them together (one forward call per step). Prints one line per
 # cache and writes docs/results/eval/budget_throughput.json.
 # Usage: scripts/bench_budget.sh [BUILD_DIR] [THREADS] [CONTEXT]   (defaults build 2 2048)
 set -euo pipefail

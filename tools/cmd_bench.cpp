@@ -7,9 +7,10 @@
 //   prefill  P tokens in chunks of --batch tokens;
 //   decode@D the cache is first filled with D tokens, then N single-token steps are timed
 //            (llama-bench's "tg N @ d D"). With --parallel N, N sequences are
-//            filled and decode together (aggregate tok/s), each step in forward calls of at most
-//            --max-batch tokens (default kLinearSmallBatch = 8; linear_forward takes any count and
-//            decodes each weight block once per tile of 4 tokens, so larger calls cost less per token);
+//            filled and decode together (aggregate tok/s), each step in one forward call of all N
+//            tokens as the serving engine's step (--max-batch M: calls of at most M tokens);
+//            --parallel 1,2,4,8,16 sweeps batch widths at every depth (the width axis of
+//            docs/results/speed.md; bench/bench_batch.py runs it beside llama.cpp);
 //            --parallel 0 admits as many as the --kv-budget-mib holds for the whole context (PagedKvCache::
 //            sequence_bytes_bound: full pages at their final bits, the newest at 16). With --synthetic
 //            the fill appends random K/V straight into the cache instead of running the model
@@ -20,8 +21,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <memory>
-#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -31,7 +32,6 @@
 #include "engine/model_runner.h"
 #include "kvcache/kv_cache_factory.h"
 #include "model/forward.h"
-#include "model/linear.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
 
@@ -75,6 +75,14 @@ nlohmann::json figure_json(const std::vector<double>& runs) {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+// CPU seconds of every thread of this process: on a shared machine, tokens per CPU-second of a
+// 1-thread run barely depend on what else runs, where tokens per wall second do.
+double cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 // Runs ids[0, n) of seq through the model (ModelRunner::prefill: chunks of `batch`, halved while
 // a budget cannot hold them), positions from 0.
 void prefill(ModelRunner& runner, int seq, const std::vector<int32_t>& ids, int n, int batch) {
@@ -83,21 +91,32 @@ void prefill(ModelRunner& runner, int seq, const std::vector<int32_t>& ids, int 
                                     std::to_string(seq) + " (--kv-budget-mib)");
 }
 
+// Roughly standard normal numbers, cheaply (an 8K fill of 16 sequences draws 1.5 G of them):
+// the sum of the four 16-bit quarters of one xorshift64 draw, centred and scaled to unit variance
+// (Irwin-Hall with n = 4). Speed only: nothing measured depends on the exact distribution.
+struct FastNormal {
+  uint64_t x;
+  float operator()() {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    const uint64_t sum = (x & 0xFFFF) + (x >> 16 & 0xFFFF) + (x >> 32 & 0xFFFF) + (x >> 48);
+    return ((float)sum * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;  // var of one U(0,1) is 1/12
+  }
+};
+
 // Appends n random K/V positions (fixed seed; keys with a few outlier channels) to every layer of
 // seq, in chunks of `batch` halved while the cache cannot reserve them (reserve_halving).
 void synthetic_fill(KvCache& cache, int seq, int n, int batch) {
   const KvDims& d = cache.dims();
   const size_t row = (size_t)d.n_head_kv * d.head_dim;
-  std::mt19937 rng(1234 + seq);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
+  FastNormal nd{0x9E3779B97F4A7C15ull + 7919ull * (uint64_t)seq};
   std::vector<float> k((size_t)batch * row), v((size_t)batch * row);
   for (int s = 0; s < n;) {
     const int m = reserve_halving(cache, seq, std::min(batch, n - s));
     MPKV_CHECK(m > 0, "bench: the KV budget cannot hold the synthetic context");
     for (int l = 0; l < d.n_layer; ++l) {
       for (size_t i = 0; i < (size_t)m * row; ++i) {
-        k[i] = nd(rng) * (i % 37 == 5 ? 8.0f : 1.0f);
-        v[i] = nd(rng);
+        k[i] = nd() * (i % 37 == 5 ? 8.0f : 1.0f);
+        v[i] = nd();
       }
       cache.append(seq, l, m, k.data(), v.data());
     }
@@ -105,13 +124,62 @@ void synthetic_fill(KvCache& cache, int seq, int n, int batch) {
   }
 }
 
+// What one decode figure is measured on: `parallel` sequences filled to `ctx` tokens, then `n_gen`
+// steps of one token each, in forward calls of at most `max_batch` tokens (0: all of a step).
+struct DecodeRun {
+  int ctx, parallel, n_gen, max_batch, fill_chunk;
+  bool synthetic;
+};
+
+struct DecodeRate {
+  double tok_s, cpu_tok_s, kv_mib;  // aggregate tokens per wall / per CPU second; the pool's peak
+};
+
+// One timed run from an empty cache.
+DecodeRate time_decode(const Model& model, const KvCacheOptions& kv, const DecodeRun& d, const std::vector<int32_t>& ids) {
+  auto cache = make_kv_cache(kv, model.config().kv_dims());
+  ModelRunner runner(model, *cache);  // applies a plan's key smoothing
+  for (int s = 0; s < d.parallel; ++s) {
+    if (d.synthetic) synthetic_fill(*cache, s, d.ctx, d.fill_chunk);
+    else if (d.ctx > 0) prefill(runner, s, ids, d.ctx, d.fill_chunk);
+  }
+  const int per_call = d.max_batch > 0 ? d.max_batch : d.parallel;
+  std::vector<float> logits;
+  std::vector<BatchToken> b;
+  const double t0 = now_s(), c0 = cpu_s();
+  for (int i = 0; i < d.n_gen; ++i) {
+    for (int s0 = 0; s0 < d.parallel; s0 += per_call) {  // forward calls of <= per_call tokens
+      b.clear();
+      for (int s = s0; s < std::min(d.parallel, s0 + per_call); ++s) {
+        MPKV_CHECK(cache->reserve(s, 1), "bench: the KV budget cannot hold the decode context");
+        b.push_back({ids[d.ctx + i], d.ctx + i, s, true});
+      }
+      runner.run(b, logits);
+    }
+  }
+  const double tokens = (double)d.n_gen * d.parallel;
+  return {tokens / (now_s() - t0), tokens / (cpu_s() - c0), cache->pool().peak_used() / 1048576.0};
+}
+
+// --parallel 0: as many sequences as the budget holds to the end of the run.
+int admitted_sequences(const KvCacheOptions& kv, const KvDims& dims, int tokens) {
+  MPKV_CHECK(kv.budget_mib > 0, "--parallel 0 needs --kv-budget-mib");
+  auto probe = make_kv_cache(kv, dims);
+  const int n = (int)(probe->pool().budget() / probe->sequence_bytes_bound(tokens));
+  MPKV_CHECK(n > 0, "the budget cannot hold one sequence of " + std::to_string(tokens) + " tokens");
+  std::printf("admitted %d sequences of %d tokens (%.2f MiB each at most) in %s MiB\n", n, tokens,
+              probe->sequence_bytes_bound(tokens) / 1048576.0, format_number(kv.budget_mib).c_str());
+  return n;
+}
+
 }  // namespace
 
 void register_bench(CLI::App& app) {
   struct Args {
     std::string model, json;
-    int threads = 0, prompt = 512, batch = 512, decode = 32, reps = 3, parallel = 1;
-    int max_batch = kLinearSmallBatch;  // decode tokens per forward call
+    int threads = 0, prompt = 512, batch = 512, decode = 32, reps = 3;
+    std::vector<int> parallel{1};  // batch widths
+    int max_batch = 0;             // decode tokens per forward call (0: all of a step)
     bool synthetic = false;
     std::vector<int> depths{128, 4096};
     KvCacheOptions kv;
@@ -130,10 +198,12 @@ void register_bench(CLI::App& app) {
   sub->add_option("-r,--repetitions", a->reps, "runs of each figure (median and standard deviation reported)")
       ->capture_default_str()->check(integer_in(1, 1000, "in [1, 1000]"));
   sub->add_option("--json", a->json, "write results as JSON");
-  sub->add_option("--parallel", a->parallel, "sequences decoded together at each depth (0: as many as --kv-budget-mib holds)")
-      ->capture_default_str()->check(integer_in(0, 1024, "in [0, 1024]"));
-  sub->add_option("--max-batch", a->max_batch, "decode tokens per forward call with --parallel")
-      ->capture_default_str()->check(integer_in(1, 4096, "in [1, 4096]"));
+  sub->add_option("--parallel", a->parallel,
+                  "sequences decoded together at each depth, e.g. --parallel 1,2,4,8,16 (0: as many as --kv-budget-mib holds)")
+      ->capture_default_str()->delimiter(',')->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(integer_in(0, 1024, "in [0, 1024]"));
+  sub->add_option("--max-batch", a->max_batch, "decode tokens per forward call with --parallel (0: all of a step)")
+      ->capture_default_str()->check(integer_in(0, 4096, "in [0, 4096]"));
   sub->add_flag("--synthetic", a->synthetic, "fill decode contexts with random K/V instead of prefill (speed only)");
   add_kv_cache_options(sub, a->kv);
   sub->callback([a, sub] {
@@ -169,46 +239,25 @@ void register_bench(CLI::App& app) {
     out["n_gen"] = a->decode;
 
     for (int ctx : a->depths) {
-      std::vector<double> dv;
-      double kv_mib = 0;
-      int parallel = a->parallel;
-      if (parallel == 0) {  // admission: as many sequences as the budget holds to the end of the run
-        MPKV_CHECK(a->kv.budget_mib > 0, "--parallel 0 needs --kv-budget-mib");
-        auto probe = make_kv_cache(a->kv, dims);
-        parallel = (int)(probe->pool().budget() / probe->sequence_bytes_bound(ctx + a->decode));
-        MPKV_CHECK(parallel > 0, "the budget cannot hold one sequence of " + std::to_string(ctx + a->decode) + " tokens");
-        std::printf("admitted %d sequences of %d tokens (%.2f MiB each at most) in %s MiB\n", parallel,
-                    ctx + a->decode, probe->sequence_bytes_bound(ctx + a->decode) / 1048576.0,
-                    format_number(a->kv.budget_mib).c_str());
-      }
-      for (int r = 0; r < a->reps; ++r) {
-        auto cache = make_kv_cache(a->kv, dims);
-        ModelRunner runner(*model, *cache);
-        const int fill = ctx;
-        for (int s = 0; s < parallel; ++s) {
-          if (a->synthetic) synthetic_fill(*cache, s, fill, a->batch);
-          else if (fill > 0) prefill(runner, s, ids, fill, a->batch);
+      for (int width : a->parallel) {
+        const int parallel = width > 0 ? width : admitted_sequences(a->kv, dims, ctx + a->decode);
+        const DecodeRun run{ctx, parallel, a->decode, a->max_batch, a->batch, a->synthetic};
+        std::vector<double> dv, cpu;
+        double kv_mib = 0;
+        for (int r = 0; r < a->reps; ++r) {
+          const DecodeRate x = time_decode(*model, a->kv, run, ids);
+          dv.push_back(x.tok_s);
+          cpu.push_back(x.cpu_tok_s);
+          kv_mib = x.kv_mib;
         }
-        std::vector<float> logits;
-        const double t0 = now_s();
-        for (int i = 0; i < a->decode; ++i) {
-          for (int s0 = 0; s0 < parallel; s0 += a->max_batch) {  // forward calls of <= max_batch tokens
-            std::vector<BatchToken> b;
-            for (int s = s0; s < std::min(parallel, s0 + a->max_batch); ++s) {
-              MPKV_CHECK(cache->reserve(s, 1), "bench: the KV budget cannot hold the decode context");
-              b.push_back({ids[fill + i], fill + i, s, true});
-            }
-            runner.run(b, logits);
-          }
-        }
-        dv.push_back((double)a->decode * parallel / (now_s() - t0));
-        kv_mib = cache->pool().peak_used() / 1048576.0;
+        std::printf("decode %4d @ depth %5d %s%s   (KV %.1f MiB; %.1f tok per CPU-second)\n", a->decode, ctx,
+                    figure(dv).c_str(), parallel > 1 ? (" (" + std::to_string(parallel) + " sequences)").c_str() : "",
+                    kv_mib, median(cpu));
+        nlohmann::json d = figure_json(dv);
+        d.update({{"context", ctx}, {"depth", ctx}, {"kv_mib", kv_mib}, {"sequences", parallel},
+                  {"cpu_tok_s", median(cpu)}, {"cpu_tok_s_runs", cpu}});
+        out["decode"].push_back(d);
       }
-      std::printf("decode %4d @ depth %5d %s%s   (KV %.1f MiB)\n", a->decode, ctx, figure(dv).c_str(),
-                  parallel > 1 ? (" (" + std::to_string(parallel) + " sequences)").c_str() : "", kv_mib);
-      nlohmann::json d = figure_json(dv);
-      d.update({{"context", ctx}, {"depth", ctx}, {"kv_mib", kv_mib}, {"sequences", parallel}});
-      out["decode"].push_back(d);
     }
     if (!a->json.empty()) write_file_atomic(a->json, out.dump(2) + "\n");
   });

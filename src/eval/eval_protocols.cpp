@@ -127,6 +127,14 @@ std::vector<EvalRow> eval_prefill_fake(const Model& model, const std::vector<int
   const int n_scored = o.n_ctx - 1 - first;
   std::vector<KvPlan> plans;
   for (const auto& m : methods) plans.push_back(make_kv_plan(m.kv, dims));  // all errors before any work
+  // same[m]: the first method whose fake-quant cache computes exactly what m's does (e.g.
+  // progressive-b and uniform-b); m's passes are not run, its accumulator is copied from same[m]'s.
+  std::vector<int> same(M);
+  for (int m = 0; m < M; ++m) {
+    same[m] = m;
+    for (int e = 0; e < m && same[m] == m; ++e)
+      if (same[e] == e && same_fake_quant_cache(plans[e], plans[m])) same[m] = e;
+  }
   const double t0 = now_s();
   MetricAccumulator ref;
   std::vector<MetricAccumulator> acc(M);
@@ -138,6 +146,7 @@ std::vector<EvalRow> eval_prefill_fake(const Model& model, const std::vector<int
   for (int w = 0; w < o.windows; ++w) {
     for (int i = 0; i < n_scored; ++i) targets[i] = win[w][first + i + 1];
     for (int m = -1; m < M; ++m) {
+      if (m >= 0 && same[m] != m) continue;
       std::unique_ptr<KvCache> cache;
       if (m < 0) cache = std::make_unique<F16KvCache>(dims);
       else cache = std::make_unique<FakeQuantKvCache>(dims, plans[m]);
@@ -159,6 +168,7 @@ std::vector<EvalRow> eval_prefill_fake(const Model& model, const std::vector<int
     }
   }
   bar.finish();
+  for (int m = 0; m < M; ++m) acc[m] = acc[same[m]];
   return make_rows("prefill-fake", ref, methods, acc, now_s() - t0);
 }
 

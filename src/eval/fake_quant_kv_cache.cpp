@@ -4,6 +4,18 @@
 
 namespace mpkv {
 
+bool same_fake_quant_cache(const KvPlan& a, const KvPlan& b) {
+  if (a.sink != b.sink || a.smoothing != b.smoothing || a.components.size() != b.components.size() ||
+      a.dims.head_dim != b.dims.head_dim)
+    return false;
+  for (size_t i = 0; i < a.components.size(); ++i) {
+    const KvComponentPlan &x = a.components[i], &y = b.components[i];
+    if (x.fp16 != y.fp16) return false;
+    if (!x.fp16 && (x.quantizer != y.quantizer || x.bits != y.bits || x.group != y.group)) return false;
+  }
+  return true;
+}
+
 FakeQuantKvCache::FakeQuantKvCache(KvDims dims, const KvPlan& plan) : KvCache(dims), plan_(plan), inner_(dims) {
   validate(plan_, dims);
   quant_.resize((size_t)dims.n_layer * dims.n_head_kv * 2);

@@ -20,6 +20,12 @@
 
 namespace mpkv {
 
+// True when caches built from a and b compute the same thing: everything FakeQuantKvCache reads
+// (the sink, the key smoothing, and each component's fp16 flag, quantizer, final bits and group)
+// is equal. What only the real cache reads (window, pages, progressive, shrink costs) is ignored,
+// so e.g. progressive-b and uniform-b are the same fake-quant cache. The evaluator runs such plans once.
+bool same_fake_quant_cache(const KvPlan& a, const KvPlan& b);
+
 class FakeQuantKvCache final : public KvCache {
  public:
   // The plan is validated against dims (Error on a mismatch).

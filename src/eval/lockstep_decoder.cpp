@@ -3,19 +3,16 @@
 #include <algorithm>
 #include <cstring>
 
-#include "model/linear.h"
 #include "util/error.h"
 
 namespace mpkv {
 
-namespace {
-
-}  // namespace
-
-LockstepDecoder::LockstepDecoder(const Model& model, std::vector<EvalMethod> methods, int n_streams, int max_len)
+LockstepDecoder::LockstepDecoder(const Model& model, std::vector<EvalMethod> methods, int n_streams, int max_len,
+                                 int caches_per_call)
     : model_(model), methods_(std::move(methods)), n_streams_(n_streams), max_len_(max_len),
-      routed_(model.config().kv_dims()), fwd_(model) {
+      caches_per_call_(caches_per_call), routed_(model.config().kv_dims()), fwd_(model) {
   MPKV_CHECK(n_streams >= 1 && max_len >= 1, "eval: need at least one stream of one token");
+  MPKV_CHECK(caches_per_call >= 0, "eval: caches per forward call must be >= 0 (0: all of them)");
   const KvDims dims = model.config().kv_dims();
   KvCacheOptions ref;
   ref.method = "f16";
@@ -42,8 +39,11 @@ void LockstepDecoder::step(const std::vector<int32_t>& tokens, int pos, bool wan
   const int n_seq = (1 + n_methods()) * n_streams_;
   const int n_vocab = model_.config().n_vocab;
   if (want_logits) logits.resize((size_t)n_seq * n_vocab);
-  for (int s0 = 0; s0 < n_seq; s0 += kLinearSmallBatch) {
-    const int s1 = std::min(n_seq, s0 + kLinearSmallBatch);
+  // Whole caches per call: all streams of a cache reserve their position before any of them
+  // attends, as a server's step does (Engine::reserve_all), whatever the call size.
+  const int group = (caches_per_call_ > 0 ? caches_per_call_ : 1 + n_methods()) * n_streams_;
+  for (int s0 = 0; s0 < n_seq; s0 += group) {
+    const int s1 = std::min(n_seq, s0 + group);
     std::vector<BatchToken> batch;
     for (int s = s0; s < s1; ++s) {
       if (!routed_.reserve(s, 1)) {

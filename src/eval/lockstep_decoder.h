@@ -4,10 +4,14 @@
 // through every method's PagedKvCache: at step t each (cache, stream) gets its token at position
 // t, so every token attends to exactly the cache state it would see when generated one token at a
 // time (quantized pages, fp16 window, shrinks so far). All (cache, stream) pairs are sequences of
-// one RoutedKvCache and go through Forward::run in groups of at most kLinearSmallBatch tokens: the
-// same quantized matrix-vector kernels a single-token decode uses, so a stream's logits are those
-// of generating it alone (test_eval_lockstep checks this), while the weights are read once per
-// group instead of once per token.
+// one RoutedKvCache and go through Forward::run together, by default all (1 + methods) x streams
+// tokens of a step in one call (caches_per_call limits a call to that many caches' streams): the
+// same quantized tile kernels a single-token decode uses, whose per-row result does not depend on
+// how many rows share a call (docs/numerics.md), so a stream's logits are those of generating it
+// alone and do not depend on the call size (test_kveval_protocols checks both), while each weight
+// block is read once per step instead of once per call. A call never splits a cache's streams: they
+// all reserve their position (which may shrink each other's progressive pages under the shared
+// budget) before any of them attends, as in a server's step.
 //
 // Budgets: a method whose options give none and whose plan is progressive gets
 // W * sequence_bytes_bound(max_len): its pages reach their final bits as the streams reach
@@ -34,8 +38,10 @@ struct EvalMethod {
 class LockstepDecoder {
  public:
   // Builds the reference (fp16 pages) and one cache per method for n_streams streams of up to
-  // max_len tokens. Error when a method's options are invalid (before any work).
-  LockstepDecoder(const Model& model, std::vector<EvalMethod> methods, int n_streams, int max_len);
+  // max_len tokens; a step goes through the model in forward calls of the streams of at most
+  // caches_per_call caches (0: one call for all). Error when a method's options are invalid (before any work).
+  LockstepDecoder(const Model& model, std::vector<EvalMethod> methods, int n_streams, int max_len,
+                  int caches_per_call = 0);
 
   int n_methods() const { return (int)methods_.size(); }
   int n_streams() const { return n_streams_; }
@@ -54,6 +60,7 @@ class LockstepDecoder {
   std::vector<EvalMethod> methods_;
   int n_streams_;
   int max_len_;
+  int caches_per_call_;  // caches whose streams share a forward call (0: all)
   std::unique_ptr<PagedKvCache> ref_;
   std::vector<std::unique_ptr<PagedKvCache>> caches_;
   RoutedKvCache routed_;

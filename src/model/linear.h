@@ -8,10 +8,6 @@
 
 namespace mpkv {
 
-// The largest number of tokens callers put in one decode forward call by default (the lockstep
-// evaluator's groups, `mpkv bench --max-batch`). linear_forward itself takes any n.
-constexpr int kLinearSmallBatch = 8;
-
 // x: [n, w.cols], y: [n, w.rows].
 void linear_forward(const WeightMatrix& w, const float* x, float* y, int n);
 

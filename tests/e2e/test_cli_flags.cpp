@@ -277,6 +277,17 @@ TEST(CliFlags, BenchTakesGeneratedTokensAndDepthsAndShowsTheSpread) {
   EXPECT_TRUE(std::regex_search(r.out, std::regex("decode +4 @ depth +32 "))) << r.out;
 }
 
+// --parallel takes a list of batch widths: one decode figure per (depth, width), widths inner.
+TEST(CliFlags, BenchSweepsBatchWidthsAtEveryDepth) {
+  const auto r = run_cli("bench -m " + tiny_model() + " -t 1 -p 8 -n 2 -d 16,32 -r 1 --synthetic --parallel 1,3");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("depth +16 +[0-9.]+ \\+/- +[0-9.]+ tok/s +\\(KV[^\n]*\n"
+                                                  "decode +2 @ depth +16 [^\n]*\\(3 sequences\\)[^\n]*\n"
+                                                  "decode +2 @ depth +32 [^(\n]*\\(KV[^\n]*\n"
+                                                  "decode +2 @ depth +32 [^\n]*\\(3 sequences\\)")))
+      << r.out;
+}
+
 // ---- result files ----
 
 TEST(CliFlags, EvalFindsTheRepositoryPlansFromAnyFolder) {

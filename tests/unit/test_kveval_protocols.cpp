@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "eval/eval_methods.h"
@@ -132,20 +133,20 @@ std::vector<std::vector<float>> alone(const Model& m, KvCacheOptions kv, int str
   return out;
 }
 
+// A method of the lockstep decoder, labelled "<name>-<bits>".
+EvalMethod method(const std::string& name, int bits) {
+  EvalMethod e;
+  e.label = name + "-" + std::to_string(bits);
+  e.kv.method = name;
+  e.kv.bits = bits;
+  return e;
+}
+
 TEST(LockstepDecoder, EachStreamMatchesDecodingItAlone) {
   auto m = tiny("lockstep");
   const int n = 260, n_vocab = m->config().n_vocab;  // > sink + 128-token window + a 64-token page: pages are quantized
-  std::vector<EvalMethod> methods(3);
-  methods[0].label = "kivi-2";
-  methods[0].kv.method = "kivi";
-  methods[0].kv.bits = 2;
-  methods[1].label = "uniform-4";
-  methods[1].kv.method = "uniform";
-  methods[1].kv.bits = 4;
-  methods[2].label = "turbo-3";
-  methods[2].kv.method = "turbo";
-  methods[2].kv.bits = 3;
-  const int W = 3;  // 12 sequences: two forward calls per step (groups of at most 8)
+  const std::vector<EvalMethod> methods{method("kivi", 2), method("uniform", 4), method("turbo", 3)};
+  const int W = 3;  // 12 sequences: one forward call of 12 tokens per step
   LockstepDecoder dec(*m, methods, W, n);
   std::vector<std::vector<std::vector<float>>> got((1 + methods.size()) * W);
   std::vector<float> lg;
@@ -188,6 +189,35 @@ TEST(LockstepDecoder, ProgressiveGetsABudgetThatReachesFinalBitsAndMatchesAlone)
   EXPECT_LE(dec.cache(0).bytes_used(), (size_t)std::llround(dec.method(0).kv.budget_mib * 1048576.0));
   const auto a = alone(*m, dec.method(0).kv, 0, n);  // same budget, alone
   for (int i = 0; i < n; ++i) ASSERT_LT(max_abs_diff(a[i], got[i].data()), kLockstepAbs) << "pos " << i;
+}
+
+// The decode protocol's numbers must not depend on how a step's tokens are grouped into forward
+// calls (the evaluator's speed knob): every sequence's logits are the same bits for calls of one
+// cache's streams (2 tokens), of three caches' (6; the last call holds one) and of all 8 at once.
+// The progressive cache's two streams share one budget, so each one's reservation shrinks the
+// other's pages: the same bits only because a call never splits a cache's streams.
+TEST(LockstepDecoder, LogitsAreBitIdenticalForEveryCallSize) {
+  auto m = tiny("lockstep_groups");
+  const int n = 260, W = 2;  // past the sink + window + one page: quantized pages and progressive shrinks
+  const std::vector<EvalMethod> methods{method("kivi", 2), method("progressive", 2), method("uniform", 3)};
+  std::vector<std::vector<float>> runs;  // every step's logits, concatenated, per call size
+  for (int caches_per_call : {1, 3, 0}) {
+    LockstepDecoder dec(*m, methods, W, n, caches_per_call);
+    std::vector<float> lg, all;
+    for (int i = 0; i < n; ++i) {
+      dec.step({tok(*m, i, 0), tok(*m, i, 1)}, i, true, lg);
+      all.insert(all.end(), lg.begin(), lg.end());
+    }
+    EXPECT_GT(dec.cache(1).shrink_totals().page_shrinks, 0u) << "caches per call " << caches_per_call << ": progressive pages must shrink";
+    runs.push_back(std::move(all));
+  }
+  ASSERT_EQ(runs[0].size(), (size_t)n * (1 + methods.size()) * W * m->config().n_vocab);
+  for (size_t g = 1; g < runs.size(); ++g) {
+    ASSERT_EQ(runs[g].size(), runs[0].size());
+    size_t differ = 0;
+    for (size_t i = 0; i < runs[0].size(); ++i) differ += std::memcmp(&runs[0][i], &runs[g][i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u) << "call size " << g << ": logits differ from one cache per call";
+  }
 }
 
 TEST(FakeQuantKvCache, EqualsAnF16CacheFedHandQuantizedRows) {
@@ -233,6 +263,56 @@ TEST(FakeQuantKvCache, EqualsAnF16CacheFedHandQuantizedRows) {
   EXPECT_EQ(diff, 0.0);
   EXPECT_GT(moved, 1e-2);
   EXPECT_EQ(fake.length(0, 0), n);
+}
+
+// The evaluator runs plans with the same fake-quant cache once (eval_prefill_fake): progressive-4
+// and uniform-4 differ only in what the real cache reads, and their fake-quant caches give the same
+// bits; any change to a field the fake-quant cache reads makes the plans different.
+TEST(FakeQuantKvCache, SameCachePlansComputeTheSameBitsAndEveryReadFieldCounts) {
+  const KvDims d{2, 2, 1, 16};
+  auto plan = [&](const std::string& method, int bits) {
+    KvCacheOptions o;
+    o.method = method;
+    o.bits = bits;
+    return make_kv_plan(o, d);
+  };
+  const KvPlan uni = plan("uniform", 4), prog = plan("progressive", 4);
+  ASSERT_TRUE(prog.progressive);
+  EXPECT_TRUE(same_fake_quant_cache(uni, prog));
+  const int n = 90, row = 2 * d.head_dim;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> k((size_t)n * row), v(k.size()), q((size_t)n * row), out_u(q.size()), out_p(q.size());
+  for (auto* x : {&k, &v, &q})
+    for (auto& e : *x) e = g(rng);
+  FakeQuantKvCache cu(d, uni), cp(d, prog);
+  for (int l = 0; l < d.n_layer; ++l) {
+    cu.append(0, l, n, k.data(), v.data());
+    cp.append(0, l, n, k.data(), v.data());
+    cu.attend(0, l, n, q.data(), out_u.data());
+    cp.attend(0, l, n, q.data(), out_p.data());
+    EXPECT_EQ(std::memcmp(out_u.data(), out_p.data(), out_u.size() * sizeof(float)), 0) << "layer " << l;
+  }
+  EXPECT_FALSE(same_fake_quant_cache(uni, plan("uniform", 2)));
+  EXPECT_FALSE(same_fake_quant_cache(uni, plan("kivi", 4)));
+  KvPlan x = uni;
+  x.sink = uni.sink + 1;
+  EXPECT_FALSE(same_fake_quant_cache(uni, x));
+  x = uni;
+  x.components[3].bits = 2;
+  EXPECT_FALSE(same_fake_quant_cache(uni, x));
+  x = uni;
+  x.components[1].group = 8;
+  EXPECT_FALSE(same_fake_quant_cache(uni, x));
+  x = uni;
+  x.components[2].fp16 = true;
+  EXPECT_FALSE(same_fake_quant_cache(uni, x));
+  x = uni;
+  x.smoothing.assign(d.n_layer, std::vector<float>(row, 1.5f));
+  EXPECT_FALSE(same_fake_quant_cache(uni, x));
+  x = uni;
+  x.window = uni.window * 2;  // only the real cache reads the window
+  EXPECT_TRUE(same_fake_quant_cache(uni, x));
 }
 
 TEST(EvalMatrix, LabelsBitsAndSkips) {
