@@ -75,7 +75,7 @@ calib::PlanRequest plan_request(const Args& a, CLI::App* sub, const ModelConfig&
   r.method = calib::parse_plan_method(a.method);
   r.per_head = a.per_head;
   r.quantizer = parse_method(a.quantizer);
-  r.dims = {c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
+  r.dims = c.kv_dims();  // with the sliding windows: the byte model counts a windowed layer's pages
   r.model = id;
   r.max_len = a.max_len > 0 ? a.max_len : 4096;
   r.window = a.window;
