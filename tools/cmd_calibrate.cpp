@@ -204,13 +204,19 @@ calib::CalibrationInputs read_report(const Args& a, const ModelConfig& c, const 
   return in;
 }
 
+// Final bits of one role: "n x bb, ..."; with sliding-window layers, "global ... / windowed ...".
 std::string bits_histogram(const KvPlan& p, KvRole role) {
-  std::map<int, int> h;
+  std::map<int, int> h[2];  // [windowed?]
   for (int l = 0; l < p.dims.n_layer; ++l)
-    for (int k = 0; k < p.dims.n_head_kv; ++k) h[p.at(l, k, role).bits]++;
-  std::string s;
-  for (auto [b, n] : h) s += (s.empty() ? "" : ", ") + std::to_string(n) + " x " + std::to_string(b) + "b";
-  return s;
+    for (int k = 0; k < p.dims.n_head_kv; ++k) h[p.dims.window_of(l) > 0][p.at(l, k, role).bits]++;
+  std::string out;
+  for (int w = 0; w < 2; ++w) {
+    if (h[w].empty()) continue;
+    std::string s;
+    for (auto [b, n] : h[w]) s += (s.empty() ? "" : ", ") + std::to_string(n) + " x " + std::to_string(b) + "b";
+    out += (out.empty() ? "" : " / ") + (p.dims.window.empty() ? "" : std::string(w ? "windowed " : "global ")) + s;
+  }
+  return out;
 }
 
 void run_calibrate(const Args& a, CLI::App* sub) {
