@@ -249,6 +249,15 @@ void expect_sampled_fd(const Model& model, const KvGradients<float>& gf, const s
   }
 }
 
+// The float pass over real text; its mean NLL must look like a language model's.
+KvGradients<float> real_text_gradients(const Model& model, const std::vector<int32_t>& toks) {
+  KvGradients<float> gf;
+  ActivationBackward<float>(model).run(toks, 1.0, gf);
+  EXPECT_GT(gf.loss, 0.5);
+  EXPECT_LT(gf.loss, 8.0);
+  return gf;
+}
+
 TEST(BackwardSmolLM2, MatchesFiniteDifferencesAtSampledCoordinates) {
   const std::string path = test::default_model_path();
   if (path.empty()) GTEST_SKIP() << "SmolLM2 model not found (set MPKV_MODEL)";
@@ -258,13 +267,7 @@ TEST(BackwardSmolLM2, MatchesFiniteDifferencesAtSampledCoordinates) {
   if (toks.empty()) GTEST_SKIP() << "WikiText-2 not found";
   ASSERT_EQ(toks.size(), 64u);
 
-  KvGradients<float> gf;
-  {
-    ActivationBackward<float> af(*model);
-    af.run(toks, 1.0, gf);
-  }
-  EXPECT_GT(gf.loss, 0.5);
-  EXPECT_LT(gf.loss, 8.0);
+  const KvGradients<float> gf = real_text_gradients(*model, toks);
   expect_sampled_fd(*model, gf, toks, {0, c.n_layer / 2, c.n_layer - 1}, 2, 1);
 }
 
@@ -286,13 +289,7 @@ TEST(BackwardGemma3, RealModelMatchesEngineAndFiniteDifferences) {
   if (toks.empty()) GTEST_SKIP() << "WikiText-2 not found";
   ASSERT_EQ(toks.size(), 64u);
 
-  KvGradients<float> gf;
-  {
-    ActivationBackward<float> af(*model);
-    af.run(toks, 1.0, gf);
-  }
-  EXPECT_GT(gf.loss, 0.5);
-  EXPECT_LT(gf.loss, 8.0);
+  const KvGradients<float> gf = real_text_gradients(*model, toks);
   EXPECT_NEAR(gf.loss, engine_nll(*model, c.kv_dims(), toks, 1.0), kGemmaEngineLossRel * gf.loss);
   expect_sampled_fd(*model, gf, toks, {0, 5}, 1, 4);
 }
