@@ -75,7 +75,7 @@ calib::PlanRequest plan_request(const Args& a, CLI::App* sub, const ModelConfig&
   r.method = calib::parse_plan_method(a.method);
   r.per_head = a.per_head;
   r.quantizer = parse_method(a.quantizer);
-  r.dims = {c.n_layer, c.n_head, c.n_head_kv, c.head_dim};
+  r.dims = c.kv_dims();  // with the sliding windows: the byte model counts a windowed layer's pages
   r.model = id;
   r.max_len = a.max_len > 0 ? a.max_len : 4096;
   r.window = a.window;
@@ -204,13 +204,19 @@ calib::CalibrationInputs read_report(const Args& a, const ModelConfig& c, const 
   return in;
 }
 
+// Final bits of one role: "n x bb, ..."; with sliding-window layers, "global ... / windowed ...".
 std::string bits_histogram(const KvPlan& p, KvRole role) {
-  std::map<int, int> h;
+  std::map<int, int> h[2];  // [windowed?]
   for (int l = 0; l < p.dims.n_layer; ++l)
-    for (int k = 0; k < p.dims.n_head_kv; ++k) h[p.at(l, k, role).bits]++;
-  std::string s;
-  for (auto [b, n] : h) s += (s.empty() ? "" : ", ") + std::to_string(n) + " x " + std::to_string(b) + "b";
-  return s;
+    for (int k = 0; k < p.dims.n_head_kv; ++k) h[p.dims.window_of(l) > 0][p.at(l, k, role).bits]++;
+  std::string out;
+  for (int w = 0; w < 2; ++w) {
+    if (h[w].empty()) continue;
+    std::string s;
+    for (auto [b, n] : h[w]) s += (s.empty() ? "" : ", ") + std::to_string(n) + " x " + std::to_string(b) + "b";
+    out += (out.empty() ? "" : " / ") + (p.dims.window.empty() ? "" : std::string(w ? "windowed " : "global ")) + s;
+  }
+  return out;
 }
 
 void run_calibrate(const Args& a, CLI::App* sub) {

@@ -13,8 +13,7 @@ namespace mpkv {
 namespace {
 
 void finish(const RateQuantProblem& p, IntegerAllocation& a) {
-  a.bit_sum = 0;
-  for (int b : a.bits) a.bit_sum += b;
+  a.bit_sum = cost_of(p, a.bits);
   a.objective = weighted_distortion(p, a.bits);
 }
 
@@ -22,6 +21,7 @@ void finish(const RateQuantProblem& p, IntegerAllocation& a) {
 
 IntegerAllocation greedy_integer_bits(const RateQuantProblem& p) {
   validate(p);
+  MPKV_CHECK(unit_costs(p), "ratequant greedy: components with different costs per bit need the knapsack");
   const int n = (int)p.components.size();
   IntegerAllocation a;
   a.bit_budget = integer_bit_budget(p);
@@ -64,12 +64,12 @@ IntegerAllocation knapsack_integer_bits(const RateQuantProblem& p, const std::ve
   const int n = (int)p.components.size();
   IntegerAllocation a;
   a.bit_budget = integer_bit_budget(p);
-  MPKV_CHECK(a.bit_budget >= (int64_t)n * allowed.front(),
+  MPKV_CHECK(a.bit_budget >= total_cost(p) * allowed.front(),
              "ratequant knapsack: average " + std::to_string(p.avg_bits) + " bits cannot give every component " +
                  std::to_string(allowed.front()) + " bits; the smallest feasible average is " +
                  std::to_string(allowed.front()));
   // Every component takes at least min(allowed): the table runs over the extra bits only.
-  const int64_t cap = a.bit_budget - (int64_t)n * allowed.front();
+  const int64_t cap = a.bit_budget - total_cost(p) * allowed.front();
   MPKV_CHECK((double)n * (double)(cap + 1) <= 2e8, "ratequant knapsack: table too large");
   const size_t width = (size_t)cap + 1;
 
@@ -84,7 +84,7 @@ IntegerAllocation knapsack_integer_bits(const RateQuantProblem& p, const std::ve
     for (size_t s = 0; s < width; ++s) {
       if (best[s] == inf) continue;
       for (size_t j = 0; j < allowed.size(); ++j) {
-        const size_t s2 = s + (size_t)(allowed[j] - allowed.front());
+        const size_t s2 = s + (size_t)p.components[i].cost * (size_t)(allowed[j] - allowed.front());
         if (s2 >= width) break;  // allowed is sorted
         const double v = best[s] + p.components[i].weight * distortion(p.components[i].model, allowed[j]);
         if (v < next[s2]) next[s2] = v, pick[(size_t)i * width + s2] = (uint8_t)j;
@@ -97,7 +97,7 @@ IntegerAllocation knapsack_integer_bits(const RateQuantProblem& p, const std::ve
   for (int i = n - 1; i >= 0; --i) {
     const int b = allowed[pick[(size_t)i * width + s]];
     a.bits[i] = b;
-    s -= (size_t)(b - allowed.front());
+    s -= (size_t)p.components[i].cost * (size_t)(b - allowed.front());
   }
   finish(p, a);
   return a;

@@ -1,4 +1,6 @@
-// Integer bit-widths for RateQuant's problem (docs/algorithms.md §6), under sum_i b_i <= floor(N * b_avg).
+// Integer bit-widths for RateQuant's problem (docs/algorithms.md §6), under sum_i c_i b_i <=
+// floor(sum_i c_i * b_avg) (c_i the components' costs per bit, rate_model.h; 1 unless some layers
+// slide).
 //
 // greedy: every integer in [min_bits, max_bits] is allowed. Start all at min_bits and spend the budget
 //   one bit at a time on the component with the largest marginal gain w_i (D_i(b) - D_i(b + 1)) (each
@@ -6,7 +8,8 @@
 //   this is exactly optimal (separable concave resource allocation with unit steps).
 // knapsack: any allowed set, e.g. the gapped {2, 4, 8} that halving shifts can reach. Greedy is not
 //   optimal there (a 4 -> 8 step costs four bits), so a multiple-choice knapsack is solved exactly by
-//   dynamic programming over the integer bit sum: O(N * budget * |set|).
+//   dynamic programming over the integer cost-weighted bit sum: O(N * budget * |set|). It is also the
+//   exact method whenever the costs differ (greedy's one-bit steps assume equal costs).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
@@ -18,12 +21,13 @@ namespace mpkv {
 
 struct IntegerAllocation {
   std::vector<int> bits;   // [N]
-  int64_t bit_sum = 0;     // sum of bits (<= bit_budget)
-  int64_t bit_budget = 0;  // floor(N * b_avg)
+  int64_t bit_sum = 0;     // sum of c_i b_i (<= bit_budget)
+  int64_t bit_budget = 0;  // floor(sum_i c_i * b_avg)
   double objective = 0;    // sum_i w_i D_i(b_i)
 };
 
-// Validates p (b_min, budget). Error when the budget cannot give every component min_bits.
+// Validates p (b_min, budget). Error when the budget cannot give every component min_bits, or when
+// the costs are not all 1 (use the knapsack).
 IntegerAllocation greedy_integer_bits(const RateQuantProblem& p);
 
 // allowed: distinct bit-widths within [p.min_bits, p.max_bits] (any order). Error on a bad set, on a

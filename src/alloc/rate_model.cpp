@@ -20,6 +20,7 @@ void validate(const RateQuantProblem& p) {
                where + ": alpha must be finite and > 0, got " + std::to_string(c.model.alpha));
     MPKV_CHECK(std::isfinite(c.model.beta) && c.model.beta > 1,
                where + ": beta must be finite and > 1, got " + std::to_string(c.model.beta));
+    MPKV_CHECK(c.cost >= 1, where + ": cost must be >= 1, got " + std::to_string(c.cost));
   }
   const int floor_bits = p.min_max_quantizer ? 2 : 1;
   MPKV_CHECK(p.min_bits >= floor_bits,
@@ -32,9 +33,25 @@ void validate(const RateQuantProblem& p) {
                  ", " + std::to_string(p.max_bits) + "]");
 }
 
+int64_t total_cost(const RateQuantProblem& p) {
+  int64_t s = 0;
+  for (const RateComponent& c : p.components) s += c.cost;
+  return s;
+}
+
+bool unit_costs(const RateQuantProblem& p) { return total_cost(p) == (int64_t)p.components.size(); }
+
 int64_t integer_bit_budget(const RateQuantProblem& p) {
   // The epsilon keeps 30 * 2.1 = 62.99999... from rounding down a whole bit.
-  return (int64_t)std::floor((double)p.components.size() * p.avg_bits + 1e-9);
+  return (int64_t)std::floor((double)total_cost(p) * p.avg_bits + 1e-9);
+}
+
+int64_t cost_of(const RateQuantProblem& p, const std::vector<int>& bits) {
+  MPKV_CHECK(bits.size() == p.components.size(), "ratequant: " + std::to_string(bits.size()) + " bit-widths for " +
+                                                      std::to_string(p.components.size()) + " components");
+  int64_t s = 0;
+  for (size_t i = 0; i < bits.size(); ++i) s += (int64_t)p.components[i].cost * bits[i];
+  return s;
 }
 
 double weighted_distortion(const RateQuantProblem& p, const std::vector<double>& bits) {

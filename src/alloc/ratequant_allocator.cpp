@@ -28,7 +28,8 @@ RateQuantResult ratequant_allocate(const RateQuantProblem& p, const std::vector<
     for (int b = p.min_bits; b <= p.max_bits; ++b) allowed.push_back(b);
   std::sort(allowed.begin(), allowed.end());
   MPKV_CHECK(std::adjacent_find(allowed.begin(), allowed.end()) == allowed.end(), "ratequant: bit-widths repeat");
-  const bool contiguous = allowed.back() - allowed.front() + 1 == (int)allowed.size();
+  // Greedy is exact only for contiguous widths at equal costs; otherwise the knapsack.
+  const bool contiguous = allowed.back() - allowed.front() + 1 == (int)allowed.size() && unit_costs(p);
 
   IntegerAllocation ia;
   if (contiguous) {

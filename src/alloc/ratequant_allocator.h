@@ -18,9 +18,9 @@ struct RateQuantResult {
   std::vector<double> continuous_bits;  // [N] water-filling solution (same bounds)
   std::string integerization;         // "greedy" or "knapsack"
   std::vector<int> allowed_bits;      // the set the integer bits were drawn from (sorted)
-  int64_t bit_budget = 0;             // floor(N * b_avg)
-  int64_t bit_sum = 0;
-  // Paper Theorem 3: J_uniform / J_mixed = AM(w) / GM(w), exact for a shared alpha and beta, continuous
+  int64_t bit_budget = 0;             // floor(sum_i c_i * b_avg) (N * b_avg at unit costs)
+  int64_t bit_sum = 0;                // sum_i c_i b_i
+  // Paper Theorem 3: J_uniform / J_mixed = AM(w) / GM(w), exact for a shared alpha and beta, unit costs, continuous
   // bits and no active bound; computable before any allocation ("is mixed precision worth it?").
   double predicted_gain_am_gm = 1;
   double objective = 0;               // sum_i w_i D_i(b_i), integer bits

@@ -11,16 +11,16 @@ namespace mpkv {
 
 namespace {
 
-// b_i(t) = clip(a_i + k_i t, lo, hi) with k_i = 1 / ln beta_i.
+// b_i(t) = clip(a_i + k_i t, lo, hi) with k_i = 1 / ln beta_i; c: the component's cost per bit.
 struct Line {
-  double a, k;
+  double a, k, c;
 };
 
 double clip_line(const Line& l, double t, double lo, double hi) { return std::clamp(l.a + l.k * t, lo, hi); }
 
 double total(const std::vector<Line>& lines, double t, double lo, double hi) {
   double s = 0;
-  for (const Line& l : lines) s += clip_line(l, t, lo, hi);
+  for (const Line& l : lines) s += l.c * clip_line(l, t, lo, hi);
   return s;
 }
 
@@ -36,7 +36,7 @@ ContinuousAllocation water_fill(const RateQuantProblem& p, double lo, double hi)
                                                        " outside the bounds [" + std::to_string(lo) + ", " +
                                                        std::to_string(hi) + "]");
   const size_t n = p.components.size();
-  const double target = (double)n * p.avg_bits;
+  const double target = (double)total_cost(p) * p.avg_bits;
 
   std::vector<Line> lines(n);
   std::vector<double> breaks;  // t where a component reaches lo or hi
@@ -44,12 +44,12 @@ ContinuousAllocation water_fill(const RateQuantProblem& p, double lo, double hi)
   for (size_t i = 0; i < n; ++i) {
     const RateComponent& c = p.components[i];
     const double ln_beta = std::log(c.model.beta);
-    lines[i] = {std::log(c.model.alpha * c.weight * ln_beta) / ln_beta, 1.0 / ln_beta};
+    lines[i] = {std::log(c.model.alpha * c.weight * ln_beta / c.cost) / ln_beta, 1.0 / ln_beta, (double)c.cost};
     breaks.push_back((lo - lines[i].a) / lines[i].k);
     breaks.push_back((hi - lines[i].a) / lines[i].k);
   }
   std::sort(breaks.begin(), breaks.end());
-  // total() is lo * n at breaks.front() and hi * n at breaks.back(); find the first breakpoint whose
+  // total() is lo * C at breaks.front() and hi * C at breaks.back(); find the first breakpoint whose
   // total reaches the target, then interpolate linearly on the segment before it (no breakpoint inside).
   size_t first = 0, last = breaks.size() - 1;
   while (first < last) {

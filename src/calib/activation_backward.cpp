@@ -40,6 +40,49 @@ constexpr int kLmHeadRows = 64;
 // enough tasks to balance (T = 512, 9 heads: 36 tasks).
 constexpr int kAttnBlock = 128;
 
+// The keys query t sees, as columns [lo, hi] of a block whose first column is key k0.
+struct KeySpan {
+  int lo, hi;
+};
+KeySpan key_span(int window, int t, int k0) { return {window_start(window, t) - k0, t - k0}; }
+
+template <typename Real>
+void zero_outside(Real* row, KeySpan ks, int nk) {
+  std::fill(row, row + ks.lo, Real(0));
+  std::fill(row + ks.hi + 1, row + nk, Real(0));
+}
+
+// -log softmax(z)[target] of one row of logits z (n values), z = cap tanh(y / cap) when cap > 0 (y
+// the row as given). With grad the row becomes dL/dy for L = that NLL / n_pred:
+// (softmax(z) - onehot) / n_pred, times dz/dy = 1 - (z / cap)^2 under the cap.
+template <typename Real>
+double softmax_nll_row(Real* row, int n, int target, double cap, int n_pred, bool grad) {
+  if (cap > 0)
+    for (int j = 0; j < n; ++j) row[j] = (Real)(cap * std::tanh(row[j] / cap));
+  Real m = row[0];
+  for (int j = 1; j < n; ++j) m = std::max(m, row[j]);
+  const double nll_shift = (double)m - (double)row[target];
+  double sum = 0;
+  if (!grad) {
+    for (int j = 0; j < n; ++j) sum += std::exp(row[j] - m);  // Real exp, double sum
+    return nll_shift + std::log(sum);
+  }
+  if (cap <= 0) {
+    for (int j = 0; j < n; ++j) sum += (row[j] = std::exp(row[j] - m));
+    const Real scale = (Real)(1.0 / (sum * n_pred));
+    for (int j = 0; j < n; ++j) row[j] *= scale;
+    row[target] -= (Real)(1.0 / n_pred);
+    return nll_shift + std::log(sum);
+  }
+  for (int j = 0; j < n; ++j) sum += std::exp(row[j] - m);
+  const Real scale = (Real)(1.0 / (sum * n_pred)), inv_cap = (Real)(1.0 / cap);
+  for (int j = 0; j < n; ++j) {
+    const Real z = row[j], dz = std::exp(z - m) * scale - (j == target ? (Real)(1.0 / n_pred) : Real(0));
+    row[j] = dz * (Real(1) - (z * inv_cap) * (z * inv_cap));
+  }
+  return nll_shift + std::log(sum);
+}
+
 }  // namespace
 
 template <typename Real>
@@ -48,11 +91,9 @@ ActivationBackward<Real>::ActivationBackward(const Model& model) : model_(model)
   MPKV_CHECK(c.rope_dim == 0 || c.rope_dim == c.head_dim,
              "calibration backward: partial RoPE (rope_dim " + std::to_string(c.rope_dim) + " < head_dim " +
                  std::to_string(c.head_dim) + ") is not supported");
-  // The backward pass is llama / qwen's block (SwiGLU, no post-norms, one RoPE, global layers).
-  MPKV_CHECK(c.ffn_act == FfnActivation::silu && !c.post_norms && c.embd_scale == 1.0f && c.query_scale == 1.0f &&
-                 c.final_softcap == 0.0f && c.kv_dims().window.empty(),
-             "calibration backward: the " + c.arch_name + " architecture (GeGLU, post-norms, sliding windows) is not "
-             "supported yet");
+  MPKV_CHECK(c.query_scale == 1.0f, "calibration backward: a query scale other than 1 (" +
+                                        std::to_string(c.query_scale) + ", gemma3 27B) is not supported");
+  MPKV_CHECK((int)c.layer_attn.size() == c.n_layer, "calibration backward: internal error: no per-layer attention");
   const ModelWeights& w = model.weights();
   layers_.resize(c.n_layer);
   for (int l = 0; l < c.n_layer; ++l) {
@@ -67,6 +108,12 @@ ActivationBackward<Real>::ActivationBackward(const Model& model) : model_(model)
     D.wd = dense_matrix<Real>(L.w_down);
     D.attn_norm = dense_vector<Real>(L.attn_norm);
     D.ffn_norm = dense_vector<Real>(L.ffn_norm);
+    if (c.post_norms) {
+      D.attn_post_norm = dense_vector<Real>(L.attn_post_norm);
+      D.ffn_post_norm = dense_vector<Real>(L.ffn_post_norm);
+      MPKV_CHECK((int)D.attn_post_norm.size() == c.d_model && (int)D.ffn_post_norm.size() == c.d_model,
+                 "calibration backward: layer " + std::to_string(l) + " lacks its post-attention / post-FFN norms");
+    }
     if (c.qkv_bias) {
       D.bq = dense_vector<Real>(L.bq);
       D.bk = dense_vector<Real>(L.bk);
@@ -115,13 +162,15 @@ double ActivationBackward<Real>::forward(const std::vector<int32_t>& tokens, dou
                "calibration backward: perturbation outside the K/V arrays");
   }
   const size_t d = c.d_model;
-  pos_.resize(T);
-  for (int t = 0; t < T; ++t) pos_[t] = (double)t * pos_scale / c.rope_scale;
+  pos_scale_ = pos_scale;
   x_.resize(T * d);
   std::vector<float> row(d);
   const WeightMatrix& E = model_.weights().token_embd;
   for (int t = 0; t < T; ++t) {
     dequantize_row(E.type, E.data + (size_t)tokens[t] * E.row_bytes, row.data(), c.d_model);
+    // gemma3 scales the embeddings (in float, as the engine does); no gradient goes back to them.
+    if (c.embd_scale != 1.0f)
+      for (float& e : row) e *= c.embd_scale;
     std::copy(row.begin(), row.end(), x_.begin() + t * d);
   }
   saved_.resize(keep ? c.n_layer : 1);
@@ -133,6 +182,13 @@ double ActivationBackward<Real>::forward(const std::vector<int32_t>& tokens, dou
   inv_rms_f_.resize(T);
   rmsnorm_forward(x_.data(), output_norm_.data(), xf_.data(), inv_rms_f_.data(), T, c.d_model, c.rms_eps);
   return lm_head(tokens, keep);
+}
+
+template <typename Real>
+void ActivationBackward<Real>::layer_positions(int l, int T) {
+  pos_.resize(T);
+  const double scale = pos_scale_ / config_.attn(l).rope_scale;
+  for (int t = 0; t < T; ++t) pos_[t] = (double)t * scale;
 }
 
 template <typename Real>
@@ -167,17 +223,24 @@ void ActivationBackward<Real>::layer_forward(int l, int T, const KvPerturbation*
     rmsnorm_forward(s.q.data(), W.q_norm.data(), s.q.data(), s.rq.data(), T * c.n_head, hd, c.rms_eps);
     rmsnorm_forward(s.k.data(), W.k_norm.data(), s.k.data(), s.rk.data(), T * c.n_head_kv, hd, c.rms_eps);
   }
-  rope_rotate(s.q.data(), pos_.data(), T, c.n_head, hd, c.rope_style, c.rope_base, +1);
-  rope_rotate(s.k.data(), pos_.data(), T, c.n_head_kv, hd, c.rope_style, c.rope_base, +1);
+  layer_positions(l, T);
+  const double base = c.attn(l).rope_base;
+  rope_rotate(s.q.data(), pos_.data(), T, c.n_head, hd, c.rope_style, base, +1);
+  rope_rotate(s.k.data(), pos_.data(), T, c.n_head_kv, hd, c.rope_style, base, +1);
   if (perturb && perturb->layer == l) (perturb->role == KvRole::key ? s.k : s.v)[perturb->index] += (Real)perturb->delta;
   if (observer) observer(l, T, s.q.data(), s.k.data(), s.v.data());
   if (qkv_only) return;
 
   s.attn.resize(n * qd);
   s.lse.resize(n * c.n_head);
-  attention_forward(T, s.q.data(), s.k.data(), s.v.data(), s.attn.data(), s.lse.data());
+  attention_forward(l, T, s.q.data(), s.k.data(), s.v.data(), s.attn.data(), s.lse.data());
   tmp_.resize(n * d);
   gemm_rows_parallel(true, T, d, qd, Real(1), s.attn.data(), qd, W.wo.data(), qd, Real(0), tmp_.data(), d);
+  if (c.post_norms) {
+    if (keep) s.attn_proj = tmp_;
+    s.inv_rms_pa.resize(n);
+    rmsnorm_forward(tmp_.data(), W.attn_post_norm.data(), tmp_.data(), s.inv_rms_pa.data(), T, d, c.rms_eps);
+  }
   for (size_t i = 0; i < n * d; ++i) x_[i] += tmp_[i];
 
   if (keep) s.x_mid.assign(x_.begin(), x_.end());
@@ -188,20 +251,26 @@ void ActivationBackward<Real>::layer_forward(int l, int T, const KvPerturbation*
   h_.resize(n * ff);
   gemm_rows_parallel(true, T, ff, d, Real(1), xn_.data(), d, W.wg.data(), d, Real(0), s.g.data(), ff);
   gemm_rows_parallel(true, T, ff, d, Real(1), xn_.data(), d, W.wu.data(), d, Real(0), s.u.data(), ff);
-  swiglu_forward(s.g.data(), s.u.data(), h_.data(), (int64_t)n * ff);
+  gated_forward(c.ffn_act, s.g.data(), s.u.data(), h_.data(), (int64_t)n * ff);
   gemm_rows_parallel(true, T, d, ff, Real(1), h_.data(), ff, W.wd.data(), ff, Real(0), tmp_.data(), d);
+  if (c.post_norms) {
+    if (keep) s.ffn_proj = tmp_;
+    s.inv_rms_pf.resize(n);
+    rmsnorm_forward(tmp_.data(), W.ffn_post_norm.data(), tmp_.data(), s.inv_rms_pf.data(), T, d, c.rms_eps);
+  }
   for (size_t i = 0; i < n * d; ++i) x_[i] += tmp_[i];
 }
 
 // Dense causal attention in tasks of (query head h, block of kAttnBlock queries [r0, r1)), spread
-// over OpenMP threads: S = q_h[r0:r1] k_g[0:r1]^T / sqrt(hd) by a single-threaded gemm (keys past
-// r1 are never computed; within the block the upper triangle is masked), softmax over j <= t,
-// out_h[r0:r1] = P v_g[0:r1]. lse [n_head, T] keeps each row's log-sum-exp for the backward.
+// over OpenMP threads: S = q_h[r0:r1] k_g[k0:r1]^T / sqrt(hd) by a single-threaded gemm (keys past
+// r1 are never computed; k0 = the first key the block's first query sees: 0, or r0 - W + 1 in a
+// sliding-window layer), each row masked to the keys its query sees (key_span), softmax over them,
+// out_h[r0:r1] = P v_g[k0:r1]. lse [n_head, T] keeps each row's log-sum-exp for the backward.
 template <typename Real>
-void ActivationBackward<Real>::attention_forward(int T, const Real* q, const Real* k, const Real* v, Real* out,
+void ActivationBackward<Real>::attention_forward(int l, int T, const Real* q, const Real* k, const Real* v, Real* out,
                                                  Real* lse) {
   const ModelConfig& c = config_;
-  const int qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
+  const int qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, W = c.attn(l).window;
   const Real sc = (Real)(1.0 / std::sqrt((double)hd));
   const int n_blocks = (T + kAttnBlock - 1) / kAttnBlock, n_tasks = n_blocks * c.n_head;
   thread_scratch_.resize(omp_get_max_threads());
@@ -209,30 +278,34 @@ void ActivationBackward<Real>::attention_forward(int T, const Real* q, const Rea
   for (int task = 0; task < n_tasks; ++task) {
     const int b = n_blocks - 1 - task / c.n_head, h = task % c.n_head;  // largest blocks first
     const int g = h / c.group_size();
-    const int r0 = b * kAttnBlock, r1 = std::min(T, r0 + kAttnBlock), nr = r1 - r0, nk = r1;
+    const int r0 = b * kAttnBlock, r1 = std::min(T, r0 + kAttnBlock), nr = r1 - r0;
+    const int k0 = window_start(W, r0), nk = r1 - k0;
     ThreadScratch& ts = thread_scratch_[omp_get_thread_num()];
     ts.p.resize((size_t)kAttnBlock * T);
-    Real* P = ts.p.data();  // [nr, nk]
-    gemm(false, true, nr, nk, hd, sc, q + (size_t)r0 * qd + h * hd, qd, k + g * hd, kvd, Real(0), P, nk);
+    Real* P = ts.p.data();  // [nr, nk], column j = key k0 + j
+    gemm(false, true, nr, nk, hd, sc, q + (size_t)r0 * qd + h * hd, qd, k + (size_t)k0 * kvd + g * hd, kvd, Real(0),
+         P, nk);
     for (int i = 0; i < nr; ++i) {
       const int t = r0 + i;
+      const KeySpan ks = key_span(W, t, k0);
       Real* row = P + (size_t)i * nk;
-      Real m = row[0];
-      for (int j = 1; j <= t; ++j) m = std::max(m, row[j]);
+      Real m = row[ks.lo];
+      for (int j = ks.lo + 1; j <= ks.hi; ++j) m = std::max(m, row[j]);
       double sum = 0;
-      for (int j = 0; j <= t; ++j) sum += (row[j] = std::exp(row[j] - m));
+      for (int j = ks.lo; j <= ks.hi; ++j) sum += (row[j] = std::exp(row[j] - m));
       lse[(size_t)h * T + t] = m + (Real)std::log(sum);
       const Real inv = (Real)(1.0 / sum);
-      for (int j = 0; j <= t; ++j) row[j] *= inv;
-      for (int j = t + 1; j < nk; ++j) row[j] = 0;
+      for (int j = ks.lo; j <= ks.hi; ++j) row[j] *= inv;
+      zero_outside(row, ks, nk);
     }
-    gemm(false, false, nr, hd, nk, Real(1), P, nk, v + g * hd, kvd, Real(0), out + (size_t)r0 * qd + h * hd, qd);
+    gemm(false, false, nr, hd, nk, Real(1), P, nk, v + (size_t)k0 * kvd + g * hd, kvd, Real(0),
+         out + (size_t)r0 * qd + h * hd, qd);
   }
 }
 
 // Mean NLL of token[t+1] given the final normed stream xf_[t], t < T-1, in chunks of kLmHeadRows
-// rows spread over OpenMP threads. With grad: dlogits = (softmax - onehot) / (T-1) and
-// dxf_ = dlogits W_out (row T-1 stays zero).
+// rows spread over OpenMP threads (logits softcapped when the model says so). With grad: dlogits
+// from softmax_nll_row and dxf_ = dlogits W_out (row T-1 stays zero).
 template <typename Real>
 double ActivationBackward<Real>::lm_head(const std::vector<int32_t>& tokens, bool grad) {
   const ModelConfig& c = config_;
@@ -248,21 +321,8 @@ double ActivationBackward<Real>::lm_head(const std::vector<int32_t>& tokens, boo
     ts.logits.resize((size_t)kLmHeadRows * V);
     Real* logits = ts.logits.data();
     gemm(false, true, rows, V, d, Real(1), xf_.data() + (size_t)r0 * d, d, output_.data(), d, Real(0), logits, V);
-    for (int r = 0; r < rows; ++r) {
-      Real* row = logits + (size_t)r * V;
-      const int target = tokens[r0 + r + 1];
-      Real m = row[0];
-      for (int j = 1; j < V; ++j) m = std::max(m, row[j]);
-      total += (double)m - (double)row[target];
-      double sum = 0;
-      for (int j = 0; j < V; ++j) sum += (row[j] = std::exp(row[j] - m));  // Real exp, double sum
-      total += std::log(sum);
-      if (grad) {
-        const Real scale = (Real)(1.0 / (sum * n_pred));
-        for (int j = 0; j < V; ++j) row[j] *= scale;
-        row[target] -= (Real)(1.0 / n_pred);
-      }
-    }
+    for (int r = 0; r < rows; ++r)
+      total += softmax_nll_row(logits + (size_t)r * V, V, tokens[r0 + r + 1], c.final_softcap, n_pred, grad);
     if (grad)
       gemm(false, false, rows, d, V, Real(1), logits, V, output_.data(), d, Real(0), dxf_.data() + (size_t)r0 * d, d);
   }
@@ -295,20 +355,23 @@ void ActivationBackward<Real>::layer_backward(int l, int T, KvGradients<Real>& o
   const int d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, ff = c.d_ffn;
   const size_t n = T;
 
-  // Feed-forward: x_out = x_mid + W_d (silu(W_g xn) * W_u xn), xn = rmsnorm(x_mid).
+  // Feed-forward: x_out = x_mid + post(W_d (act(W_g xn) * W_u xn)), xn = rmsnorm(x_mid), post = the
+  // post-FFN norm (gemma3) or nothing.
   h_.resize(n * ff);
   dg_.resize(n * ff);
   du_.resize(n * ff);
   dxn_.resize(n * d);
-  gemm_rows_parallel(false, T, ff, d, Real(1), dx_.data(), d, W.wd.data(), ff, Real(0), h_.data(), ff);  // dh
-  swiglu_backward(s.g.data(), s.u.data(), h_.data(), dg_.data(), du_.data(), (int64_t)n * ff);
+  const Real* dffn = post_norm_backward(s.ffn_proj, W.ffn_post_norm, s.inv_rms_pf, dx_.data(), T);
+  gemm_rows_parallel(false, T, ff, d, Real(1), dffn, d, W.wd.data(), ff, Real(0), h_.data(), ff);  // dh
+  gated_backward(c.ffn_act, s.g.data(), s.u.data(), h_.data(), dg_.data(), du_.data(), (int64_t)n * ff);
   gemm_rows_parallel(false, T, d, ff, Real(1), dg_.data(), ff, W.wg.data(), d, Real(0), dxn_.data(), d);
   gemm_rows_parallel(false, T, d, ff, Real(1), du_.data(), ff, W.wu.data(), d, Real(1), dxn_.data(), d);
   rmsnorm_backward(s.x_mid.data(), W.ffn_norm.data(), s.inv_rms2.data(), dxn_.data(), dx_.data(), T, d, true);
 
-  // Attention: x_mid = x_in + W_o attn(q, k, v). dattn = dx W_o [T, qd].
+  // Attention: x_mid = x_in + post(W_o attn(q, k, v)). dattn = dproj W_o [T, qd].
   dattn_.resize(n * qd);
-  gemm_rows_parallel(false, T, qd, d, Real(1), dx_.data(), d, W.wo.data(), qd, Real(0), dattn_.data(), qd);
+  const Real* dproj = post_norm_backward(s.attn_proj, W.attn_post_norm, s.inv_rms_pa, dx_.data(), T);
+  gemm_rows_parallel(false, T, qd, d, Real(1), dproj, d, W.wo.data(), qd, Real(0), dattn_.data(), qd);
   dq_.resize(n * qd);
   // Tasks of (head, query block) as in the forward; each thread sums its dK/dV contributions in its
   // own [T, kv_dim] arrays (GQA: the query heads of a group add into one KV head; blocks of one head
@@ -317,46 +380,50 @@ void ActivationBackward<Real>::layer_backward(int l, int T, KvGradients<Real>& o
   thread_scratch_.resize(n_threads);
   for (auto& ts : thread_scratch_) ts.dk.assign(n * kvd, Real(0)), ts.dv.assign(n * kvd, Real(0));
   const Real sc = (Real)(1.0 / std::sqrt((double)hd));
+  const int W_l = c.attn(l).window;
   const int n_blocks = (T + kAttnBlock - 1) / kAttnBlock, n_tasks = n_blocks * c.n_head;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int task = 0; task < n_tasks; ++task) {
     const int b = n_blocks - 1 - task / c.n_head, h = task % c.n_head;
     const int g = h / c.group_size();
-    const int r0 = b * kAttnBlock, r1 = std::min(T, r0 + kAttnBlock), nr = r1 - r0, nk = r1;
+    const int r0 = b * kAttnBlock, r1 = std::min(T, r0 + kAttnBlock), nr = r1 - r0;
+    const int k0 = window_start(W_l, r0), nk = r1 - k0;  // keys [k0, r1), as in the forward
     ThreadScratch& ts = thread_scratch_[omp_get_thread_num()];
     ts.p.resize((size_t)kAttnBlock * T);
     ts.dp.resize((size_t)kAttnBlock * T);
-    Real* P = ts.p.data();    // [nr, nk]
+    Real* P = ts.p.data();    // [nr, nk], column j = key k0 + j
     Real* dS = ts.dp.data();  // [nr, nk]
     const Real* qh = s.q.data() + (size_t)r0 * qd + h * hd;       // [nr, hd], stride qd
     const Real* doh = dattn_.data() + (size_t)r0 * qd + h * hd;   // [nr, hd], stride qd
     const Real* oh = s.attn.data() + (size_t)r0 * qd + h * hd;
-    const Real* kg = s.k.data() + g * hd;                         // [nk, hd], stride kvd
-    const Real* vg = s.v.data() + g * hd;
+    const Real* kg = s.k.data() + (size_t)k0 * kvd + g * hd;      // [nk, hd], stride kvd
+    const Real* vg = s.v.data() + (size_t)k0 * kvd + g * hd;
     const Real* lse = s.lse.data() + (size_t)h * T;
     // P, recomputed from the saved log-sum-exp (cheaper in memory than keeping [n_head, T, T]).
     gemm(false, true, nr, nk, hd, sc, qh, qd, kg, kvd, Real(0), P, nk);
     for (int i = 0; i < nr; ++i) {
       const int t = r0 + i;
+      const KeySpan ks = key_span(W_l, t, k0);
       Real* row = P + (size_t)i * nk;
-      for (int j = 0; j <= t; ++j) row[j] = std::exp(row[j] - lse[t]);
-      for (int j = t + 1; j < nk; ++j) row[j] = 0;
+      for (int j = ks.lo; j <= ks.hi; ++j) row[j] = std::exp(row[j] - lse[t]);
+      zero_outside(row, ks, nk);
     }
     // dV_g += P^T dO_h;  dP = dO_h V_g^T;  dS = P (dP - rowsum(dO . O)).
-    gemm(true, false, nk, hd, nr, Real(1), P, nk, doh, qd, Real(1), ts.dv.data() + g * hd, kvd);
+    gemm(true, false, nk, hd, nr, Real(1), P, nk, doh, qd, Real(1), ts.dv.data() + (size_t)k0 * kvd + g * hd, kvd);
     gemm(false, true, nr, nk, hd, Real(1), doh, qd, vg, kvd, Real(0), dS, nk);
     for (int i = 0; i < nr; ++i) {
       const int t = r0 + i;
+      const KeySpan ks = key_span(W_l, t, k0);
       const Real* p = P + (size_t)i * nk;
       Real* ds = dS + (size_t)i * nk;
       Real D = 0;
       for (int j = 0; j < hd; ++j) D += doh[(size_t)i * qd + j] * oh[(size_t)i * qd + j];
-      for (int j = 0; j <= t; ++j) ds[j] = p[j] * (ds[j] - D);
-      for (int j = t + 1; j < nk; ++j) ds[j] = 0;
+      for (int j = ks.lo; j <= ks.hi; ++j) ds[j] = p[j] * (ds[j] - D);
+      zero_outside(ds, ks, nk);
     }
     // S = sc q k^T:  dq_h = sc dS k_g (rows of this block only);  dk_g += sc dS^T q_h.
     gemm(false, false, nr, hd, nk, sc, dS, nk, kg, kvd, Real(0), dq_.data() + (size_t)r0 * qd + h * hd, qd);
-    gemm(true, false, nk, hd, nr, sc, dS, nk, qh, qd, Real(1), ts.dk.data() + g * hd, kvd);
+    gemm(true, false, nk, hd, nr, sc, dS, nk, qh, qd, Real(1), ts.dk.data() + (size_t)k0 * kvd + g * hd, kvd);
   }
   dk_.assign(n * kvd, Real(0));
   dv_.assign(n * kvd, Real(0));
@@ -369,8 +436,10 @@ void ActivationBackward<Real>::layer_backward(int l, int T, KvGradients<Real>& o
   out.dv[l] = dv_;
 
   // Back through RoPE (rotation by -angle), the QK norm, the projections and the attention norm.
-  rope_rotate(dq_.data(), pos_.data(), T, c.n_head, hd, c.rope_style, c.rope_base, -1);
-  rope_rotate(dk_.data(), pos_.data(), T, c.n_head_kv, hd, c.rope_style, c.rope_base, -1);
+  layer_positions(l, T);
+  const double base = c.attn(l).rope_base;
+  rope_rotate(dq_.data(), pos_.data(), T, c.n_head, hd, c.rope_style, base, -1);
+  rope_rotate(dk_.data(), pos_.data(), T, c.n_head_kv, hd, c.rope_style, base, -1);
   if (c.qk_norm) {
     rmsnorm_backward(s.q_pre.data(), W.q_norm.data(), s.rq.data(), dq_.data(), dq_.data(), T * c.n_head, hd, false);
     rmsnorm_backward(s.k_pre.data(), W.k_norm.data(), s.rk.data(), dk_.data(), dk_.data(), T * c.n_head_kv, hd,
@@ -380,6 +449,15 @@ void ActivationBackward<Real>::layer_backward(int l, int T, KvGradients<Real>& o
   gemm_rows_parallel(false, T, d, kvd, Real(1), dk_.data(), kvd, W.wk.data(), d, Real(1), dxn_.data(), d);
   gemm_rows_parallel(false, T, d, kvd, Real(1), dv_.data(), kvd, W.wv.data(), d, Real(1), dxn_.data(), d);
   rmsnorm_backward(s.x_in.data(), W.attn_norm.data(), s.inv_rms1.data(), dxn_.data(), dx_.data(), T, d, true);
+}
+
+template <typename Real>
+const Real* ActivationBackward<Real>::post_norm_backward(const std::vector<Real>& proj, const std::vector<Real>& w,
+                                                         const std::vector<Real>& inv_rms, const Real* dy, int T) {
+  if (!config_.post_norms) return dy;
+  dproj_.resize((size_t)T * config_.d_model);
+  rmsnorm_backward(proj.data(), w.data(), inv_rms.data(), dy, dproj_.data(), T, config_.d_model, false);
+  return dproj_.data();
 }
 
 template class ActivationBackward<float>;

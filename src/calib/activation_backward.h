@@ -3,6 +3,13 @@
 // dense causal attention) that keeps the activations its backward needs, then the backward through
 // the LM head, the final norm and each layer in reverse. No weight gradients.
 //
+// Blocks: llama / qwen2 / qwen3 (SwiGLU, optional q/k/v biases and QK-norm) and gemma3 as the
+// engine's forward runs it (docs/gemma3.md): embeddings x sqrt(d) (no gradient flows into them),
+// GeGLU with tanh GELU, RMSNorms after attention and after the FFN (weights as stored: the GGUF
+// holds 1 + w), QK-norm, the final logit softcap, and per layer its RoPE base / scaling and its
+// sliding window (a query at t sees keys [max(0, t - W + 1), t], so a key gets gradient only from
+// the W queries that see it). Not supported: a query scale != 1 (gemma3 27B), partial RoPE.
+//
 //   loss L = mean over t in [0, T-1) of -log p(token[t+1] | tokens[0..t])
 //   dk[l]  = dL/dK_l, K_l the POST-RoPE keys of layer l exactly as the KV cache holds them
 //   dv[l]  = dL/dV_l, V_l the v_proj output (+ bias) as cached
@@ -71,6 +78,7 @@ class ActivationBackward {
   struct DenseLayer {
     std::vector<Real> wq, wk, wv, wo, wg, wu, wd;  // [rows, cols] as in the GGUF
     std::vector<Real> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
+    std::vector<Real> attn_post_norm, ffn_post_norm;  // gemma3
   };
   // What the backward needs from one layer's forward.
   struct Saved {
@@ -78,8 +86,10 @@ class ActivationBackward {
     std::vector<Real> q_pre, k_pre, rq, rk;  // qwen3: q, k before the QK norm; its inv rms [T*heads]
     std::vector<Real> q, k, v;               // post-RoPE q, k; v
     std::vector<Real> attn, lse;             // attention output [T, q_dim]; log-sum-exp [n_head, T]
+    std::vector<Real> attn_proj, inv_rms_pa; // post-norms: W_o output before its norm [T, d]; [T]
     std::vector<Real> x_mid, inv_rms2;       // stream after attention [T, d]; [T]
     std::vector<Real> g, u;                  // gate and up projections [T, d_ffn]
+    std::vector<Real> ffn_proj, inv_rms_pf;  // post-norms: W_down output before its norm [T, d]; [T]
   };
 
   double forward(const std::vector<int32_t>& tokens, double pos_scale, const KvPerturbation* perturb,
@@ -87,17 +97,24 @@ class ActivationBackward {
   // qkv_only: stop after the observer (the last layer of observe()).
   void layer_forward(int l, int T, const KvPerturbation* perturb, const QkvObserver<Real>& observer, Saved& s,
                      bool keep, bool qkv_only);
-  void attention_forward(int T, const Real* q, const Real* k, const Real* v, Real* out, Real* lse);
+  void attention_forward(int l, int T, const Real* q, const Real* k, const Real* v, Real* out, Real* lse);
   // Mean NLL; when grad, dxf_ = dL/d(final normed stream).
   double lm_head(const std::vector<int32_t>& tokens, bool grad);
   void layer_backward(int l, int T, KvGradients<Real>& out);
+  // Back through one post-norm (out = rmsnorm(proj)) when the model has them: returns dL/dproj
+  // (in dproj_), else dy itself.
+  const Real* post_norm_backward(const std::vector<Real>& proj, const std::vector<Real>& w,
+                                 const std::vector<Real>& inv_rms, const Real* dy, int T);
+  // pos_ = layer l's RoPE positions t * pos_scale_ / its rope_scale.
+  void layer_positions(int l, int T);
 
   const Model& model_;
   ModelConfig config_;
   std::vector<DenseLayer> layers_;
   std::vector<Real> output_, output_norm_;  // [n_vocab, d], [d]
   std::vector<Saved> saved_;
-  std::vector<double> pos_;                 // [T] RoPE positions
+  std::vector<double> pos_;                 // [T] RoPE positions of the current layer
+  double pos_scale_ = 1.0;
   struct ThreadScratch {
     std::vector<Real> p, dp;      // attention block [kAttnBlock, T]
     std::vector<Real> logits;     // LM-head chunk [kLmHeadRows, n_vocab]
@@ -106,7 +123,7 @@ class ActivationBackward {
   std::vector<ThreadScratch> thread_scratch_;  // [omp_get_max_threads()]
   // Working buffers.
   std::vector<Real> x_, xn_, inv_rms_f_, xf_, dxf_, dx_, dxn_, q_, k_, v_, attn_, tmp_, g_, u_, h_;
-  std::vector<Real> dq_, dk_, dv_, dattn_, dg_, du_;
+  std::vector<Real> dq_, dk_, dv_, dattn_, dg_, du_, dproj_;
 };
 
 extern template class ActivationBackward<float>;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <numeric>
 
 #include "alloc/pmkvq_allocator.h"
 #include "alloc/progressive_schedule.h"
@@ -86,6 +87,27 @@ void allocate_pmkvq(const CalibrationInputs& in, const PlanRequest& r, int64_t b
                 "sum s(b) = " + std::to_string(a.objective);
 }
 
+// Each component's bytes per bit for max_len tokens (block_bytes_bound at 4 bits minus at 2, halved:
+// code bytes are linear in bits), divided by their gcd: all 1 unless some layers slide (a windowed
+// layer holds fewer pages, so its bits cost fewer bytes). [kv_component_index order]
+std::vector<int> bit_costs(const PlanRequest& r) {
+  const PagedKvCache c2(r.dims, request_plan(r, 2), 0), c4(r.dims, request_plan(r, 4), 0);
+  std::vector<int64_t> d((size_t)r.dims.n_layer * r.dims.n_head_kv * 2);
+  int64_t g = 0;
+  for (int l = 0; l < r.dims.n_layer; ++l)
+    for (int h = 0; h < r.dims.n_head_kv; ++h)
+      for (int kv = 0; kv < 2; ++kv) {
+        const int block = h * 2 + kv;
+        int64_t& x = d[kv_component_index(l, h, kv, r.dims.n_head_kv)];
+        x = (int64_t)c4.block_bytes_bound(l, block, (int)r.max_len) - (int64_t)c2.block_bytes_bound(l, block, (int)r.max_len);
+        g = std::gcd(g, x);
+      }
+  std::vector<int> cost(d.size(), 1);
+  if (g > 0)
+    for (size_t i = 0; i < d.size(); ++i) cost[i] = (int)std::max<int64_t>(1, d[i] / g);
+  return cost;
+}
+
 RateQuantProblem ratequant_problem(const CalibrationInputs& in, const PlanRequest& r, int64_t budget) {
   const std::vector<int> cb = plan_candidate_bits(PlanMethod::ratequant, r.quantizer);
   RateQuantProblem p;
@@ -98,6 +120,7 @@ RateQuantProblem ratequant_problem(const CalibrationInputs& in, const PlanReques
   } else {
     p.avg_bits = r.avg_bits;
   }
+  const std::vector<int> cost = bit_costs(r);
   double wmin = INFINITY;
   for (const auto* t : {&in.w_k, &in.w_v})
     for (const auto& l : *t)
@@ -112,6 +135,7 @@ RateQuantProblem ratequant_problem(const CalibrationInputs& in, const PlanReques
         rc.weight = w > 0 ? w : wmin * 1e-6;  // a dead head still needs a positive weight
         const ExponentialFit& f = kv == 0 ? in.fit_k : in.fit_v;
         rc.model = {f.alpha, f.beta};
+        rc.cost = cost[kv_component_index(l, h, kv, r.dims.n_head_kv)];
         p.components.push_back(rc);
       }
   return p;

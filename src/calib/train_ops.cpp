@@ -110,13 +110,61 @@ void swiglu_backward(const Real* g, const Real* u, const Real* dh, Real* dg, Rea
   }
 }
 
+namespace {
+constexpr double kGeluA = 0.79788456080286535588;  // sqrt(2 / pi)
+constexpr double kGeluC = 0.044715;
+}  // namespace
+
+template <typename Real>
+void geglu_tanh_forward(const Real* g, const Real* u, Real* h, int64_t n) {
+#pragma omp parallel for if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const Real x = g[i];
+    h[i] = Real(0.5) * x * (Real(1) + std::tanh(Real(kGeluA) * x * (Real(1) + Real(kGeluC) * x * x))) * u[i];
+  }
+}
+
+template <typename Real>
+void geglu_tanh_backward(const Real* g, const Real* u, const Real* dh, Real* dg, Real* du, int64_t n) {
+#pragma omp parallel for if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const Real x = g[i];
+    const Real t = std::tanh(Real(kGeluA) * x * (Real(1) + Real(kGeluC) * x * x));
+    const Real gelu = Real(0.5) * x * (Real(1) + t);
+    const Real dgelu =
+        Real(0.5) * (Real(1) + t) + Real(0.5) * x * (Real(1) - t * t) * Real(kGeluA) * (Real(1) + Real(3 * kGeluC) * x * x);
+    du[i] = dh[i] * gelu;
+    dg[i] = dh[i] * u[i] * dgelu;
+  }
+}
+
+template <typename Real>
+void gated_forward(FfnActivation act, const Real* g, const Real* u, Real* h, int64_t n) {
+  switch (act) {
+    case FfnActivation::silu: return swiglu_forward(g, u, h, n);
+    case FfnActivation::gelu_tanh: return geglu_tanh_forward(g, u, h, n);
+  }
+}
+
+template <typename Real>
+void gated_backward(FfnActivation act, const Real* g, const Real* u, const Real* dh, Real* dg, Real* du, int64_t n) {
+  switch (act) {
+    case FfnActivation::silu: return swiglu_backward(g, u, dh, dg, du, n);
+    case FfnActivation::gelu_tanh: return geglu_tanh_backward(g, u, dh, dg, du, n);
+  }
+}
+
 #define MPKV_INSTANTIATE(Real)                                                                                      \
   template void gemm_rows_parallel<Real>(bool, int, int, int, Real, const Real*, int, const Real*, int, Real, Real*, int); \
   template void rmsnorm_forward<Real>(const Real*, const Real*, Real*, Real*, int, int, double);                   \
   template void rmsnorm_backward<Real>(const Real*, const Real*, const Real*, const Real*, Real*, int, int, bool); \
   template void rope_rotate<Real>(Real*, const double*, int, int, int, RopeStyle, double, int);                    \
   template void swiglu_forward<Real>(const Real*, const Real*, Real*, int64_t);                                    \
-  template void swiglu_backward<Real>(const Real*, const Real*, const Real*, Real*, Real*, int64_t);
+  template void swiglu_backward<Real>(const Real*, const Real*, const Real*, Real*, Real*, int64_t);            \
+  template void geglu_tanh_forward<Real>(const Real*, const Real*, Real*, int64_t);                                \
+  template void geglu_tanh_backward<Real>(const Real*, const Real*, const Real*, Real*, Real*, int64_t);           \
+  template void gated_forward<Real>(FfnActivation, const Real*, const Real*, Real*, int64_t);                      \
+  template void gated_backward<Real>(FfnActivation, const Real*, const Real*, const Real*, Real*, Real*, int64_t);
 MPKV_INSTANTIATE(float)
 MPKV_INSTANTIATE(double)
 #undef MPKV_INSTANTIATE

@@ -68,4 +68,20 @@ void swiglu_forward(const Real* g, const Real* u, Real* h, int64_t n);
 template <typename Real>
 void swiglu_backward(const Real* g, const Real* u, const Real* dh, Real* dg, Real* du, int64_t n);
 
+// h = gelu(g) * u elementwise (GeGLU, gemma3), GELU's tanh approximation as the engine computes it
+// (docs/gemma3.md): gelu(x) = 0.5 x (1 + tanh(a (x + c x^3))), a = sqrt(2 / pi), c = 0.044715.
+template <typename Real>
+void geglu_tanh_forward(const Real* g, const Real* u, Real* h, int64_t n);
+
+// From dh: du = dh * gelu(g), dg = dh * u * gelu'(g),
+// gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) a (1 + 3 c x^2), t = tanh(a (x + c x^3)).
+template <typename Real>
+void geglu_tanh_backward(const Real* g, const Real* u, const Real* dh, Real* dg, Real* du, int64_t n);
+
+// The model's gated activation (SwiGLU or GeGLU) forward and backward, as above.
+template <typename Real>
+void gated_forward(FfnActivation act, const Real* g, const Real* u, Real* h, int64_t n);
+template <typename Real>
+void gated_backward(FfnActivation act, const Real* g, const Real* u, const Real* dh, Real* dg, Real* du, int64_t n);
+
 }  // namespace mpkv::calib

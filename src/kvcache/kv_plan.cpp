@@ -97,6 +97,27 @@ void check_identity(const KvModelIdentity& plan, const KvModelIdentity& model) {
                  describe_identity(model) + ". Calibrate a plan for this model with `mpkv calibrate`");
 }
 
+// The plan's per-layer sliding windows ("model.sliding_window", optional) must be the model's.
+void check_sliding_windows(const nlohmann::json& model_j, const KvDims& md) {
+  if (!model_j.contains("sliding_window")) return;
+  const nlohmann::json& w = model_j["sliding_window"];
+  MPKV_CHECK(w.is_array(), "KV plan: model.sliding_window must be an array of integers (one per layer)");
+  std::vector<int> plan_w;
+  for (const nlohmann::json& x : w) {
+    MPKV_CHECK(x.is_number_integer(), "KV plan: model.sliding_window must be an array of integers (one per layer)");
+    plan_w.push_back(x.get<int>());
+  }
+  std::vector<int> model_w(md.n_layer, 0);
+  for (int l = 0; l < md.n_layer; ++l) model_w[l] = md.window_of(l);
+  auto list = [](const std::vector<int>& v) {
+    std::string s;
+    for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+    return "[" + s + "]";
+  };
+  MPKV_CHECK(plan_w == model_w, "KV plan is for a model with sliding windows " + list(plan_w) +
+                                    " per layer; this model has " + list(model_w));
+}
+
 }  // namespace
 
 std::string format_layout_hash(uint64_t h) {
@@ -209,6 +230,7 @@ std::string kv_plan_to_json(const KvPlan& plan) {
   j["version"] = kKvPlanVersion;
   j["method"] = plan.method;
   j["model"] = {{"n_layer", plan.dims.n_layer}, {"n_head_kv", plan.dims.n_head_kv}, {"head_dim", plan.dims.head_dim}};
+  if (!plan.dims.window.empty()) j["model"]["sliding_window"] = plan.dims.window;  // per layer, 0 = global
   if (plan.model.known()) {
     j["model"]["arch"] = plan.model.arch;
     j["model"]["tensor_layout_hash"] = format_layout_hash(plan.model.tensor_layout_hash);
@@ -272,6 +294,7 @@ KvPlan kv_plan_from_json(const std::string& text, const KvDims& md, const KvMode
              "KV plan is for a model with " + std::to_string(d.n_layer) + " layers, " + std::to_string(d.n_head_kv) +
                  " KV heads, head_dim " + std::to_string(d.head_dim) + "; this model has " +
                  std::to_string(md.n_layer) + ", " + std::to_string(md.n_head_kv) + ", " + std::to_string(md.head_dim));
+  check_sliding_windows(j["model"], md);
   KvComponentPlan def;
   def.fp16 = true;
   if (j.contains("default")) read_component(j["default"], def, "default");

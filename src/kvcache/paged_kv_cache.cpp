@@ -118,7 +118,22 @@ int PagedKvCache::tokens_in_pages(int layer, int n) const {
 
 size_t PagedKvCache::pages_bound(int layer, int n) const {
   const int P = plan_.page_tokens;
-  return (size_t)(tokens_in_pages(layer, n) + P - 1) / P;
+  return std::min((size_t)(tokens_in_pages(layer, n) + P - 1) / P, window_pages_bound(layer));
+}
+
+// A sliding-window layer's live pages (docs/gemma3.md, "Admission"). While token p is appended,
+// the pages left are those not wholly before a = window_start(W, p) - sink (freed by reserve()
+// and at the start of append(), both with first query p), up to the F <= p + 1 - sink - R tokens
+// flushed so far; F - a <= W - R, so they number at most
+//   ceil(F / P) - floor(a / P) <= ceil((W - R + P - 1) / P)
+// (the worst case a = P - 1 mod P, reached by every long enough sequence when the layer flushes
+// token by token), and at least the open page.
+size_t PagedKvCache::window_pages_bound(int layer) const {
+  const int W = dims_.window_of(layer);
+  if (W == 0) return SIZE_MAX;
+  const int P = plan_.page_tokens;
+  const int span = W - plan_.window + P - 1;  // ceil(span / P) pages; at least the open one
+  return span <= P ? 1 : (size_t)((span + P - 1) / P);
 }
 
 size_t PagedKvCache::overhead_bytes_bound(int n) const {
@@ -276,6 +291,12 @@ bool PagedKvCache::reserve(int seq, int n_tokens) {
   if (it != seqs_.end()) {
     pool_.unhold(it->second->held);
     it->second->held = 0;
+    // The next positions follow: free what no later query of a sliding-window layer can read
+    // before counting room (what attention returns does not change).
+    for (int l = 0; l < dims_.n_layer; ++l) {
+      LayerState& ls = it->second->layers[l];
+      drop_out_of_window(ls, l, ls.n_tokens);
+    }
   }
   const size_t need = bytes_needed(seq, n_tokens);
   if (!make_room(need, seq)) return false;
@@ -395,6 +416,7 @@ void PagedKvCache::append(int seq, int layer, int n_tokens, const float* k, cons
   }
   LayerState& ls = s->layers[layer];
   const int first_query = ls.n_tokens;  // the earliest position that attends after this append
+  drop_out_of_window(ls, layer, first_query);  // before this append charges new pages
   const size_t row = (size_t)dims_.n_head_kv * dims_.head_dim;
   auto put = [&](int buf_row, int i) {
     for (size_t c = 0; c < row; ++c) {
@@ -426,6 +448,7 @@ void PagedKvCache::append(int seq, int layer, int n_tokens, const float* k, cons
 // A sliding-window layer's query at p sees positions >= p - W + 1, and every later query sits at
 // first_query or after: full pages wholly before first_query - W + 1 are never read again, so they
 // are freed (their bytes go back to the pool, crediting the budget). The open page is kept.
+// Called by reserve() and at both ends of append() (at the end: pages this append filled).
 void PagedKvCache::drop_out_of_window(LayerState& ls, int layer, int first_query) {
   const int W = dims_.window_of(layer);
   if (W == 0) return;

@@ -114,9 +114,16 @@ class PagedKvCache final : public KvCache {
   // chunks halved when their reservation does not fit (a chunk's reservation holds room for its new
   // 16-bit pages before the open page is full and shrinkable, so it may need more). It is the sum of the two
   // parts below, which calibration uses as its byte model (src/calib/plan_allocation.h).
+  // A sliding-window layer counts at most window_pages_bound() pages, however large n: it frees
+  // the pages no later query can read when the sequence reserves or appends its next positions
+  // (a chunk of C tokens holds its window plus the chunk until then; docs/gemma3.md "Admission").
   size_t sequence_bytes_bound(int n) const;
-  // Pages of `layer` a sequence of n positions fills (the newest possibly partly).
+  // Pages of `layer` a sequence of n positions holds at most at once: the pages it fills (the
+  // newest possibly partly), capped by window_pages_bound for a sliding-window layer.
   size_t pages_bound(int layer, int n) const;
+  // A sliding-window layer's live pages when tokens arrive one at a time: ceil((W - R + P - 1) / P)
+  // (W its window, R = plan.window, P = plan.page_tokens), at least 1; SIZE_MAX for a global layer.
+  size_t window_pages_bound(int layer) const;
   // What does not depend on bits: sequence_fixed_bytes() + page metadata of every page.
   size_t overhead_bytes_bound(int n) const;
   // One block (b = head * 2 + (K ? 0 : 1)) of `layer` over those pages: every page but the newest at

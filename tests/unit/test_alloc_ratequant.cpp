@@ -162,7 +162,7 @@ TEST(WaterFill, ContinuousOptimumIsNotBeatenByPerturbations) {
 
 // --- integer bits --------------------------------------------------------------------------------
 
-// Every allocation in set^N with sum <= budget, the least objective.
+// Every allocation in set^N with sum_i c_i b_i <= budget, the least objective.
 double brute_force(const RateQuantProblem& p, const std::vector<int>& set) {
   const size_t n = p.components.size();
   const int64_t budget = integer_bit_budget(p);
@@ -171,7 +171,7 @@ double brute_force(const RateQuantProblem& p, const std::vector<int>& set) {
   while (true) {
     int64_t sum = 0;
     std::vector<int> bits(n);
-    for (size_t i = 0; i < n; ++i) bits[i] = set[idx[i]], sum += bits[i];
+    for (size_t i = 0; i < n; ++i) bits[i] = set[idx[i]], sum += (int64_t)p.components[i].cost * bits[i];
     if (sum <= budget) best = std::min(best, weighted_distortion(p, bits));
     size_t k = 0;
     while (k < n && ++idx[k] == set.size()) idx[k++] = 0;
@@ -245,6 +245,50 @@ TEST(KnapsackBits, MatchesBruteForceOnGappedSets) {
     EXPECT_LE(a.bit_sum, a.bit_budget);
     for (int b : a.bits) EXPECT_TRUE(std::find(set.begin(), set.end(), b) != set.end());
   }
+}
+
+// Components of different costs per bit (sliding-window layers hold fewer pages, rate_model.h):
+// the knapsack is exact against brute force under the cost-weighted budget, and ratequant_allocate
+// takes it even for contiguous sets (greedy's one-bit steps assume equal costs).
+TEST(KnapsackBits, MatchesBruteForceWithCosts) {
+  std::mt19937 rng(35);
+  std::lognormal_distribution<double> lw(0.0, 2.0);
+  std::uniform_real_distribution<double> ub(3.4, 5.4);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 1 + trial % 6;
+    const std::vector<int> set = trial % 3 == 0 ? std::vector<int>{2, 4, 8}
+                                 : trial % 3 == 1 ? std::vector<int>{2, 3, 4, 8} : std::vector<int>{2, 3, 4, 5};
+    RateQuantProblem p;
+    for (int i = 0; i < n; ++i) p.components.push_back({lw(rng), {0.1 + ub(rng), ub(rng)}, 1 + (int)(rng() % 7)});
+    p.min_bits = 2;
+    p.max_bits = set.back();
+    p.avg_bits = std::uniform_real_distribution<double>(2.0, (double)set.back())(rng);
+    const RateQuantResult r = ratequant_allocate(p, set);
+    EXPECT_EQ(r.integerization, n > 1 && !unit_costs(p) ? "knapsack" : r.integerization) << "trial " << trial;
+    const double want = brute_force(p, set);
+    EXPECT_NEAR(r.objective, want, kObjectiveRelTol * want) << "trial " << trial;
+    EXPECT_LE(cost_of(p, r.bits), integer_bit_budget(p)) << "trial " << trial;
+  }
+  RateQuantProblem p = problem({1.0, 2.0}, 3.0, 2, 4);
+  p.components[1].cost = 3;
+  EXPECT_THROW(greedy_integer_bits(p), Error);
+  p.components[1].cost = 0;
+  EXPECT_THROW(validate(p), Error);
+}
+
+// With costs the water level equalises w_i alpha ln(beta) beta^-b_i / c_i over the free components
+// and spends sum_i c_i b_i = C b_avg: a component twice as expensive per bit gets log_beta(2) fewer
+// bits than an equal-weight one.
+TEST(WaterFill, CostsEqualiseMarginalGainPerCost) {
+  RateQuantProblem p = problem({1.0, 1.0, 3.0}, 4.0, 2, 8);
+  p.components[1].cost = 2;
+  p.components[2].cost = 5;
+  const ContinuousAllocation a = water_fill(p);
+  EXPECT_NEAR(p.components[0].cost * a.bits[0] + p.components[1].cost * a.bits[1] + p.components[2].cost * a.bits[2],
+              (double)total_cost(p) * 4.0, kBitsTol);
+  EXPECT_NEAR(a.bits[0] - a.bits[1], std::log(2.0) / std::log(4.0), kBitsTol);
+  auto gain_per_cost = [&](int i) { return p.components[i].weight * std::pow(4.0, -a.bits[i]) / p.components[i].cost; };
+  EXPECT_NEAR(gain_per_cost(0), gain_per_cost(2), 1e-12);
 }
 
 TEST(KnapsackBits, HandSolvedGappedCase) {

@@ -201,17 +201,10 @@ class ForwardReference : public ::testing::TestWithParam<std::string> {};
 // 6 layers (0-4 sliding-window, 5 global), a window of 5 positions (shorter than the 24-token
 // sequence), a global RoPE base of 1e6 and a final logit softcap.
 test::TinyModelSpec reference_spec(const std::string& arch) {
+  if (arch == "gemma3") return test::tiny_gemma3_spec(5);
   test::TinyModelSpec spec;
   spec.arch = arch;
   spec.tied_output = arch != "qwen2";
-  if (arch == "gemma3") {
-    spec.n_layer = 6;
-    spec.n_head_kv = 1;
-    spec.head_dim = 32;
-    spec.sliding_window = 5;
-    spec.rope_base = 1e6f;
-    spec.final_softcap = 30.0f;
-  }
   return spec;
 }
 

@@ -92,6 +92,23 @@ TEST(KvPlan, RejectsBadFilesWithTheReason) {
   expect_error([&] { load_kv_plan("/nonexistent/plan.json", kDims); }, "cannot read KV plan");
 }
 
+// A plan for a model with sliding-window layers records them (model.sliding_window, the bit maps
+// mark them) and is refused by a model with other windows.
+TEST(KvPlan, SlidingWindowsTravelAndAreChecked) {
+  const KvDims windowed{6, 4, 1, 32, {5, 5, 5, 5, 5, 0}};
+  KvCacheOptions o;
+  o.method = "uniform";
+  const std::string text = kv_plan_to_json(make_kv_plan(o, windowed));
+  EXPECT_NE(text.find("\"sliding_window\""), std::string::npos);
+  EXPECT_EQ(kv_plan_from_json(text, windowed).dims.window, windowed.window);
+  KvDims other = windowed;
+  other.window = {5, 5, 5, 5, 0, 0};
+  expect_error([&] { kv_plan_from_json(text, other); }, "sliding windows [5,5,5,5,5,0]");
+  other.window.clear();
+  expect_error([&] { kv_plan_from_json(text, other); }, "this model has [0,0,0,0,0,0]");
+  EXPECT_EQ(kv_plan_to_json(make_kv_plan(o, other)).find("sliding_window"), std::string::npos);
+}
+
 // Shrink costs travel in the plan file; a progressive plan needs s(b) down its whole ladder.
 TEST(KvPlan, SensitivitiesRoundTripAndAreChecked) {
   KvCacheOptions o;

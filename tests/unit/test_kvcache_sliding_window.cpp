@@ -110,6 +110,103 @@ TEST(SlidingWindow, PagedCacheMatchesWindowedReference) {
   }
 }
 
+// sequence_bytes_bound for sliding-window layers (PagedKvCache::window_pages_bound): layers 0 and 2
+// slide with a window of 50 (not a multiple of the 16-token page), layer 1 is global, and one
+// sequence grows to n = 600 >> W.
+KvDims bound_dims() { return KvDims{3, 4, 2, 64, {50, 0, 50}}; }
+constexpr int kBoundTokens = 600;
+
+// Appends one token at a time to every layer (reserving first), like decode; returns false as soon
+// as a reservation fails. peak_pages[l] / peak_bytes: the most held at once.
+bool grow_token_by_token(PagedKvCache& c, int n, std::vector<int>& peak_pages, size_t& peak_bytes) {
+  const KvDims d = c.dims();
+  peak_pages.assign(d.n_layer, 0);
+  peak_bytes = 0;
+  for (int t = 0; t < n; ++t) {
+    if (!c.reserve(0, 1)) return false;
+    for (int l = 0; l < d.n_layer; ++l) {
+      const auto k = test::random_kv(1, d, 9000 + 3 * t + l, true), v = test::random_kv(1, d, 9100 + 3 * t + l, false);
+      c.append(0, l, 1, k.data(), v.data());
+      peak_pages[l] = std::max(peak_pages[l], c.n_pages(0, l));
+    }
+    peak_bytes = std::max(peak_bytes, c.bytes_used());
+  }
+  return true;
+}
+
+// Tight: without a budget (pages stay at their initial bits), a windowed layer's peak page count is
+// the bound or one less (KIVI flushes 8 tokens at a time), and for plans whose pages are written at
+// their final bits the peak bytes are at most one page per windowed layer under the bound; the old
+// bound (every page) was higher by exactly the pages past window_pages_bound.
+TEST(SlidingWindow, BytesBoundIsTightWithinAPagePerWindowedLayer) {
+  const KvDims d = bound_dims();
+  for (const auto& [name, opt] : std::vector<std::pair<std::string, KvCacheOptions>>{
+           {"f16", method("f16", 16, 0, 16)},
+           {"uniform4", method("uniform", 4, 0, 16)},
+           {"kivi2", method("kivi", 2, 8, 16)},
+           {"progressive2", method("progressive", 2, 0, 16)}}) {
+    PagedKvCache c(d, make_kv_plan(opt, d), 0);
+    std::vector<int> peak;
+    size_t peak_bytes = 0;
+    ASSERT_TRUE(grow_token_by_token(c, kBoundTokens, peak, peak_bytes)) << name;
+    const int P = c.plan().page_tokens;
+    for (int l : {0, 2}) {
+      EXPECT_LE((size_t)peak[l], c.window_pages_bound(l)) << name << " layer " << l;
+      EXPECT_GE((size_t)peak[l] + 1, c.window_pages_bound(l)) << name << " layer " << l;
+      EXPECT_EQ(c.pages_bound(l, kBoundTokens), c.window_pages_bound(l)) << name;
+    }
+    EXPECT_EQ((size_t)peak[1], (size_t)(c.tokens_in_pages(1, kBoundTokens) + P - 1) / P) << name;
+    const size_t bound = c.sequence_bytes_bound(kBoundTokens);
+    if (!c.plan().progressive) {
+      EXPECT_LE(peak_bytes, bound) << name;
+      EXPECT_LE(bound - peak_bytes, 2 * (c.page_data_bytes(0, true) + c.page_metadata_bytes())) << name;
+    }
+    // Counting every page, as before: each windowed layer's extra pages at their final bits.
+    KvDims global = d;
+    global.window.clear();
+    const size_t every_page = PagedKvCache(global, make_kv_plan(opt, global), 0).sequence_bytes_bound(kBoundTokens);
+    const size_t pages = (size_t)(c.tokens_in_pages(0, kBoundTokens) + P - 1) / P;
+    EXPECT_EQ(every_page - bound, 2 * (pages - c.window_pages_bound(0)) *
+                                      (c.page_data_bytes(0, true) + c.page_metadata_bytes())) << name;
+  }
+}
+
+// Safe: a budget of exactly sequence_bytes_bound(n) lets the sequence reach n token by token
+// (progressive: full pages shrink to their final bits to make room) and in prefill chunks halved
+// while they do not fit. With every layer windowed there is no global layer's unused room: the
+// pages a chunk leaves behind its window must be freed when the next positions are reserved.
+TEST(SlidingWindow, BytesBoundIsSafeForALongSequence) {
+  for (const KvDims& d : {bound_dims(), KvDims{2, 4, 2, 64, {50, 50}}})
+  for (const auto& [name, opt] : std::vector<std::pair<std::string, KvCacheOptions>>{
+           {"uniform4", method("uniform", 4, 0, 16)},
+           {"kivi2", method("kivi", 2, 8, 16)},
+           {"progressive2", method("progressive", 2, 0, 16)}}) {
+    const KvPlan plan = make_kv_plan(opt, d);
+    const size_t bound = PagedKvCache(d, plan, 0).sequence_bytes_bound(kBoundTokens);
+    {
+      PagedKvCache c(d, plan, bound);
+      std::vector<int> peak;
+      size_t peak_bytes = 0;
+      EXPECT_TRUE(grow_token_by_token(c, kBoundTokens, peak, peak_bytes)) << name << ": token by token";
+      EXPECT_LE(peak_bytes, bound) << name;
+    }
+    {
+      PagedKvCache c(d, plan, bound);
+      int done = 0;
+      while (done < kBoundTokens) {
+        const int n = reserve_halving(c, 0, std::min(64, kBoundTokens - done));
+        ASSERT_GT(n, 0) << name << ": chunked prefill stuck at " << done;
+        for (int l = 0; l < d.n_layer; ++l) {
+          const auto k = test::random_kv(n, d, 7000 + done + l, true), v = test::random_kv(n, d, 7100 + done + l, false);
+          c.append(0, l, n, k.data(), v.data());
+        }
+        done += n;
+      }
+      EXPECT_LE(c.bytes_used(), bound) << name;
+    }
+  }
+}
+
 TEST(SlidingWindow, WrongWindowListIsAnInternalError) {
   EXPECT_THROW(F16KvCache(KvDims{2, 4, 2, 64, {13}}), InternalError);
   EXPECT_THROW(F16KvCache(KvDims{2, 4, 2, 64, {13, -1}}), InternalError);
