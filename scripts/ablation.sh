@@ -4,21 +4,21 @@
 # byte counted; the table prints stored bits per element from the cache's own byte count), then a
 # bytes check (stored bits per element side by side per nominal width).
 #
-# Calibrations (small, so the whole script fits a shared machine: --calib-n 4; the main calibration
-# with --calib-n 16 is docs/results/plans/calibration_report_smollm2.json):
-#   pi1, pi4, pi16      4 x 512 tokens at RoPE position scale 1, 4, 16 (positional interpolation)
-#   pi1_long            4 x 2048 tokens at scale 1 (calibrating on 4x longer text instead of PI)
-#   rotated, turbo      the rotated and TurboQuant-style quantizers, 4 x 512 at scale 4
+# Calibrations (small, so the whole script fits a shared machine: --calib-n CALIB_N, default 2; the
+# main calibration with --calib-n 16 is docs/results/plans/calibration_report_smollm2.json):
+#   pi1, pi4, pi16      CALIB_N x 512 tokens at RoPE position scale 1, 4, 16 (positional interpolation)
+#   pi1long             CALIB_N x 2048 tokens at scale 1 (calibrating on 4x longer text instead of PI)
+#   rotated, turbo      the rotated and TurboQuant-style quantizers, CALIB_N x 512 at scale 4
 # Plans (all for one sequence of 4096 tokens, window 128, sink 1, as the committed plans):
 #   fixed_{uniform,kivi}_3, fixed-progressive_uniform_3   baselines with the calibration's smoothing
 #   ratequant_pi{1,4,16}_3, ratequant_pi1long_3          PI scale vs longer text
 #   {pmkvq,combined}_direct_3                             the same finals quantized directly
-#   ratequant_beta{1.5,16}_3                              RateQuant with a wrong beta (fitted ~4.8)
+#   ratequant_beta1.5_3                                   RateQuant with a wrong beta (fitted ~4.8)
 #   ratequant_{rotated,turbo}_3                           plans for the other quantizers
 #   ratequant_3.5                                         the 3.5-bit point
 #   {pmkvq,ratequant,combined}_3                          the calibrated methods (main report)
 # Usage: scripts/ablation.sh [BUILD_DIR] [calib] [plans] [eval]   (default: build, all three stages)
-# Env: CTX (default 1024), WINDOWS (default 1), THREADS (default 1).
+# Env: CTX (default 1024), WINDOWS (default 1), THREADS (default 1), CALIB_N (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -35,13 +35,14 @@ KIVI=docs/results/plans_kivi/calibration_report_kivi.json
 CTX=${CTX:-1024}
 WINDOWS=${WINDOWS:-1}
 THREADS=${THREADS:-1}
+CALIB_N=${CALIB_N:-2}
 mkdir -p "$REP" "$PLANS"
 CALIB=$BUILD/calib_wikitext_tail.txt
 tail -c 300000 "$WIKI" > "$CALIB"
 
 calib() {  # NAME QUANTIZER PI LEN
   $MPKV calibrate -m $MODEL --method ratequant --avg-bits 3 -o "$PLANS/ratequant_$1_3.json" --calib-file "$CALIB" \
-    --calib-n 4 --calib-len "$4" --pi-scale "$3" --quantizer "$2" --report-out "$REP/$1.json" -t "$THREADS"
+    --calib-n "$CALIB_N" --calib-len "$4" --pi-scale "$3" --quantizer "$2" --report-out "$REP/$1.json" -t "$THREADS"
 }
 plan() {  # REPORT QUANTIZER OUT_NAME ARGS...
   local report=$1 q=$2 name=$3
@@ -73,7 +74,6 @@ if [[ " $STAGES " == *" plans "* ]]; then
     plan $MAIN uniform pmkvq_direct_3 --method pmkvq --direct --kv-budget-mib "$B3" --max-len 4096
     plan $MAIN uniform combined_direct_3 --method combined --direct --kv-budget-mib "$B3" --max-len 4096
     plan $MAIN uniform ratequant_beta1.5_3 --method ratequant --force-beta 1.5 --avg-bits 3
-    plan $MAIN uniform ratequant_beta16_3 --method ratequant --force-beta 16 --avg-bits 3
     plan $MAIN uniform ratequant_3.5 --method ratequant --avg-bits 3.5
   } | tee "$OUT/plans_log.txt"
 fi
@@ -82,9 +82,9 @@ if [[ " $STAGES " == *" eval "* ]]; then
   METHODS=f16,uniform:3,plan:fixed_uniform_3,kivi:3,plan:fixed_kivi_3,progressive:3,plan:fixed-progressive_uniform_3
   METHODS+=,ratequant:3,plan:ratequant_pi1_3,plan:ratequant_pi4_3,plan:ratequant_pi16_3,plan:ratequant_pi1long_3
   METHODS+=,pmkvq:3,plan:pmkvq_direct_3,combined:3,plan:combined_direct_3
-  METHODS+=,plan:ratequant_beta1.5_3,plan:ratequant_beta16_3
+  METHODS+=,plan:ratequant_beta1.5_3
   METHODS+=,rotated:3,plan:ratequant_rotated_3,turbo:3,plan:ratequant_turbo_3
-  METHODS+=,uniform:3.5,kivi:3.5,plan:ratequant_3.5
+  METHODS+=,uniform:3.5,plan:ratequant_3.5
   OMP_WAIT_POLICY=passive $MPKV eval -m $MODEL -f "$WIKI" -c "$CTX" --windows "$WINDOWS" --protocols decode \
     --methods "$METHODS" --plan-dir "$PLANS" -t "$THREADS" --json "$OUT/ablation.json" --md "$OUT/ablation_eval.md"
   # Bytes check: stored bits per element of every cache, grouped by nominal bits.
