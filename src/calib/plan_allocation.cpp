@@ -117,7 +117,9 @@ RateQuantProblem ratequant_problem(const CalibrationInputs& in, const PlanReques
 }
 
 // RateQuant's Theorem 3 per role: the predicted gain AM/GM of alpha_i w_i (exact for one beta,
-// continuous bits, no bound) next to the achieved J_uniform / J_mixed over that role's components.
+// continuous bits, no bound) next to the achieved J_uniform / J_mixed over that role's components,
+// J_uniform at the role's own average bits (so the gain is the redistribution within the role, what
+// the theorem predicts, not the bits moved between K and V).
 std::string role_gains(const RateQuantProblem& p, const std::vector<int>& bits) {
   std::string out;
   for (int kv = 0; kv < 2; ++kv) {
@@ -130,14 +132,15 @@ std::string role_gains(const RateQuantProblem& p, const std::vector<int>& bits) 
     for (size_t i = kv; i < p.components.size(); i += 2) {
       const RateComponent& c = p.components[i];
       aw.components.push_back({c.weight * c.model.alpha, {1.0, c.model.beta}});
-      j_uniform += c.weight * distortion(c.model, p.avg_bits);
       j_mixed += c.weight * distortion(c.model, bits[i]);
       bit_sum += bits[i];
     }
+    const double role_bits = bit_sum / (double)aw.components.size();
+    for (size_t i = kv; i < p.components.size(); i += 2)
+      j_uniform += p.components[i].weight * distortion(p.components[i].model, role_bits);
     char buf[160];
-    std::snprintf(buf, sizeof buf, "%s%s: predicted gain AM/GM(alpha w) %.3f, measured J_uniform/J_mixed %.3f (%.3f avg bits)",
-                  kv ? "; " : "  per role: ", kv == 0 ? "K" : "V", am_gm_ratio(aw), j_uniform / j_mixed,
-                  bit_sum / (double)aw.components.size());
+    std::snprintf(buf, sizeof buf, "%s%s: predicted gain AM/GM(alpha w) %.3f, measured J_uniform/J_mixed %.3f (both at its %.3f avg bits)",
+                  kv ? "; " : "  per role: ", kv == 0 ? "K" : "V", am_gm_ratio(aw), j_uniform / j_mixed, role_bits);
     out += buf;
   }
   return out;
