@@ -18,7 +18,7 @@
 #   ratequant_3.5                                         the 3.5-bit point
 #   {pmkvq,ratequant,combined}_3                          the calibrated methods (main report)
 # Usage: scripts/ablation.sh [BUILD_DIR] [calib] [plans] [eval]   (default: build, all three stages)
-# Env: CTX (default 1024), WINDOWS (default 1), THREADS (default 1), CALIB_N (default 2).
+# Env: CTX (default 512), WINDOWS (default 1), THREADS (default 1), CALIB_N (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -32,7 +32,7 @@ REP=$OUT/reports
 PLANS=$OUT/plans
 MAIN=docs/results/plans/calibration_report_smollm2.json
 KIVI=docs/results/plans_kivi/calibration_report_kivi.json
-CTX=${CTX:-1024}
+CTX=${CTX:-512}
 WINDOWS=${WINDOWS:-1}
 THREADS=${THREADS:-1}
 CALIB_N=${CALIB_N:-2}
@@ -81,7 +81,7 @@ fi
 if [[ " $STAGES " == *" eval "* ]]; then
   METHODS=f16,uniform:3,plan:fixed_uniform_3,kivi:3,plan:fixed_kivi_3,progressive:3,plan:fixed-progressive_uniform_3
   METHODS+=,ratequant:3,plan:ratequant_pi1_3,plan:ratequant_pi4_3,plan:ratequant_pi16_3,plan:ratequant_pi1long_3
-  METHODS+=,pmkvq:3,plan:pmkvq_direct_3,combined:3,plan:combined_direct_3
+  METHODS+=,pmkvq:3,plan:pmkvq_direct_3
   METHODS+=,plan:ratequant_beta1.5_3
   METHODS+=,rotated:3,plan:ratequant_rotated_3,turbo:3,plan:ratequant_turbo_3
   METHODS+=,uniform:3.5,plan:ratequant_3.5
