@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "attention/attention_f16.h"
+#include "eval/fake_quant_kv_cache.h"
 #include "kvcache/paged_kv_cache.h"
 #include "util/error.h"
 #include "util/fp16.h"
@@ -13,15 +14,7 @@ namespace mpkv {
 RuntimeFakeQuantKvCache::RuntimeFakeQuantKvCache(KvDims dims, const KvPlan& plan)
     : KvCache(dims), plan_(plan), rule_(std::make_unique<PagedKvCache>(dims, plan, 0)) {
   validate(plan_, dims);
-  quant_.resize((size_t)dims.n_layer * dims.n_head_kv * 2);
-  for (int l = 0; l < dims.n_layer; ++l)
-    for (int h = 0; h < dims.n_head_kv; ++h)
-      for (KvRole role : {KvRole::key, KvRole::value}) {
-        const KvComponentPlan& c = plan_.at(l, h, role);
-        if (c.fp16) continue;
-        quant_[((size_t)l * dims.n_head_kv + h) * 2 + (role == KvRole::key ? 0 : 1)] =
-            std::make_unique<KvQuantizer>(component_quant_options(plan_, c, role, c.bits));
-      }
+  quant_ = component_quantizers(plan_, dims);
 }
 
 RuntimeFakeQuantKvCache::~RuntimeFakeQuantKvCache() = default;
