@@ -4,10 +4,12 @@
 //
 // Two stages, so one calibration serves many plans:
 //   1. calibration (src/calib/calibrate.h run_calibration): key maxima at positions t * pi_scale,
-//      per-layer smoothing alpha, gradients -> PM-KVQ s(b) and RateQuant w; then the distortion fits
-//      D(b) = alpha beta^-b per K|V on the K/V of the first kFitWindows windows as the cache stores
-//      them (calib/kv_collector.h, quant/distortion.h). The result is calib::CalibrationInputs;
-//      --report-out saves it (with the full report), --report-in reads it back.
+//      per-layer smoothing alpha (scored at the plan's bits, alpha 0 = none), gradients -> PM-KVQ
+//      s(b) and RateQuant w over what the plan's cache quantizes (sink and fp16 window left out);
+//      then the distortion fits D(b) = alpha beta^-b per (layer, KV head, K|V) on the K/V of the
+//      first kFitWindows windows as the cache stores them (calib/kv_collector.h,
+//      calib/distortion_fits.h). The result is calib::CalibrationInputs; --report-out saves it
+//      (with the full report), --report-in reads it back.
 //   2. allocation (src/calib/plan_allocation.h allocate_plan): pmkvq | ratequant | combined under a
 //      budget counted by the KV cache's own accounting for one sequence of --max-len tokens.
 #include <chrono>
@@ -17,13 +19,16 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "calib/calibrate.h"
 #include "calib/calibration_inputs.h"
+#include "calib/distortion_fits.h"
 #include "calib/kv_collector.h"
 #include "calib/plan_allocation.h"
+#include "calib_report.h"
 #include "cli_util.h"
 #include "cli_options.h"
 #include "commands.h"
@@ -46,7 +51,8 @@ struct Args {
   double avg_bits = 0, budget_mib = 0, pi_scale = 4;
   int64_t max_len = 0;
   int calib_n = 16, calib_len = 512, window = kDefaultKvWindow, sink = kDefaultKvSink, threads = 0;
-  bool smooth = true, per_head = false, progress = true;
+  double force_beta = 0;
+  bool smooth = true, per_head = false, progress = true, all_pairs = false, progressive = false, direct = false;
 };
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -82,6 +88,9 @@ calib::PlanRequest plan_request(const Args& a, CLI::App* sub, const ModelConfig&
   r.sink = a.sink;
   r.budget_bytes = by_budget ? (int64_t)std::floor(a.budget_mib * 1048576.0) : 0;
   r.avg_bits = a.avg_bits;
+  r.progressive = a.progressive;
+  r.direct = a.direct;
+  r.force_beta = a.force_beta;
   calib::resolve_budget(r);  // Error now, not after minutes of calibration
   return r;
 }
@@ -104,15 +113,24 @@ void validate_args(const Args& a) {
   }
 }
 
-// Pooled fit per role over every (layer, KV head) of the sample K/V (the mean MSE per width).
-ExponentialFit pooled_fit(const QuantOptions& base, const std::vector<std::vector<float>>& xs, int head_dim,
-                          const std::vector<int>& bits) {
-  std::vector<double> mse(bits.size(), 0.0);
-  for (const auto& x : xs) {
-    const DistortionCurve c = measure_distortion(base, x.data(), (int)(x.size() / head_dim), bits);
-    for (size_t i = 0; i < bits.size(); ++i) mse[i] += c.mse[i] / (double)xs.size();
-  }
-  return fit_exponential(bits, mse);
+// The smoothing search's widths: the plan's average bits as a fixed plan stores them (b + 0.5:
+// keys b + 1, values b), each raised to the next width the quantizer supports.
+std::pair<int, int> smoothing_bits(QuantMethod q, double avg_bits) {
+  const std::vector<int> ok = calib::supported_fit_bits(q);
+  const auto up = [&](int b) {
+    for (int w : ok)
+      if (w >= b) return w;
+    return ok.back();
+  };
+  const int lo = std::max(1, (int)std::floor(avg_bits + 1e-9));
+  const bool half = avg_bits - lo > 1e-9;
+  return {up(half ? lo + 1 : lo), up(lo)};
+}
+
+std::string join_ints(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  return s;
 }
 
 void print_calibration(const Args& a, const calib::CalibrationReport& r, const calib::CalibrationInputs& in) {
@@ -121,15 +139,21 @@ void print_calibration(const Args& a, const calib::CalibrationReport& r, const c
   std::printf("  phases: weights %.1f s, key maxima %.1f s, alpha search %.1f s, gradients %.1f s, fits %.1f s\n",
               r.timings.weights_s, r.timings.key_maxima_s, r.timings.alpha_search_s, r.timings.gradients_s,
               in.total_s - r.timings.total_s);
-  std::printf("  distortion fits (%s): K alpha %.4g beta %.3f (R^2 %.4f), V alpha %.4g beta %.3f (R^2 %.4f)\n",
+  std::printf("  distortion fits (%s), pooled: K alpha %.4g beta %.3f (R^2 %.4f), V alpha %.4g beta %.3f (R^2 %.4f)\n",
               a.quantizer.c_str(), in.fit_k.alpha, in.fit_k.beta, in.fit_k.r2, in.fit_v.alpha, in.fit_v.beta,
               in.fit_v.r2);
+  std::printf("  per (layer, head, K|V) fits over bits {%s}: R^2 min %.4f, mean %.4f\n",
+              join_ints(in.fits.bits).c_str(), in.fits.min_r2(), in.fits.mean_r2());
+  int no_smoothing = 0;
+  for (double al : r.smoothing.alpha) no_smoothing += al == 0.0;
+  if (a.smooth)
+    std::printf("  smoothing: %d of %d layers chose alpha 0 (no smoothing)\n", no_smoothing, (int)r.smoothing.alpha.size());
 }
 
 // Stage 1 from scratch: calibration + distortion fits. `report` receives the full JSON report.
 calib::CalibrationInputs calibrate_now(const Args& a, const Model& model, const Tokenizer& tok,
-                                       const KvModelIdentity& id, nlohmann::json& report) {
-  const ModelConfig& c = model.config();
+                                       const KvModelIdentity& id, const calib::PlanRequest& req,
+                                       nlohmann::json& report) {
   const QuantMethod q = parse_method(a.quantizer);
   const calib::CalibrationData data =
       calib::make_calibration_data(tok, calib::read_calibration_text(a.calib_file), data_options(a));
@@ -139,7 +163,11 @@ calib::CalibrationInputs calibrate_now(const Args& a, const Model& model, const 
   o.sensitivity.key.method = o.sensitivity.value.method = q;
   o.sensitivity.bits = sensitivity_bits(q);
   o.smoothing.key.method = o.smoothing.value.method = q;
-  if (q == QuantMethod::turbo) o.smoothing.key.bits = o.smoothing.value.bits = 4;
+  const double plan_bits = calib::budget_avg_bits(req, calib::resolve_budget(req));
+  std::tie(o.smoothing.key.bits, o.smoothing.value.bits) = smoothing_bits(q, plan_bits);
+  // Sensitivities over what this plan's cache quantizes (sink, fp16 window, token groups).
+  const KvPlan runtime = calib::request_plan(req, calib::plan_candidate_bits(req.method, q).front());
+  if (!a.all_pairs) o.runtime = runtime;
   const double t0 = now_s();
   const std::clock_t cpu0 = std::clock();
   const calib::CalibrationReport r = calib::run_calibration(model, data, o);
@@ -148,11 +176,12 @@ calib::CalibrationInputs calibrate_now(const Args& a, const Model& model, const 
   const int nw = std::min<int>(kFitWindows, (int)data.samples.size());
   ProgressBar bar("calibrate: distortion fits", nw + 1, a.progress);
   const std::vector<std::vector<int32_t>> windows(data.samples.begin(), data.samples.begin() + nw);
-  const calib::KvSamples kv = calib::collect_kv(model, windows, r.smoothing.lambda, [&](size_t w) { bar.update(w); });
+  const calib::KvSamples kv =
+      calib::collect_kv(model, windows, r.smoothing.lambda, [&](size_t w) { bar.update(w); }, runtime.sink);
   calib::CalibrationInputs in;
-  const int hd = c.head_dim;
-  in.fit_k = pooled_fit({q, KvRole::key, 4, hd}, kv.keys, hd, default_distortion_bits(q));
-  in.fit_v = pooled_fit({q, KvRole::value, 4, hd}, kv.values, hd, default_distortion_bits(q));
+  in.fits = calib::fit_components(kv, q, calib::supported_fit_bits(q));
+  in.fit_k = in.fits.pooled_key;
+  in.fit_v = in.fits.pooled_value;
   bar.finish();
   in.model = id;
   in.quantizer = q;
@@ -171,7 +200,9 @@ calib::CalibrationInputs calibrate_now(const Args& a, const Model& model, const 
   report = r;
   report.update(nlohmann::json(in));  // the inputs' keys (what --report-in reads) over the full report
   report["distortion_fits"]["windows"] = nw;
-  report["distortion_fits"]["bits"] = default_distortion_bits(q);
+  report["distortion_fits"]["bits"] = in.fits.bits;
+  report["smoothing_bits"] = {o.smoothing.key.bits, o.smoothing.value.bits};
+  report["sensitivity_over"] = a.all_pairs ? "all positions and pairs" : "the runtime's quantized pairs";
   print_calibration(a, r, in);
   return in;
 }
@@ -179,23 +210,7 @@ calib::CalibrationInputs calibrate_now(const Args& a, const Model& model, const 
 // Stage 1 from a saved report; Error unless it is a report for this model and quantizer.
 calib::CalibrationInputs read_report(const Args& a, const ModelConfig& c, const KvModelIdentity& id) {
   const std::string where = "--report-in " + a.report_in + ": ";
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_text_file(a.report_in));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(where + "not valid JSON (" + e.what() + ")");
-  }
-  calib::CalibrationInputs in;
-  try {
-    in = j.get<calib::CalibrationInputs>();
-    calib::validate(in, c.n_layer, c.n_head_kv);
-  } catch (const Error& e) {
-    throw Error(where + e.what());
-  }
-  MPKV_CHECK(in.model.arch == id.arch && in.model.tensor_layout_hash == id.tensor_layout_hash,
-             where + "the report is for another model (" + in.model.arch + ", " +
-                 format_layout_hash(in.model.tensor_layout_hash) + "), this model is " + id.arch + ", " +
-                 format_layout_hash(id.tensor_layout_hash));
+  const calib::CalibrationInputs in = read_calibration_report(a.report_in, where, c, id);
   MPKV_CHECK(method_name(in.quantizer) == a.quantizer, where + "calibrated for the " +
                                                            std::string(method_name(in.quantizer)) +
                                                            " quantizer, --quantizer is " + a.quantizer);
@@ -232,7 +247,7 @@ void run_calibrate(const Args& a, CLI::App* sub) {
 
   nlohmann::json report;
   const calib::CalibrationInputs in =
-      a.report_in.empty() ? calibrate_now(a, *model, tok, id, report) : read_report(a, c, id);
+      a.report_in.empty() ? calibrate_now(a, *model, tok, id, req, report) : read_report(a, c, id);
   if (!a.report_out.empty()) {
     write_file_atomic(a.report_out, report.dump(1) + "\n");
     std::printf("calibration report: %s\n", a.report_out.c_str());
@@ -264,7 +279,7 @@ void register_calibrate(CLI::App& app) {
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("calibrate", "calibrate the model and write a mixed-precision KV plan");
   sub->add_option("-m,--model", a->model, "GGUF model file")->required();
-  sub->add_option("--method", a->method, "pmkvq | ratequant | combined")->required();
+  sub->add_option("--method", a->method, "pmkvq | ratequant | combined | fixed")->required();
   sub->add_option("--avg-bits", a->avg_bits,
                   "average bits: the budget is the KV bytes of every component at B bits for --max-len tokens");
   sub->add_option("--kv-budget-mib", a->budget_mib, "KV budget of one sequence of --max-len tokens, MiB");
@@ -280,6 +295,11 @@ void register_calibrate(CLI::App& app) {
   sub->add_option("--sink", a->sink, "first tokens kept at fp16")->capture_default_str();
   sub->add_flag("--smooth,!--no-smooth", a->smooth, "key smoothing (default on)");
   sub->add_flag("--per-head", a->per_head, "pmkvq: one width per (layer, KV head) instead of per layer");
+  sub->add_flag("--progressive", a->progressive, "fixed: finals on the ladder, pages start at 16 bits");
+  sub->add_flag("--direct", a->direct, "pmkvq / combined: write the finals as a fixed-width plan (ablation)");
+  sub->add_option("--force-beta", a->force_beta, "ratequant / combined: replace every fitted beta (ablation)");
+  sub->add_flag("--all-pairs", a->all_pairs,
+                "sensitivities over every position and (query, key) pair, not only what the cache quantizes");
   sub->add_option("--report-out", a->report_out, "save the calibration report (JSON) for --report-in");
   sub->add_option("--report-in", a->report_in, "reuse a saved calibration report instead of calibrating");
   add_threads_option(sub, a->threads);

@@ -6,6 +6,13 @@
 // values per (layer, KV head). Each
 // component is measured on its own (MSE per bit-width for every method); the per-(quantizer, K|V)
 // curve is the mean MSE over components at each bit-width, fitted by least squares on ln MSE.
+//
+// --check --report-in R: the prediction check (docs/calibration.md): from a fixed-width plan at
+// --check-bits with the report's smoothing, every (layer, KV head, K|V) is dropped alone to
+// --check-drop bits; the measured increase of KL(f16 || plan) (eval/single_drop_check.h, quantized
+// where the runtime quantizes) is ranked against RateQuant's prediction w * (D(drop) - D(bits))
+// from the report's per-component fits, and PM-KVQ's s(drop) - s(bits): Spearman's rho.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -13,7 +20,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "alloc/rate_model.h"
 #include "calib/kv_collector.h"
+#include "calib_report.h"
+#include "eval/single_drop_check.h"
+#include "kvcache/kv_cache_factory.h"
 #include "cli_util.h"
 #include "cli_options.h"
 #include "commands.h"
@@ -27,9 +38,93 @@ namespace mpkv::cli {
 namespace {
 
 struct Args {
-  std::string model, file, json;
+  std::string model, file, json, report_in;
   int tokens = 2048, ctx = 512, threads = 0;
+  bool check = false;
+  int check_bits = 3, check_drop = 2, check_windows = 1, check_stride = 1;
 };
+
+// Prediction of one component's drop from `from` to `to` bits by each model.
+struct DropPrediction {
+  double ratequant = 0;  // w * (D(to) - D(from)), D the component's fit
+  double pmkvq = 0;      // s(to) - s(from); NaN when the report lacks either width
+};
+
+DropPrediction predict_drop(const calib::CalibrationInputs& in, const DropComponent& d, int from, int to) {
+  const bool k = d.role == KvRole::key;
+  const ExponentialFit& f = !in.fits.empty() ? (k ? in.fits.key : in.fits.value)[d.layer][d.head]
+                                             : (k ? in.fit_k : in.fit_v);
+  const DistortionModel m{f.alpha, f.beta};
+  DropPrediction p;
+  p.ratequant = (k ? in.w_k : in.w_v)[d.layer][d.head] * (distortion(m, to) - distortion(m, from));
+  const auto at = [&](int b) {
+    const auto it = std::find(in.bits.begin(), in.bits.end(), b);
+    return it == in.bits.end() ? NAN : (k ? in.pmkvq_k : in.pmkvq_v)[d.layer][d.head][it - in.bits.begin()];
+  };
+  p.pmkvq = at(to) - at(from);
+  return p;
+}
+
+void run_check(const Args& a) {
+  MPKV_CHECK(!a.report_in.empty(), "--check needs --report-in (a calibration report from mpkv calibrate)");
+  MPKV_CHECK(a.check_drop < a.check_bits, "--check-drop must be below --check-bits");
+  apply_threads(a.threads);
+  auto model = Model::load(a.model);
+  const ModelConfig& c = model->config();
+  const calib::CalibrationInputs in =
+      read_calibration_report(a.report_in, "--report-in " + a.report_in + ": ", c, kv_model_identity(*model));
+  KvCacheOptions ko;
+  ko.method = method_name(in.quantizer);
+  ko.bits = a.check_bits;
+  KvPlan base = make_kv_plan(ko, c.kv_dims());
+  base.smoothing = in.smoothing.lambda;
+  std::vector<DropComponent> comps;
+  for (int l = 0, i = 0; l < c.n_layer; ++l)
+    for (int h = 0; h < c.n_head_kv; ++h)
+      for (KvRole role : {KvRole::key, KvRole::value})
+        if (i++ % a.check_stride == 0) comps.push_back({l, h, role});
+  const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
+  const auto ids = tok.encode(read_text_file(a.file), tok.add_bos(), false);
+  SingleDropOptions o;
+  o.n_ctx = a.ctx;
+  o.windows = a.check_windows;
+  o.add_bos = tok.add_bos();
+  o.bos = tok.bos();
+  const SingleDropResult r = measure_single_drops(*model, ids, base, comps, a.check_drop, o);
+  std::vector<double> rq, pm, dkl, kl_b;
+  bool have_pm = true;
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t i = 0; i < comps.size(); ++i) {
+    const DropPrediction p = predict_drop(in, comps[i], a.check_bits, a.check_drop);
+    rq.push_back(p.ratequant);
+    pm.push_back(p.pmkvq);
+    have_pm &= std::isfinite(p.pmkvq);
+    dkl.push_back(r.kl[i] - r.kl_base);
+    kl_b.push_back(r.kl_from_base[i]);
+    rows.push_back({{"layer", comps[i].layer}, {"head", comps[i].head}, {"role", role_name(comps[i].role)},
+                    {"pred_ratequant", p.ratequant}, {"pred_pmkvq", p.pmkvq}, {"dkl", dkl.back()},
+                    {"kl_from_base", kl_b.back()}});
+  }
+  const double rho_rq = spearman(rq, dkl), rho_rq_b = spearman(rq, kl_b);
+  std::printf("Prediction check on %s: %s K/V at %d bits (smoothing from the report), each of %zu components dropped "
+              "alone to %d bits; %d window(s) of %d tokens of %s, %lld scored positions per variant, quantized where "
+              "the runtime quantizes (sink %d, fp16 window %d); %.0f s\n",
+              c.name.c_str(), ko.method.c_str(), a.check_bits, comps.size(), a.check_drop, a.check_windows, a.ctx,
+              a.file.c_str(), (long long)r.scored, base.sink, base.window, r.seconds);
+  std::printf("KL(f16 || base) = %.5f; measured dKL = KL(f16 || dropped) - KL(f16 || base)\n\n", r.kl_base);
+  std::printf("| predictor | Spearman rho vs dKL | vs KL(base || dropped) |\n|---|---|---|\n");
+  std::printf("| RateQuant w * dD (per-component fits) | %.3f | %.3f |\n", rho_rq, rho_rq_b);
+  if (have_pm) std::printf("| PM-KVQ ds | %.3f | %.3f |\n", spearman(pm, dkl), spearman(pm, kl_b));
+  std::printf("\ngoal: rho >= 0.8 (RateQuant w * dD vs dKL): %s\n", rho_rq >= 0.8 ? "met" : "missed");
+  if (!a.json.empty()) {
+    nlohmann::json out = {{"report", a.report_in},   {"text", a.file},       {"ctx", a.ctx},
+                          {"windows", a.check_windows}, {"bits", a.check_bits}, {"drop", a.check_drop},
+                          {"kl_base", r.kl_base},    {"spearman_ratequant", rho_rq},
+                          {"spearman_ratequant_vs_kl_from_base", rho_rq_b}, {"components", rows}};
+    if (have_pm) out["spearman_pmkvq"] = spearman(pm, dkl);
+    write_file_atomic(a.json, out.dump(1) + "\n");
+  }
+}
 
 void run_distortion(const Args& a) {
   apply_threads(a.threads);
@@ -116,7 +211,15 @@ void register_distortion(CLI::App& app) {
   sub->add_option("-c,--ctx,--ctx-size", a->ctx, "window size (fresh cache per window)")->capture_default_str()->check(integer_in(8, 1 << 16, "in [8, 65536]"));
   add_threads_option(sub, a->threads);
   sub->add_option("--json", a->json, "write curves and fits (per component and pooled) as JSON");
-  sub->callback([a] { run_distortion(*a); });
+  sub->add_flag("--check", a->check, "prediction check: single-component drops, predicted vs measured (needs --report-in)");
+  sub->add_option("--report-in", a->report_in, "calibration report (mpkv calibrate --report-out) for --check");
+  sub->add_option("--check-bits", a->check_bits, "--check: width of the base plan")->capture_default_str();
+  sub->add_option("--check-drop", a->check_drop, "--check: width one component drops to")->capture_default_str();
+  sub->add_option("--check-windows", a->check_windows, "--check: text windows of --ctx tokens")
+      ->capture_default_str()->check(integer_in(1, 4096, "in [1, 4096]"));
+  sub->add_option("--check-stride", a->check_stride, "--check: every k-th component only")
+      ->capture_default_str()->check(integer_in(1, 1 << 20, ">= 1"));
+  sub->callback([a] { a->check ? run_check(*a) : run_distortion(*a); });
 }
 
 }  // namespace mpkv::cli

@@ -346,6 +346,38 @@ void ActivationBackward<Real>::run(const std::vector<int32_t>& tokens, double po
   for (int l = c.n_layer - 1; l >= 0; --l) layer_backward(l, T, out);
 }
 
+// The pairs outside [k0, k1) of each query row are zeroed in a copy of P (for dV) and of dS (for
+// dK); the columns span the union of the rows' ranges, [min k0, max k1). Column j of P and dS is
+// key key0 + j (a sliding-window block starts at its first visible key).
+template <typename Real>
+void ActivationBackward<Real>::quantized_pair_grads(int l, int r0, int nr, int g, const Real* P, const Real* dS,
+                                                    int key0, int nk, const Real* qh, const Real* doh, Real sc,
+                                                    ThreadScratch& ts) const {
+  const ModelConfig& c = config_;
+  const int qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
+  std::vector<int> k0(nr), k1(nr);
+  int lo = nk, hi = 0;
+  for (int i = 0; i < nr; ++i) {
+    quantized_pairs_(l, r0 + i, k0[i], k1[i]);  // absolute key positions -> columns
+    k0[i] = std::max(k0[i] - key0, 0);
+    k1[i] = std::min(k1[i] - key0, nk);
+    if (k0[i] < k1[i]) lo = std::min(lo, k0[i]), hi = std::max(hi, k1[i]);
+  }
+  if (lo >= hi) return;
+  const int w = hi - lo;
+  ts.pm.resize((size_t)nr * w);
+  for (int pass = 0; pass < 2; ++pass) {  // 0: P -> dV_q, 1: dS -> dK_q
+    const Real* src = pass == 0 ? P : dS;
+    for (int i = 0; i < nr; ++i)
+      for (int j = lo; j < hi; ++j)
+        ts.pm[(size_t)i * w + (j - lo)] = j >= k0[i] && j < k1[i] ? src[(size_t)i * nk + j] : Real(0);
+    if (pass == 0)
+      gemm(true, false, w, hd, nr, Real(1), ts.pm.data(), w, doh, qd, Real(1), ts.dv_q.data() + (size_t)(key0 + lo) * kvd + g * hd, kvd);
+    else
+      gemm(true, false, w, hd, nr, sc, ts.pm.data(), w, qh, qd, Real(1), ts.dk_q.data() + (size_t)(key0 + lo) * kvd + g * hd, kvd);
+  }
+}
+
 // dx_ holds dL/d(stream leaving layer l); on return, dL/d(stream entering it).
 template <typename Real>
 void ActivationBackward<Real>::layer_backward(int l, int T, KvGradients<Real>& out) {
@@ -379,6 +411,8 @@ void ActivationBackward<Real>::layer_backward(int l, int T, KvGradients<Real>& o
   const int n_threads = omp_get_max_threads();
   thread_scratch_.resize(n_threads);
   for (auto& ts : thread_scratch_) ts.dk.assign(n * kvd, Real(0)), ts.dv.assign(n * kvd, Real(0));
+  if (quantized_pairs_)
+    for (auto& ts : thread_scratch_) ts.dk_q.assign(n * kvd, Real(0)), ts.dv_q.assign(n * kvd, Real(0));
   const Real sc = (Real)(1.0 / std::sqrt((double)hd));
   const int W_l = c.attn(l).window;
   const int n_blocks = (T + kAttnBlock - 1) / kAttnBlock, n_tasks = n_blocks * c.n_head;
@@ -424,6 +458,7 @@ void ActivationBackward<Real>::layer_backward(int l, int T, KvGradients<Real>& o
     // S = sc q k^T:  dq_h = sc dS k_g (rows of this block only);  dk_g += sc dS^T q_h.
     gemm(false, false, nr, hd, nk, sc, dS, nk, kg, kvd, Real(0), dq_.data() + (size_t)r0 * qd + h * hd, qd);
     gemm(true, false, nk, hd, nr, sc, dS, nk, qh, qd, Real(1), ts.dk.data() + (size_t)k0 * kvd + g * hd, kvd);
+    if (quantized_pairs_) quantized_pair_grads(l, r0, nr, g, P, dS, k0, nk, qh, doh, sc, ts);
   }
   dk_.assign(n * kvd, Real(0));
   dv_.assign(n * kvd, Real(0));
@@ -434,6 +469,17 @@ void ActivationBackward<Real>::layer_backward(int l, int T, KvGradients<Real>& o
   out.v[l] = s.v;
   out.dk[l] = dk_;  // post-RoPE: the gradient wrt the cached key
   out.dv[l] = dv_;
+  if (quantized_pairs_) {
+    out.dk_q.resize(c.n_layer);
+    out.dv_q.resize(c.n_layer);
+    out.dk_q[l].assign(n * kvd, Real(0));
+    out.dv_q[l].assign(n * kvd, Real(0));
+    for (const auto& ts : thread_scratch_)
+      for (size_t i = 0; i < n * kvd; ++i) out.dk_q[l][i] += ts.dk_q[i], out.dv_q[l][i] += ts.dv_q[i];
+  } else {
+    out.dk_q.clear();
+    out.dv_q.clear();
+  }
 
   // Back through RoPE (rotation by -angle), the QK norm, the projections and the attention norm.
   layer_positions(l, T);

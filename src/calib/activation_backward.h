@@ -36,7 +36,15 @@ struct KvGradients {
   double loss = 0;                        // mean next-token NLL over the T-1 predictions
   std::vector<std::vector<Real>> k, v;    // [layer] post-RoPE keys, values
   std::vector<std::vector<Real>> dk, dv;  // [layer] dL/dK, dL/dV
+  // With ActivationBackward::set_quantized_pairs: the same gradients through the quantized
+  // (query, key) pairs only (empty otherwise).
+  std::vector<std::vector<Real>> dk_q, dv_q;
 };
+
+// The (query, key) pairs whose key and value the KV cache holds quantized (docs/calibration.md,
+// "What the runtime quantizes"): for query position t of `layer`, keys [k0, k1) (k0 >= k1: none).
+// The KV cache quantizes from the sink on, up to its fp16 window, so k1 grows with t.
+using QuantizedKeyRange = std::function<void(int layer, int query, int& k0, int& k1)>;
 
 // One cached entry moved by delta after RoPE (finite-difference checks): index into layer's
 // [T, n_head_kv, head_dim] key (role key) or value (role value) array.
@@ -74,6 +82,10 @@ class ActivationBackward {
 
   const ModelConfig& config() const { return config_; }
 
+  // When set (non-empty), run() also fills out.dk_q / out.dv_q: dL/dK and dL/dV through the pairs
+  // `range` names only (the gradient the quantization error of those pairs meets).
+  void set_quantized_pairs(QuantizedKeyRange range) { quantized_pairs_ = std::move(range); }
+
  private:
   struct DenseLayer {
     std::vector<Real> wq, wk, wv, wo, wg, wu, wd;  // [rows, cols] as in the GGUF
@@ -107,6 +119,11 @@ class ActivationBackward {
                                  const std::vector<Real>& inv_rms, const Real* dy, int T);
   // pos_ = layer l's RoPE positions t * pos_scale_ / its rope_scale.
   void layer_positions(int l, int T);
+  struct ThreadScratch;
+  // dV_q, dK_q contributions of one (head, query block) task: P and dS [nr, nk] (column j = key
+  // key0 + j) masked to the quantized pairs of each query.
+  void quantized_pair_grads(int l, int r0, int nr, int g, const Real* P, const Real* dS, int key0, int nk,
+                            const Real* qh, const Real* doh, Real sc, ThreadScratch& ts) const;
 
   const Model& model_;
   ModelConfig config_;
@@ -119,8 +136,10 @@ class ActivationBackward {
     std::vector<Real> p, dp;      // attention block [kAttnBlock, T]
     std::vector<Real> logits;     // LM-head chunk [kLmHeadRows, n_vocab]
     std::vector<Real> dk, dv;     // this thread's dK / dV sums [T, kv_dim]
+    std::vector<Real> dk_q, dv_q, pm;  // the same through quantized pairs; masked block [nr, nk]
   };
   std::vector<ThreadScratch> thread_scratch_;  // [omp_get_max_threads()]
+  QuantizedKeyRange quantized_pairs_;
   // Working buffers.
   std::vector<Real> x_, xn_, inv_rms_f_, xf_, dxf_, dx_, dxn_, q_, k_, v_, attn_, tmp_, g_, u_, h_;
   std::vector<Real> dq_, dk_, dv_, dattn_, dg_, du_, dproj_;

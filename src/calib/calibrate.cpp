@@ -5,6 +5,7 @@
 #include <ctime>
 #include <cstdio>
 
+#include "calib/quantized_pairs.h"
 #include "quant/kv_quantizer.h"
 #include "util/error.h"
 #include "util/progress.h"
@@ -111,6 +112,12 @@ CalibrationReport run_calibration(const Model& model, const CalibrationData& dat
   }
 
   t0 = std::chrono::steady_clock::now();
+  std::optional<QuantizedPairs> pairs;
+  if (o.runtime) {
+    pairs.emplace(*o.runtime);
+    ab.set_quantized_pairs(pairs->range());
+    o.sensitivity.first_quantized = pairs->sink();
+  }
   SensitivityAccumulator acc(c, o.sensitivity, o.smooth ? &r.smoothing : nullptr);
   KvGradients<float> g;
   double loss_sum = 0;

@@ -4,11 +4,14 @@
 //   2. alpha search per layer (smoothing.h) -> SmoothingScales;
 //   3. gradients: forward + backward over every window (positions t * gradient_pos_scale), feeding
 //      the sensitivity accumulator (with the smoothing of step 2, so key errors are those of the
-//      keys as they will be stored).
+//      keys as they will be stored). With a runtime plan, only what its cache quantizes counts:
+//      positions from the sink on, gradients through the quantized (query, key) pairs
+//      (quantized_pairs.h).
 // Returns a report (JSON-serialisable) with per-phase wall times. The quantizer options' head_dim
 // is taken from the model. Every option is validated before any pass starts.
 #pragma once
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "calib/calibration_data.h"
 #include "calib/sensitivity.h"
 #include "calib/smoothing.h"
+#include "kvcache/kv_plan.h"
 #include "model/model.h"
 
 namespace mpkv::calib {
@@ -28,6 +32,9 @@ struct CalibrationOptions {
   int alpha_samples = 4;            // windows whose q/k/v the alpha search scores
   double gradient_pos_scale = 1.0;  // RoPE position scale of the gradient pass
   bool progress = true;             // progress bars on stderr
+  // The plan shape the sensitivities are for (sink, window, quantizer granularity); nullopt: every
+  // position and pair counts (the papers' harness).
+  std::optional<KvPlan> runtime;
 };
 
 struct CalibrationTimings {

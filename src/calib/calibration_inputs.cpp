@@ -21,6 +21,8 @@ void validate(const CalibrationInputs& in, int n_layer, int n_head_kv) {
       for (const auto& h : l)
         MPKV_CHECK(h.size() == in.bits.size(), "calibration: a PM-KVQ row has " + std::to_string(h.size()) +
                                                    " values for " + std::to_string(in.bits.size()) + " bit-widths");
+  MPKV_CHECK(in.fits.empty() || (shape_ok(in.fits.key) && shape_ok(in.fits.value)),
+             "calibration: per-component distortion fits do not match the model's shape");
   MPKV_CHECK(in.smoothing.empty() || (int)in.smoothing.lambda.size() == n_layer,
              "calibration: smoothing scales for " + std::to_string(in.smoothing.lambda.size()) +
                  " layers, the model has " + std::to_string(n_layer));
@@ -41,6 +43,7 @@ void to_json(nlohmann::json& j, const CalibrationInputs& in) {
                       {"ratequant_w_value", in.w_v}};
   if (!in.smoothing.empty()) j["smoothing"] = in.smoothing;
   j["distortion_fits"] = {{"key", in.fit_k}, {"value", in.fit_v}};
+  if (!in.fits.empty()) j["distortion_fits"]["per_component"] = in.fits;
   j["calibrate_total_s"] = in.total_s;
   j["calibrate_cpu_s"] = in.cpu_s;
 }
@@ -61,6 +64,9 @@ void from_json(const nlohmann::json& j, CalibrationInputs& in) {
     in.smoothing = j.contains("smoothing") ? j.at("smoothing").get<SmoothingScales>() : SmoothingScales{};
     in.fit_k = j.at("distortion_fits").at("key").get<ExponentialFit>();
     in.fit_v = j.at("distortion_fits").at("value").get<ExponentialFit>();
+    in.fits = j.at("distortion_fits").contains("per_component")
+                  ? j.at("distortion_fits").at("per_component").get<ComponentFits>()
+                  : ComponentFits{};
     in.total_s = j.at("calibrate_total_s").get<double>();
     in.cpu_s = j.at("calibrate_cpu_s").get<double>();
     in.calib_file = j.at("calib_file").get<std::string>();

@@ -8,13 +8,15 @@
 //    "sensitivity": {"bits": [...], "pmkvq_key": [[[s per bit] per head] per layer], "pmkvq_value",
 //                    "ratequant_w_key": [[w per head] per layer], "ratequant_w_value"},
 //    "smoothing": {SmoothingScales} (absent: calibrated without smoothing),
-//    "distortion_fits": {"key": {alpha, beta, r2}, "value": {...}},
+//    "distortion_fits": {"key": {alpha, beta, r2}, "value": {...},     (pooled over components)
+//                        "per_component": {ComponentFits} (absent in reports before issue 12 d2)},
 //    "calibrate_total_s", "calibrate_cpu_s"}
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "calib/distortion_fits.h"
 #include "calib/smoothing.h"
 #include "kvcache/kv_plan.h"
 #include "quant/distortion.h"
@@ -31,7 +33,8 @@ struct CalibrationInputs {
   std::vector<std::vector<std::vector<double>>> pmkvq_k, pmkvq_v;  // [layer][head][bit index]
   std::vector<std::vector<double>> w_k, w_v;                       // [layer][head]
   SmoothingScales smoothing;                                       // empty: no smoothing
-  ExponentialFit fit_k, fit_v;                                     // D(b) per role
+  ExponentialFit fit_k, fit_v;                                     // D(b) per role, pooled
+  ComponentFits fits;                                              // D(b) per component (may be empty)
   double total_s = 0, cpu_s = 0;                                   // calibration wall / CPU time
   std::string calib_file;
   int calib_n = 0, calib_len = 0;

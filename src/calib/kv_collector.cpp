@@ -1,5 +1,7 @@
 #include "calib/kv_collector.h"
 
+#include <algorithm>
+
 #include "kvcache/f16_kv_cache.h"
 #include "model/forward.h"
 #include "util/error.h"
@@ -7,7 +9,8 @@
 namespace mpkv::calib {
 
 KvSamples collect_kv(const Model& model, const std::vector<std::vector<int32_t>>& windows,
-                     const std::vector<std::vector<float>>& smoothing, const std::function<void(size_t)>& done) {
+                     const std::vector<std::vector<float>>& smoothing, const std::function<void(size_t)>& done,
+                     int skip_first) {
   const ModelConfig& c = model.config();
   KvSamples s;
   s.n_layer = c.n_layer;
@@ -18,8 +21,11 @@ KvSamples collect_kv(const Model& model, const std::vector<std::vector<int32_t>>
   const int hd = c.head_dim, nkv = c.n_head_kv;
   Forward fwd(model);
   if (!smoothing.empty()) fwd.set_qk_smoothing(smoothing);
+  std::vector<int> seen(c.n_layer, 0);  // positions of the current window seen per layer
   fwd.set_kv_observer([&](int layer, int n, const float* k, const float* v) {
-    for (int t = 0; t < n; ++t)
+    const int p0 = seen[layer];
+    seen[layer] += n;
+    for (int t = std::max(0, skip_first - p0); t < n; ++t)
       for (int h = 0; h < nkv; ++h) {
         const size_t off = ((size_t)t * nkv + h) * hd;
         std::vector<float>& ks = s.keys[(size_t)layer * nkv + h];
@@ -31,6 +37,7 @@ KvSamples collect_kv(const Model& model, const std::vector<std::vector<int32_t>>
   std::vector<float> logits;
   for (size_t w = 0; w < windows.size(); ++w) {
     MPKV_CHECK(!windows[w].empty(), "K/V collection: window " + std::to_string(w) + " is empty");
+    std::fill(seen.begin(), seen.end(), 0);
     F16KvCache cache(c.kv_dims());  // with the model's sliding windows
     std::vector<BatchToken> batch;
     const int n = (int)windows[w].size();

@@ -19,10 +19,11 @@ struct KvSamples {
   int tokens() const { return keys.empty() || head_dim == 0 ? 0 : (int)(keys[0].size() / head_dim); }
 };
 
-// smoothing: the key smoothing scales [layer][n_head_kv * head_dim] (empty: none). done(w) after
-// each window. Error on an empty window.
+// smoothing: the key smoothing scales [layer][n_head_kv * head_dim] (empty: none). skip_first:
+// the first positions of every window are left out (the plan's fp16 sink, which the cache never
+// quantizes). done(w) after each window. Error on an empty window.
 KvSamples collect_kv(const Model& model, const std::vector<std::vector<int32_t>>& windows,
                      const std::vector<std::vector<float>>& smoothing = {},
-                     const std::function<void(size_t)>& done = {});
+                     const std::function<void(size_t)>& done = {}, int skip_first = 0);
 
 }  // namespace mpkv::calib

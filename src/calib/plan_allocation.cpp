@@ -17,7 +17,9 @@ namespace mpkv::calib {
 
 namespace {
 
-bool is_progressive(PlanMethod m) { return m != PlanMethod::ratequant; }
+bool is_progressive(const PlanRequest& r) {
+  return r.method == PlanMethod::fixed ? r.progressive : r.method != PlanMethod::ratequant;
+}
 
 // s(16) is not measured: the first-order error scales with the step S = range / (2^b - 1), so it
 // is taken as s(8) * (2^8 - 1) / (2^16 - 1) (docs/calibration.md).
@@ -114,12 +116,7 @@ RateQuantProblem ratequant_problem(const CalibrationInputs& in, const PlanReques
   p.min_bits = cb.front();
   p.max_bits = cb.back();
   p.min_max_quantizer = r.quantizer != QuantMethod::turbo;
-  if (r.budget_bytes > 0) {  // the average bits whose plan has `budget` bytes (bytes are linear in bits)
-    const double t2 = uniform_plan_bytes(r, 2), t4 = uniform_plan_bytes(r, 4);
-    p.avg_bits = std::clamp(2.0 + 2.0 * ((double)budget - t2) / (t4 - t2), (double)cb.front(), (double)cb.back());
-  } else {
-    p.avg_bits = r.avg_bits;
-  }
+  p.avg_bits = std::clamp(budget_avg_bits(r, budget), (double)cb.front(), (double)cb.back());
   const std::vector<int> cost = bit_costs(r);
   double wmin = INFINITY;
   for (const auto* t : {&in.w_k, &in.w_v})
@@ -133,12 +130,44 @@ RateQuantProblem ratequant_problem(const CalibrationInputs& in, const PlanReques
         RateComponent rc;
         const double w = kv == 0 ? in.w_k[l][h] : in.w_v[l][h];
         rc.weight = w > 0 ? w : wmin * 1e-6;  // a dead head still needs a positive weight
-        const ExponentialFit& f = kv == 0 ? in.fit_k : in.fit_v;
-        rc.model = {f.alpha, f.beta};
+        // The component's own fit when the calibration has one, else the pooled fit of its role.
+        const ExponentialFit& f = !in.fits.empty() ? (kv == 0 ? in.fits.key : in.fits.value)[l][h]
+                                                   : (kv == 0 ? in.fit_k : in.fit_v);
+        rc.model = {f.alpha, r.force_beta > 0 ? r.force_beta : f.beta};
         rc.cost = cost[kv_component_index(l, h, kv, r.dims.n_head_kv)];
         p.components.push_back(rc);
       }
   return p;
+}
+
+// RateQuant's Theorem 3 per role: the predicted gain AM/GM of alpha_i w_i (exact for one beta,
+// continuous bits, no bound) next to the achieved J_uniform / J_mixed over that role's components,
+// J_uniform at the role's own average bits (so the gain is the redistribution within the role, what
+// the theorem predicts, not the bits moved between K and V).
+std::string role_gains(const RateQuantProblem& p, const std::vector<int>& bits) {
+  std::string out;
+  for (int kv = 0; kv < 2; ++kv) {
+    RateQuantProblem aw;  // weights alpha_i w_i, for am_gm_ratio
+    aw.avg_bits = p.avg_bits;
+    aw.min_bits = p.min_bits;
+    aw.max_bits = p.max_bits;
+    aw.min_max_quantizer = p.min_max_quantizer;
+    double j_uniform = 0, j_mixed = 0, bit_sum = 0;
+    for (size_t i = kv; i < p.components.size(); i += 2) {
+      const RateComponent& c = p.components[i];
+      aw.components.push_back({c.weight * c.model.alpha, {1.0, c.model.beta}});
+      j_mixed += c.weight * distortion(c.model, bits[i]);
+      bit_sum += bits[i];
+    }
+    const double role_bits = bit_sum / (double)aw.components.size();
+    for (size_t i = kv; i < p.components.size(); i += 2)
+      j_uniform += p.components[i].weight * distortion(p.components[i].model, role_bits);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s%s: predicted gain AM/GM(alpha w) %.3f, measured J_uniform/J_mixed %.3f (both at its %.3f avg bits)",
+                  kv ? "; " : "  per role: ", kv == 0 ? "K" : "V", am_gm_ratio(aw), j_uniform / j_mixed, role_bits);
+    out += buf;
+  }
+  return out;
 }
 
 void allocate_ratequant(const CalibrationInputs& in, const PlanRequest& r, int64_t budget, PlanAllocation& out) {
@@ -162,7 +191,31 @@ void allocate_ratequant(const CalibrationInputs& in, const PlanRequest& r, int64
   std::snprintf(buf, sizeof buf, "%s: predicted gain AM/GM %.4f, achieved objective %.6g (uniform %.6g, gain %.4f)",
                 plan_method_name(r.method), res.predicted_gain_am_gm, res.objective, res.objective_uniform,
                 res.achieved_gain);
-  out.summary = describe(res) + "\n" + buf;
+  out.summary = describe(res) + "\n" + buf + "\n" + role_gains(p, res.bits);
+  if (r.force_beta > 0) out.summary += "\n  ablation: every beta forced to " + std::to_string(r.force_beta);
+}
+
+// The baseline widths of a fixed plan at avg bits b: (keys, values).
+std::pair<int, int> fixed_widths(const PlanRequest& r) {
+  const int lo = (int)std::floor(r.avg_bits + 1e-9);
+  const bool half = std::fabs(r.avg_bits - lo) > 1e-9;
+  if (!r.progressive) return {half ? lo + 1 : lo, lo};
+  if (!half && (lo == 1 || lo == 2 || lo == 4 || lo == 8)) return {lo, lo};
+  if (!half && (lo == 3 || lo == 6)) return {lo == 3 ? 4 : 8, lo == 3 ? 2 : 4};
+  throw Error("--method fixed --progressive: average bits " + std::to_string(r.avg_bits) +
+              " are not on the ladder 1, 2, 4, 8 (or 3 = K4/V2, 6 = K8/V4)");
+}
+
+void allocate_fixed(const PlanRequest& r, PlanAllocation& out) {
+  const auto [kb, vb] = fixed_widths(r);
+  for (int l = 0; l < r.dims.n_layer; ++l)
+    for (int h = 0; h < r.dims.n_head_kv; ++h) {
+      out.plan.at(l, h, KvRole::key).bits = kb;
+      out.plan.at(l, h, KvRole::value).bits = vb;
+    }
+  out.plan.solve.method = r.progressive ? "fixed-progressive" : "fixed";
+  out.summary = std::string("fixed") + (r.progressive ? " progressive" : "") + ": K" + std::to_string(kb) + "/V" +
+                std::to_string(vb) + " everywhere, with the calibration's smoothing";
 }
 
 }  // namespace
@@ -171,7 +224,8 @@ PlanMethod parse_plan_method(const std::string& s) {
   if (s == "pmkvq") return PlanMethod::pmkvq;
   if (s == "ratequant") return PlanMethod::ratequant;
   if (s == "combined") return PlanMethod::combined;
-  throw Error("--method '" + s + "' is not one of pmkvq, ratequant, combined");
+  if (s == "fixed") return PlanMethod::fixed;
+  throw Error("--method '" + s + "' is not one of pmkvq, ratequant, combined, fixed");
 }
 
 const char* plan_method_name(PlanMethod m) {
@@ -179,17 +233,31 @@ const char* plan_method_name(PlanMethod m) {
     case PlanMethod::pmkvq: return "pmkvq";
     case PlanMethod::ratequant: return "ratequant";
     case PlanMethod::combined: return "combined";
+    case PlanMethod::fixed: return "fixed";
   }
   return "?";
 }
 
+double budget_avg_bits(const PlanRequest& r, int64_t budget) {
+  if (r.budget_bytes <= 0) return r.avg_bits;
+  const double t2 = uniform_plan_bytes(r, 2), t4 = uniform_plan_bytes(r, 4);
+  return 2.0 + 2.0 * ((double)budget - t2) / (t4 - t2);
+}
+
 std::vector<int> plan_candidate_bits(PlanMethod m, QuantMethod q) {
-  if (is_progressive(m)) return {2, 4, 8};
+  if (m == PlanMethod::pmkvq || m == PlanMethod::combined) return {2, 4, 8};
   return q == QuantMethod::turbo ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{2, 3, 4, 8};
 }
 
 void validate(const PlanRequest& r) {
-  MPKV_CHECK(!is_progressive(r.method) || r.quantizer != QuantMethod::turbo,
+  MPKV_CHECK(r.method != PlanMethod::fixed || r.budget_bytes == 0, "--method fixed takes --avg-bits, not a budget");
+  MPKV_CHECK(!r.progressive || r.method == PlanMethod::fixed, "--progressive applies to --method fixed only");
+  MPKV_CHECK(!r.direct || r.method == PlanMethod::pmkvq || r.method == PlanMethod::combined,
+             "--direct applies to --method pmkvq or combined");
+  MPKV_CHECK(r.force_beta == 0 || (std::isfinite(r.force_beta) && r.force_beta > 1 &&
+                                   (r.method == PlanMethod::ratequant || r.method == PlanMethod::combined)),
+             "--force-beta must be > 1 and applies to ratequant or combined");
+  MPKV_CHECK(!is_progressive(r) || r.quantizer != QuantMethod::turbo,
              std::string("--method ") + plan_method_name(r.method) +
                  " shrinks codes by halving shifts, which needs min-max codes (uniform, kivi, rotated), not turbo");
   MPKV_CHECK(!r.per_head || r.method == PlanMethod::pmkvq, "--per-head applies to --method pmkvq only");
@@ -212,7 +280,7 @@ KvPlan request_plan(const PlanRequest& r, int bits) {
   o.window = r.window;
   o.sink = r.sink;
   KvPlan p = make_kv_plan(o, r.dims);
-  p.progressive = is_progressive(r.method);
+  p.progressive = is_progressive(r);
   p.model = r.model;
   validate(p, r.dims, r.model);
   return p;
@@ -252,18 +320,27 @@ PlanAllocation allocate_plan(const CalibrationInputs& in, const PlanRequest& r) 
   out.plan.smoothing = in.smoothing.lambda;
   if (r.method == PlanMethod::pmkvq) {
     allocate_pmkvq(in, r, budget, out);
+  } else if (r.method == PlanMethod::fixed) {
+    allocate_fixed(r, out);
   } else {
     allocate_ratequant(in, r, budget, out);
+  }
+  if (r.direct) {  // ablation: the same finals, quantized directly (no shift, no 16-bit pages)
+    out.plan.progressive = false;
+    for (KvComponentPlan& c : out.plan.components) c.sensitivity.clear();
+    out.plan.solve.method += "-direct";
+    out.summary += "\n  ablation: finals quantized directly (not progressive)";
   }
   KvPlanSolve& s = out.plan.solve;
   s.max_len = r.max_len;
   s.budget_bytes = budget;
   s.target_avg_bits = r.budget_bytes > 0 ? 0 : r.avg_bits;
   s.bytes = plan_bytes(out.plan, r.max_len);
+  if (r.method == PlanMethod::fixed) s.budget_bytes = s.bytes;  // nothing was solved: its own bytes
   double sum = 0;
   for (const KvComponentPlan& c : out.plan.components) sum += c.bits;
   s.avg_bits = sum / (double)out.plan.components.size();
-  MPKV_CHECK(s.bytes <= budget, "plan allocation: internal error: the plan needs " + std::to_string(s.bytes) +
+  MPKV_CHECK(s.bytes <= s.budget_bytes, "plan allocation: internal error: the plan needs " + std::to_string(s.bytes) +
                                     " bytes, over its budget of " + std::to_string(budget));
   out.plan.provenance = {in.calib_file, in.calib_n, in.calib_len, in.pi_scale, !in.smoothing.empty(), ""};
   validate(out.plan, r.dims, r.model);

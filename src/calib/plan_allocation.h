@@ -13,7 +13,12 @@
 //              (layer, KV head, K|V); the budget becomes the average bits whose plan has B bytes.
 //   combined   RateQuant finals on the ladder {2, 4, 8}, reached progressively from 16 bits; shrink
 //              costs w * D(b).
-// Key smoothing scales from the calibration travel in every plan.
+//   fixed      a baseline with the calibration's smoothing: every component at the average bits as
+//              `--kv-method <quantizer>` would store it (b + 0.5: keys b + 1, values b); with
+//              `progressive`, finals on the ladder (3: K4/V2). For the ablations (docs/calibration.md).
+// Key smoothing scales from the calibration travel in every plan. Ablation switches: `direct`
+// writes a progressive method's finals as a fixed-width plan (quantized directly, no shift);
+// `force_beta` replaces every component's fitted beta (RateQuant with a wrong distortion slope).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -24,7 +29,7 @@
 
 namespace mpkv::calib {
 
-enum class PlanMethod { pmkvq, ratequant, combined };
+enum class PlanMethod { pmkvq, ratequant, combined, fixed };
 PlanMethod parse_plan_method(const std::string& s);  // Error naming the choices
 const char* plan_method_name(PlanMethod m);
 
@@ -38,7 +43,14 @@ struct PlanRequest {
   int window = kDefaultKvWindow, sink = kDefaultKvSink;
   int64_t budget_bytes = 0;  // > 0: the budget; 0: the bytes of every component at avg_bits
   double avg_bits = 0;
+  bool progressive = false;  // fixed only: pages start at 16 bits and shrink to the finals
+  bool direct = false;       // pmkvq / combined: the same finals, not progressive
+  double force_beta = 0;     // ratequant / combined: > 1 replaces every fitted beta (ablation)
 };
+
+// The average bits whose uniform plan has the request's budget (bytes are linear in bits); the
+// request's avg_bits when no byte budget is given.
+double budget_avg_bits(const PlanRequest& r, int64_t budget);
 
 // Widths the method chooses from: pmkvq and combined the ladder {2, 4, 8}; ratequant {2, 3, 4, 8}
 // for min-max codes, {1, 2, 3, 4} for turbo.

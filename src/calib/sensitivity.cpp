@@ -1,5 +1,6 @@
 #include "calib/sensitivity.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -50,6 +51,15 @@ void SensitivityAccumulator::add(const KvGradients<float>& g) {
     MPKV_CHECK(g.k[l].size() == (size_t)T * kvd && g.v[l].size() == g.k[l].size() && g.dk[l].size() == g.k[l].size() &&
                    g.dv[l].size() == g.k[l].size(),
                "sensitivity: layer " + std::to_string(l) + " arrays do not match [T, n_head_kv, head_dim]");
+  // The gradient through the quantized pairs when the backward gave it.
+  const bool pairs = !g.dk_q.empty();
+  MPKV_CHECK(!pairs || ((int)g.dk_q.size() == L && (int)g.dv_q.size() == L),
+             "sensitivity: quantized-pair gradients for " + std::to_string(g.dk_q.size()) + " layers");
+  MPKV_CHECK(n_samples_ == 0 || pairs == pairs_, "sensitivity: sequences with and without quantized-pair gradients");
+  pairs_ = pairs;
+  const auto& dk = pairs ? g.dk_q : g.dk;
+  const auto& dv = pairs ? g.dv_q : g.dv;
+  const int t0 = std::min(o_.first_quantized, T);
   const int nb = (int)o_.bits.size();
   std::vector<std::unique_ptr<KvQuantizer>> kq, vq;
   for (int b : o_.bits) {
@@ -67,7 +77,7 @@ void SensitivityAccumulator::add(const KvGradients<float>& g) {
       std::vector<float> x((size_t)T * hd), gr((size_t)T * hd), xq((size_t)T * hd);
       for (int role = 0; role < 2; ++role) {
         const std::vector<float>& X = role == 0 ? g.k[l] : g.v[l];
-        const std::vector<float>& G = role == 0 ? g.dk[l] : g.dv[l];
+        const std::vector<float>& G = role == 0 ? dk[l] : dv[l];
         const bool smooth = role == 0 && lam;
         // This head's [T, hd], in the stored space (keys divided by lambda, gradients times it).
         double w = 0;
@@ -82,12 +92,14 @@ void SensitivityAccumulator::add(const KvGradients<float>& g) {
         (role == 0 ? wk_ : wv_)[l][h] += w / T;
         for (int bi = 0; bi < nb; ++bi) {
           const KvQuantizer& q = role == 0 ? *kq[bi] : *vq[bi];
-          const int nq = T / q.token_granularity() * q.token_granularity();
+          const int nq = (T - t0) / q.token_granularity() * q.token_granularity();
+          const size_t off = (size_t)t0 * hd;
           xq = x;
-          q.quantize_dequantize(x.data(), nq, xq.data());
+          q.quantize_dequantize(x.data() + off, nq, xq.data() + off);
           // G_stored (.) (x' - Q(x')) == G (.) (x - lambda Q(x / lambda)) elementwise.
           double s = 0;
-          for (size_t i = 0; i < (size_t)nq * hd; ++i) s += std::fabs((double)gr[i] * ((double)x[i] - xq[i]));
+          for (size_t i = off; i < off + (size_t)nq * hd; ++i)
+            s += std::fabs((double)gr[i] * ((double)x[i] - xq[i]));
           (role == 0 ? sk_ : sv_)[l][h][bi] += s;
         }
       }
@@ -107,6 +119,8 @@ SensitivityReport SensitivityAccumulator::report() const {
   r.key = o_.key;
   r.value = o_.value;
   r.smoothed = smoothing_ != nullptr;
+  r.first_quantized = o_.first_quantized;
+  r.quantized_pairs = pairs_;
   const double inv = 1.0 / n_samples_;
   r.pmkvq_key = sk_;
   r.pmkvq_value = sv_;
@@ -140,6 +154,8 @@ void to_json(nlohmann::json& j, const SensitivityReport& r) {
                      {"value_method", method_name(r.value.method)},
                      {"value_group", effective_group(r.value)},
                      {"smoothed", r.smoothed},
+                     {"first_quantized", r.first_quantized},
+                     {"quantized_pairs", r.quantized_pairs},
                      {"pmkvq_layer", layer},
                      {"pmkvq_key", r.pmkvq_key},
                      {"pmkvq_value", r.pmkvq_value},

@@ -10,9 +10,14 @@
 // With smoothing, keys are stored (and quantized) as K' = K / lambda, so the key error is
 // K - lambda Q_b(K / lambda), and the RateQuant gradient is the one wrt the stored K':
 // G_K' = lambda G_K (the distortion model D(b) describes the error on K').
-// Quantizers come from src/quant (KvQuantizer::quantize_dequantize over one head's [T, head_dim]);
-// tokens past the last whole token group (KIVI keys) count as unquantized (the cache keeps them in
-// its full-precision window).
+// Quantizers come from src/quant (KvQuantizer::quantize_dequantize over one head's rows
+// [first_quantized, T), token groups aligned there as the cache aligns its pages after the sink);
+// tokens before it (the fp16 sink) and past the last whole token group (KIVI keys) count as
+// unquantized.
+//
+// What the runtime quantizes (docs/calibration.md): when the gradients carry dk_q / dv_q
+// (ActivationBackward::set_quantized_pairs with calib::QuantizedPairs), G is the gradient through
+// the quantized (query, key) pairs only, so pairs inside the fp16 window and the sink add nothing.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -28,6 +33,7 @@ struct SensitivityOptions {
   QuantOptions key{QuantMethod::uniform, KvRole::key, 4};      // bits ignored: see `bits`
   QuantOptions value{QuantMethod::uniform, KvRole::value, 4};
   std::vector<int> bits{2, 3, 4, 8};                           // candidate bit-widths b
+  int first_quantized = 0;  // the plan's sink: positions before it are fp16
 };
 
 struct SensitivityReport {
@@ -36,6 +42,8 @@ struct SensitivityReport {
   std::vector<int> bits;
   QuantOptions key, value;
   bool smoothed = false;
+  int first_quantized = 0;       // positions before it were left out (the sink)
+  bool quantized_pairs = false;  // G restricted to the runtime's quantized (query, key) pairs
   // PM-KVQ s(b): [layer][kv head][bit index], mean over samples of the L1 sums above.
   std::vector<std::vector<std::vector<double>>> pmkvq_key, pmkvq_value;
   // RateQuant w: [layer][kv head].
@@ -62,6 +70,7 @@ class SensitivityAccumulator {
   SensitivityOptions o_;
   const SmoothingScales* smoothing_;
   int n_samples_ = 0;
+  bool pairs_ = false;
   // Sums over samples: [layer][head][bit] and [layer][head].
   std::vector<std::vector<std::vector<double>>> sk_, sv_;
   std::vector<std::vector<double>> wk_, wv_;

@@ -47,7 +47,7 @@ std::vector<float> pair_lambda(const float* max_abs, int n_head_kv, int head_dim
 
 std::vector<double> default_alpha_grid() {
   std::vector<double> g;
-  for (int i = 20; i >= 1; --i) g.push_back(i * 0.05);
+  for (int i = 20; i >= 0; --i) g.push_back(i * 0.05);  // ... 0.05, 0: alpha 0 is lambda = 1, no smoothing
   return g;
 }
 

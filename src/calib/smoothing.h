@@ -17,9 +17,10 @@
 // weights, which is again a per-channel scaling after the norm). Because lambda is equal on the two
 // channels a RoPE pair rotates, scaling commutes with the rotation: before or after RoPE is the same.
 //
-// alpha is chosen per layer from 1.0, 0.95, ..., 0.05 by the lowest mean squared error of the
+// alpha is chosen per layer from 1.0, 0.95, ..., 0.05, 0 (0 = no smoothing) by the lowest mean squared error of the
 // attention output when keys (smoothed) and values go through the target quantizer (default
-// per-token uniform K4V4, round to nearest), against unquantized attention.
+// per-token uniform K4V4, round to nearest; `mpkv calibrate` scores at the plan's bits), against
+// unquantized attention.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -45,7 +46,7 @@ struct KeyMaxima {
 inline constexpr float kMinKeyMax = 1e-4f;
 std::vector<float> pair_lambda(const float* max_abs, int n_head_kv, int head_dim, RopeStyle style, double alpha);
 
-// The grid 1.0, 0.95, ..., 0.05 (20 values).
+// The grid 1.0, 0.95, ..., 0.05, 0 (21 values; alpha 0 gives lambda = 1: "no smoothing" competes).
 std::vector<double> default_alpha_grid();
 
 struct SmoothingScales {

@@ -39,6 +39,20 @@ EvalMethod fixed_bits(const std::string& name, double b) {
 
 bool on_ladder(int b) { return b == 1 || b == 2 || b == 4 || b == 8; }
 
+// "plan:NAME": the plan file <plan_dir>/NAME.json; bits from the number after NAME's last '_'.
+EvalMethod named_plan(const std::string& name, const std::string& plan_dir) {
+  MPKV_CHECK(!name.empty() && name.find('/') == std::string::npos, "eval: plan:NAME needs a file name without '/'");
+  const std::string file = plan_dir + "/" + name + ".json";
+  MPKV_CHECK(std::filesystem::exists(file), "eval: plan " + file + " is missing (scripts/ablation.sh makes the ablation plans)");
+  EvalMethod m;
+  m.method = "plan";
+  m.label = name;
+  m.kv.plan_file = file;
+  const size_t u = name.rfind('_');
+  m.bits = u == std::string::npos ? 0 : std::strtod(name.c_str() + u + 1, nullptr);
+  return m;
+}
+
 }  // namespace
 
 EvalMatrix eval_matrix(const std::vector<std::string>& methods, const std::vector<double>& bits,
@@ -52,6 +66,11 @@ EvalMatrix eval_matrix(const std::vector<std::string>& methods, const std::vecto
     // "name:b" runs that method at b alone instead of at every entry of `bits`.
     const size_t colon = spec.find(':');
     const std::string name = spec.substr(0, colon);
+    if (name == "plan") {
+      MPKV_CHECK(colon != std::string::npos, "eval: write plan:NAME for <plan_dir>/NAME.json");
+      r.methods.push_back(named_plan(spec.substr(colon + 1), plan_dir));
+      continue;
+    }
     std::vector<double> own = bits;
     if (colon != std::string::npos) {
       char* end = nullptr;
@@ -103,7 +122,7 @@ EvalMatrix eval_matrix(const std::vector<std::string>& methods, const std::vecto
         r.methods.push_back(m);
       } else {
         throw Error("eval: unknown method '" + name +
-                    "' (f16, uniform, kivi, rotated, turbo, progressive, pmkvq, ratequant, combined)");
+                    "' (f16, uniform, kivi, rotated, turbo, progressive, pmkvq, ratequant, combined, plan:NAME)");
       }
     }
   }

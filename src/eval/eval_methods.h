@@ -7,6 +7,9 @@
 //                                for both, 3 as K4/V2, 6 as K8/V4; other b cannot be expressed
 //                                without a per-component plan and are skipped (with the reason)
 //   pmkvq, ratequant, combined   the calibrated plan <plan_dir>/<method>_<b>.json (`mpkv calibrate`)
+//   plan:NAME                    the plan file <plan_dir>/NAME.json, once, labelled NAME; its
+//                                nominal bits are the number after NAME's last '_' (ablation plans
+//                                such as fixed_uniform_3, ratequant_3_pi16; scripts/ablation.sh)
 // A method written "name:b" (e.g. "kivi:2") runs at b only, whatever the bits list says.
 #pragma once
 #include <string>

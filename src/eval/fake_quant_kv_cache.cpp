@@ -16,17 +16,22 @@ bool same_fake_quant_cache(const KvPlan& a, const KvPlan& b) {
   return true;
 }
 
-FakeQuantKvCache::FakeQuantKvCache(KvDims dims, const KvPlan& plan) : KvCache(dims), plan_(plan), inner_(dims) {
-  validate(plan_, dims);
-  quant_.resize((size_t)dims.n_layer * dims.n_head_kv * 2);
+std::vector<std::unique_ptr<KvQuantizer>> component_quantizers(const KvPlan& plan, const KvDims& dims) {
+  std::vector<std::unique_ptr<KvQuantizer>> q((size_t)dims.n_layer * dims.n_head_kv * 2);
   for (int l = 0; l < dims.n_layer; ++l)
     for (int h = 0; h < dims.n_head_kv; ++h)
       for (KvRole role : {KvRole::key, KvRole::value}) {
-        const KvComponentPlan& c = plan_.at(l, h, role);
+        const KvComponentPlan& c = plan.at(l, h, role);
         if (c.fp16) continue;
-        quant_[((size_t)l * dims.n_head_kv + h) * 2 + (role == KvRole::key ? 0 : 1)] =
-            std::make_unique<KvQuantizer>(component_quant_options(plan_, c, role, c.bits));
+        q[((size_t)l * dims.n_head_kv + h) * 2 + (role == KvRole::key ? 0 : 1)] =
+            std::make_unique<KvQuantizer>(component_quant_options(plan, c, role, c.bits));
       }
+  return q;
+}
+
+FakeQuantKvCache::FakeQuantKvCache(KvDims dims, const KvPlan& plan) : KvCache(dims), plan_(plan), inner_(dims) {
+  validate(plan_, dims);
+  quant_ = component_quantizers(plan_, dims);
 }
 
 void FakeQuantKvCache::fake_quantize(int layer, KvRole role, int p0, int n, float* rows) {

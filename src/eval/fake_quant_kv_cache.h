@@ -26,6 +26,10 @@ namespace mpkv {
 // so e.g. progressive-b and uniform-b are the same fake-quant cache. The evaluator runs such plans once.
 bool same_fake_quant_cache(const KvPlan& a, const KvPlan& b);
 
+// One quantizer per plan component at its final bits, [n_layer][n_head_kv][2] (0 = key), null for
+// fp16 components (shared with RuntimeFakeQuantKvCache).
+std::vector<std::unique_ptr<KvQuantizer>> component_quantizers(const KvPlan& plan, const KvDims& dims);
+
 class FakeQuantKvCache final : public KvCache {
  public:
   // The plan is validated against dims (Error on a mismatch).

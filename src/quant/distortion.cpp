@@ -1,5 +1,6 @@
 #include "quant/distortion.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -89,7 +90,9 @@ DistortionCurve measure_distortion(const QuantOptions& base, const float* x, int
     for (size_t i = 0; i < out.size(); ++i) se += ((double)x[i] - out[i]) * ((double)x[i] - out[i]);
     c.mse.push_back(se / (double)out.size());
   }
-  if (std::set<int>(bits.begin(), bits.end()).size() >= 2) c.fit = fit_exponential(c.bits, c.mse);
+  // A dead component (constant rows: every width exact) has no ln D to fit; its fit stays zero.
+  const bool positive = std::all_of(c.mse.begin(), c.mse.end(), [](double e) { return e > 0; });
+  if (positive && std::set<int>(bits.begin(), bits.end()).size() >= 2) c.fit = fit_exponential(c.bits, c.mse);
   return c;
 }
 

@@ -41,7 +41,7 @@ std::vector<int> default_distortion_bits(QuantMethod m);
 // x: [n, head_dim] samples (keys or values of one layer / KV head), row-major. For each b in
 // `bits`, quantizes with `base` at b bits (base.bits is ignored) and measures the MSE; then fits.
 // Validates every option set before measuring anything. Error when fewer than one token group of
-// vectors is given.
+// vectors is given. The fit is left zero when some MSE is 0 (constant rows).
 DistortionCurve measure_distortion(const QuantOptions& base, const float* x, int n, const std::vector<int>& bits);
 
 // measure_distortion for every method that applies to this head_dim (rotated and turbo need a

@@ -148,6 +148,60 @@ TEST(PlanAllocation, PmkvqIsProgressiveOnTheLadderWithShrinkCosts) {
   }
 }
 
+// The ablation switches (issue 12 d5): fixed baselines carry the smoothing, --direct keeps the
+// finals but not the shift, --force-beta changes RateQuant's allocation, per-component fits are used.
+TEST(PlanAllocation, AblationVariants) {
+  CalibrationInputs in = synthetic_inputs(3);
+  in.smoothing.n_layer = kDims.n_layer;
+  in.smoothing.lambda.assign(kDims.n_layer, std::vector<float>(kDims.n_head_kv * kDims.head_dim, 2.0f));
+  PlanRequest r = request(PlanMethod::fixed, 2.5);
+  PlanAllocation a = allocate_plan(in, r);
+  EXPECT_FALSE(a.plan.progressive);
+  EXPECT_EQ(a.plan.at(1, 1, KvRole::key).bits, 3);
+  EXPECT_EQ(a.plan.at(1, 1, KvRole::value).bits, 2);
+  EXPECT_EQ(a.plan.smoothing, in.smoothing.lambda);
+  EXPECT_EQ(a.plan.solve.bytes, a.plan.solve.budget_bytes);
+  r = request(PlanMethod::fixed, 3.0);
+  r.progressive = true;
+  a = allocate_plan(in, r);
+  EXPECT_TRUE(a.plan.progressive);
+  EXPECT_EQ(a.plan.at(0, 0, KvRole::key).bits, 4);
+  EXPECT_EQ(a.plan.at(0, 0, KvRole::value).bits, 2);
+  r.avg_bits = 2.5;
+  EXPECT_THROW(allocate_plan(in, r), Error);  // not on the ladder
+
+  r = request(PlanMethod::pmkvq, 3.0);
+  const PlanAllocation prog = allocate_plan(in, r);
+  r.direct = true;
+  const PlanAllocation direct = allocate_plan(in, r);
+  EXPECT_TRUE(prog.plan.progressive);
+  EXPECT_FALSE(direct.plan.progressive);
+  for (size_t i = 0; i < prog.plan.components.size(); ++i)
+    EXPECT_EQ(direct.plan.components[i].bits, prog.plan.components[i].bits);
+  EXPECT_LT(direct.plan.solve.bytes, prog.plan.solve.bytes);  // no 16-bit newest page
+
+  r = request(PlanMethod::ratequant, 3.0);
+  const PlanAllocation fitted = allocate_plan(in, r);
+  EXPECT_NE(fitted.summary.find("per role: K: predicted gain AM/GM(alpha w)"), std::string::npos);
+  r.force_beta = 1.2;  // a flat distortion curve: bits buy little, weights dominate
+  const PlanAllocation wrong = allocate_plan(in, r);
+  int differ = 0;
+  for (size_t i = 0; i < fitted.plan.components.size(); ++i)
+    differ += fitted.plan.components[i].bits != wrong.plan.components[i].bits;
+  EXPECT_GT(differ, 0);
+  // Per-component fits replace the pooled one: a component whose D is 1000x larger gets more bits.
+  in.fits.bits = {2, 3, 4, 8};
+  in.fits.key.assign(kDims.n_layer, std::vector<ExponentialFit>(kDims.n_head_kv, in.fit_k));
+  in.fits.value.assign(kDims.n_layer, std::vector<ExponentialFit>(kDims.n_head_kv, in.fit_v));
+  in.fits.value[3][1].alpha *= 1000;
+  r.force_beta = 0;
+  const PlanAllocation per = allocate_plan(in, r);
+  EXPECT_GT(per.plan.at(3, 1, KvRole::value).bits, fitted.plan.at(3, 1, KvRole::value).bits);
+  r.method = PlanMethod::pmkvq;
+  r.force_beta = 2;
+  EXPECT_THROW(allocate_plan(in, r), Error);  // --force-beta is RateQuant's
+}
+
 TEST(PlanAllocation, RejectsWhatCannotBeSolved) {
   const CalibrationInputs in = synthetic_inputs(3);
   PlanRequest r = request(PlanMethod::pmkvq, 3.0);

@@ -36,10 +36,14 @@ TEST(Smoothing, PairLambdaByHand) {
 
 TEST(Smoothing, DefaultAlphaGrid) {
   const auto g = default_alpha_grid();
-  ASSERT_EQ(g.size(), 20u);
+  ASSERT_EQ(g.size(), 21u);
   EXPECT_DOUBLE_EQ(g.front(), 1.0);
   EXPECT_NEAR(g[1], 0.95, 1e-12);
-  EXPECT_NEAR(g.back(), 0.05, 1e-12);
+  EXPECT_NEAR(g[19], 0.05, 1e-12);
+  EXPECT_EQ(g.back(), 0.0);  // no smoothing is a candidate
+  const auto one = pair_lambda(std::vector<float>{3.0f, 0.5f}.data(), 1, 2, RopeStyle::neox, 0.0);
+  EXPECT_FLOAT_EQ(one[0], 1.0f);
+  EXPECT_FLOAT_EQ(one[1], 1.0f);
 }
 
 TEST(Smoothing, KeyMaximaTrackAbsoluteMaxPerChannel) {
@@ -220,13 +224,14 @@ TEST(Smoothing, AlphaSearchPicksTheLowestErrorAndBeatsNoSmoothing) {
   opt.key.head_dim = opt.value.head_dim = 32;
   opt.query_stride = 3;
   const LayerAlphaSearch r = search_layer_alpha(o.c, o.samples, o.max_abs.data(), opt);
-  ASSERT_EQ(r.mse.size(), 20u);
+  ASSERT_EQ(r.mse.size(), 21u);
   // The reported MSEs are those attention_output_mse gives for each alpha alone.
   for (int i : {0, 7, 19}) {
     const auto lam = pair_lambda(o.max_abs.data(), 2, 32, RopeStyle::adjacent, opt.alphas[i]);
     EXPECT_NEAR(r.mse[i], attention_output_mse(o.c, o.samples, lam.data(), opt), 1e-12 + 1e-9 * r.mse[i]);
   }
   EXPECT_NEAR(r.mse_unsmoothed, attention_output_mse(o.c, o.samples, nullptr, opt), 1e-12);
+  EXPECT_NEAR(r.mse[20], r.mse_unsmoothed, 1e-12 + 1e-9 * r.mse_unsmoothed);  // alpha 0: lambda = 1
   double best = r.mse[0];
   for (double m : r.mse) best = std::min(best, m);
   const size_t chosen = std::find(opt.alphas.begin(), opt.alphas.end(), r.alpha) - opt.alphas.begin();

@@ -349,6 +349,19 @@ TEST(EvalMatrix, Errors) {
   EXPECT_THROW(eval_matrix({"uniform"}, {16}, ".", "m"), Error);
   EXPECT_THROW(eval_matrix({"nope"}, {2}, ".", "m"), Error);
   EXPECT_THROW(eval_matrix({}, {2}, ".", "m"), Error);
+  EXPECT_THROW(eval_matrix({"plan"}, {2}, ".", "m"), Error);
+  EXPECT_THROW(eval_matrix({"plan:missing_3"}, {2}, "/nonexistent", "m"), Error);
+  EXPECT_THROW(eval_matrix({"plan:../x_3"}, {2}, ".", "m"), Error);
+}
+
+// plan:NAME runs <plan_dir>/NAME.json once (whatever the bits list), its bits from the name.
+TEST(EvalMatrix, NamedPlanFiles) {
+  const std::string dir = MPKV_SOURCE_DIR "/docs/results/plans";
+  const EvalMatrix m = eval_matrix({"plan:ratequant_2.5", "uniform"}, {2, 3}, dir, "m");
+  ASSERT_EQ(m.methods.size(), 3u);
+  EXPECT_EQ(m.methods[0].label, "ratequant_2.5");
+  EXPECT_EQ(m.methods[0].bits, 2.5);
+  EXPECT_EQ(m.methods[0].kv.plan_file, dir + "/ratequant_2.5.json");
 }
 
 }  // namespace
