@@ -67,8 +67,10 @@ TEST(QuantizedPairGradients, DisjointRangesAddUpToTheFullGradient) {
       EXPECT_NEAR(a.dk_q[l][i] + b.dk_q[l][i] + c.dk_q[l][i], full.dk[l][i], tol_k);
       EXPECT_NEAR(a.dv_q[l][i] + b.dv_q[l][i] + c.dv_q[l][i], full.dv[l][i], tol_v);
     }
-    // The masks change nothing else, and the quantized part is neither zero nor everything.
-    EXPECT_EQ(a.dk[l], full.dk[l]);
+    // The masks change nothing else (up to the order in which the dynamically scheduled attention
+    // tasks add their per-thread sums, which varies from run to run under load), and the
+    // quantized part is neither zero nor everything.
+    for (size_t i = 0; i < full.dk[l].size(); ++i) EXPECT_NEAR(a.dk[l][i], full.dk[l][i], tol_k);
     EXPECT_GT(max_abs(a.dk_q[l]), 0.0);
     EXPECT_GT(max_abs(c.dv_q[l]), 0.0);
     // Keys of the sink and of the last `window` positions are never quantized: zero gradient.
