@@ -1,18 +1,17 @@
 // PagedKvCache attention (paged_kv_cache.h): every span of a layer's batch is cut into work units
 // (block of query tokens x KV head x chunk of about kChunkRows cache rows), all units of all spans
-// run in ONE parallel region, then each span's chunks are merged in position order.
+// run as ONE thread-pool job (util/thread_pool.h, one unit per chunk), then each span's chunks are merged in position order.
 //
 // A span's units, their order and their merge order depend only on that span (its cached tokens
 // and its queries), never on the other spans in the batch or on the thread count, so a sequence
 // gets bitwise the same attention output alone or in any batch.
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include "attention/paged_attention.h"
 #include "kvcache/paged_kv_cache_records.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace mpkv {
 
@@ -89,13 +88,13 @@ void PagedKvCache::attend_batch_impl(int layer, const std::vector<AttendSpan>& s
     for (size_t u = 0; u < work[s].units.size(); ++u) all_units.push_back({(uint32_t)s, (uint32_t)u});
   }
   const int d = dims_.head_dim, group = dims_.n_head / dims_.n_head_kv;
-#pragma omp parallel if (all_units.size() > 1)
-  {
-    std::vector<float> scratch((size_t)std::max(kMaxQueriesPerCall, group) * kMaxKernelRows);
-    std::vector<int8_t> q8_bytes;
-    std::vector<float> q8_params;
-#pragma omp for schedule(dynamic, 1)
-    for (size_t i = 0; i < all_units.size(); ++i) {
+  // One unit per chunk: units differ in length, so whoever is free takes the next one.
+  parallel_for((int64_t)all_units.size(), 1, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<float> scratch;
+    thread_local std::vector<int8_t> q8_bytes;
+    thread_local std::vector<float> q8_params;
+    scratch.resize((size_t)std::max(kMaxQueriesPerCall, group) * kMaxKernelRows);
+    for (int64_t i = i0; i < i1; ++i) {
       SpanWork& w = work[all_units[i].first];
       const AttendUnit& u = w.units[all_units[i].second];
       float* p = w.state.data() + u.state;
@@ -115,7 +114,7 @@ void PagedKvCache::attend_batch_impl(int layer, const std::vector<AttendSpan>& s
       }
       attend_segments(*kern_, d, aq, w.segs[u.list].data() + u.s0, u.s1 - u.s0, scratch.data(), st);
     }
-  }
+  });
   for (SpanWork& w : work) finish_span(layer, w);
 }
 

@@ -1,26 +1,31 @@
-// The matvec driver: validates the matrix, quantizes the activations once, splits rows over
-// OpenMP threads and calls the kernel table's tile kernels (integer-dot types) or per-row dot
+// The matvec driver: validates the matrix, quantizes the activations once, hands chunks of rows to
+// the thread pool (util/thread_pool.h) and calls the kernel table's tile kernels (integer-dot types) or per-row dot
 // products (float and fallback types). Either way each output element is computed by one fixed
 // sequence of operations, whatever the number of activation rows or threads.
 #include "matvec/matvec.h"
 
-#include <omp.h>
-
 #include <algorithm>
-#include <exception>
 #include <string>
 #include <vector>
 
 #include "gguf/dequant.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace mpkv {
 
 namespace {
 
-// Below this many weight bytes a matrix is done on the calling thread: an OpenMP fork/join costs
+// Below this many weight bytes a matrix is done on the calling thread: handing out a job costs
 // a few microseconds, about what one core needs to stream 64 KiB from cache.
 constexpr size_t kMinParallelBytes = 64 * 1024;
+// Weight bytes (times activation rows) per pool chunk: small enough that a thread the OS slowed
+// down holds up the others by little (a chunk is a few microseconds), large enough that claiming
+// it (one atomic on a shared line) costs ~1% of it.
+constexpr size_t kChunkBytes = 16 * 1024;
+
+// Items per chunk when each item costs `item_bytes` of weights.
+int64_t chunk_items(size_t item_bytes) { return std::max<int64_t>(1, (int64_t)(kChunkBytes / std::max<size_t>(1, item_bytes))); }
 
 enum class MatvecPath { quant_dot, float_dot, dequant_fallback, unsupported };
 
@@ -42,20 +47,20 @@ MatvecPath path_for(GgmlType type) {
 // all n vectors (weight row stays in L1 across them).
 template <class RowFn>
 void for_each_row(const WeightMatrix& w, RowFn&& dot_rows) {
-  const bool parallel = w.rows > 1 && (size_t)w.rows * w.row_bytes >= kMinParallelBytes;
-  // Static schedule: each thread gets one contiguous chunk of rows.
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t r = 0; r < w.rows; ++r) dot_rows(w.data + (size_t)r * w.row_bytes, r);
+  const bool parallel = (size_t)w.rows * w.row_bytes >= kMinParallelBytes;
+  parallel_for(w.rows, parallel ? chunk_items(w.row_bytes) : w.rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) dot_rows(w.data + (size_t)r * w.row_bytes, r);
+  });
 }
 
 // Activation rows per panel: a panel's quantized blocks (kActPanel * cols / 32 * 40 bytes, 120 KiB
 // for 1536 columns) stay in L2 while a thread's weight rows stream past them.
 constexpr int kActPanel = 64;
 
-// y[v * rows + r] = dot(row r, xq_v) through the tile kernel. Each thread takes one contiguous range
-// of weight-row tiles; inside it, activation panels, then weight tiles of R rows, then activation
-// tiles of kQuantTileMax rows. Every (row, activation) pair gets the tile kernel's fixed arithmetic,
-// so neither n, nor the tile shapes at the edges, nor the thread split change any result.
+// y[v * rows + r] = dot(row r, xq_v) through the tile kernel. The weight-row tiles are cut into
+// chunks for the pool; inside a chunk, activation panels, then weight tiles of R rows, then
+// activation tiles of kQuantTileMax rows. Every (row, activation) pair gets the tile kernel's fixed
+// arithmetic, so neither n, nor the tile shapes at the edges, nor the chunks or threads change any result.
 void quant_tiles(QuantTileFn tile, const WeightMatrix& w, const BlockQ8Act* xq, float* y, int n) {
   const int64_t rows = w.rows, nb = w.cols / kActBlock;
   // Tile shape (speed only; results are the same for every shape): 2 weight rows x up to 4
@@ -66,12 +71,9 @@ void quant_tiles(QuantTileFn tile, const WeightMatrix& w, const BlockQ8Act* xq, 
   constexpr size_t kStreamingBytes = 8u << 20;
   const int R = (size_t)rows * w.row_bytes > kStreamingBytes ? 1 : 2;
   const int64_t n_tiles = (rows + R - 1) / R;
-  const bool parallel = n_tiles > 1 && (size_t)rows * w.row_bytes * (size_t)n >= kMinParallelBytes;
-#pragma omp parallel if (parallel)
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t per = (n_tiles + nt - 1) / nt;
-    const int64_t t0 = std::min(n_tiles, t * per), t1 = std::min(n_tiles, t0 + per);
+  const size_t tile_bytes = (size_t)R * w.row_bytes * (size_t)n;
+  const bool parallel = (size_t)rows * w.row_bytes * (size_t)n >= kMinParallelBytes;
+  parallel_for(n_tiles, parallel ? chunk_items(tile_bytes) : n_tiles, [&](int64_t t0, int64_t t1) {
     for (int v0 = 0; v0 < n; v0 += kActPanel) {
       const int v_end = std::min(n, v0 + kActPanel);
       for (int64_t ti = t0; ti < t1; ++ti) {
@@ -83,7 +85,7 @@ void quant_tiles(QuantTileFn tile, const WeightMatrix& w, const BlockQ8Act* xq, 
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -123,8 +125,9 @@ void matmul_rows_with(const MatvecKernels& k, const WeightMatrix& w, const float
       thread_local std::vector<BlockQ8Act> xq_buf;
       xq_buf.resize((size_t)n * nb);
       BlockQ8Act* xq = xq_buf.data();
-#pragma omp parallel for schedule(static) if (n >= 16)
-      for (int v = 0; v < n; ++v) k.quantize_act(x + (size_t)v * cols, xq + (size_t)v * nb, cols);
+      parallel_for(n, n >= 16 ? 4 : n, [&](int64_t v0, int64_t v1) {
+        for (int64_t v = v0; v < v1; ++v) k.quantize_act(x + (size_t)v * cols, xq + (size_t)v * nb, cols);
+      });
       quant_tiles(k.quant_tile(w.type), w, xq, y, n);
       return;
     }
@@ -137,20 +140,13 @@ void matmul_rows_with(const MatvecKernels& k, const WeightMatrix& w, const float
     }
     case MatvecPath::dequant_fallback: {
       // SLOW PATH: dequantize the row to fp32 in a per-thread buffer, then a float dot per vector.
-      // Exceptions must not leave an OpenMP region, so the first one is carried out and rethrown.
-      std::exception_ptr error;
+      // (The pool rethrows the first exception a chunk throws.)
       for_each_row(w, [&](const uint8_t* row, int64_t r) {
         thread_local std::vector<float> buf;
-        try {
-          buf.resize(cols);
-          dequantize_row(w.type, row, buf.data(), cols);
-          for (int v = 0; v < n; ++v) y[(size_t)v * rows + r] = k.dot_f32(buf.data(), x + (size_t)v * cols, cols);
-        } catch (...) {
-#pragma omp critical(mpkv_matvec_error)
-          if (!error) error = std::current_exception();
-        }
+        buf.resize(cols);
+        dequantize_row(w.type, row, buf.data(), cols);
+        for (int v = 0; v < n; ++v) y[(size_t)v * rows + r] = k.dot_f32(buf.data(), x + (size_t)v * cols, cols);
       });
-      if (error) std::rethrow_exception(error);
       return;
     }
     case MatvecPath::unsupported:
