@@ -97,6 +97,7 @@ class Pool {
   std::atomic<int> sleepers_{0};
   std::atomic<int> active_workers_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};  // a chunk of the current job threw
 
   std::mutex error_mu_;
   std::exception_ptr error_;
@@ -113,11 +114,14 @@ Pool::~Pool() {
 
 void Pool::run_chunk(uint32_t k) {
   const int64_t b = (int64_t)k * grain_, e = std::min(n_, b + grain_);
-  try {
-    fn_(ctx_, b, e);
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(error_mu_);
-    if (!error_) error_ = std::current_exception();
+  if (!failed_.load(std::memory_order_relaxed)) {
+    try {
+      fn_(ctx_, b, e);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu_);
+      if (!error_) error_ = std::current_exception();
+      failed_.store(true, std::memory_order_relaxed);
+    }
   }
   if (pending_.fetch_sub(1) == 1 && caller_sleeping_.load()) pending_.notify_all();
 }
@@ -155,6 +159,7 @@ void Pool::run(int workers, int64_t n, int64_t grain, ChunkFn fn, void* ctx) {
   n_ = n;
   grain_ = grain;
   error_ = nullptr;
+  failed_.store(false, std::memory_order_relaxed);
   const uint32_t n_chunks = (uint32_t)((n + grain - 1) / grain);
   while ((int)workers_.size() < workers) {
     const int index = (int)workers_.size();

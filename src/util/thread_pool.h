@@ -21,8 +21,8 @@ using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
 
 // Calls fn(ctx, begin, end) for the chunks [k * g, min(n, (k + 1) * g)) of [0, n), where g = grain
 // (raised when n / grain would exceed kMaxPoolChunks). Runs on pool_threads() threads, the caller
-// included; returns when every chunk is done. The first exception a chunk throws is rethrown here
-// (the other chunks still run).
+// included; returns when every chunk is done. The first exception a chunk throws is rethrown here;
+// chunks not started by then are skipped.
 void parallel_for_chunks(int64_t n, int64_t grain, ChunkFn fn, void* ctx);
 
 template <class Body>
