@@ -17,8 +17,11 @@ namespace mpkv {
 
 namespace {
 // Cache rows one attention work unit covers; long contexts split into units of about this many
-// rows so a single decoding token keeps every thread busy (partials merged afterwards).
-constexpr int kChunkRows = 1024;
+// rows so a single decoding token keeps every thread busy (partials merged afterwards). 256, not
+// 1024: at 1K context a decode step of SmolLM2 (3 KV heads) had 3 large units, so 2 threads took
+// 2/3 of the 1-thread time; at 256 it has 12-15 and the split is within ~1/12 of even
+// (docs/results/speed.md, section 4c). The unit boundaries depend only on the span, never on threads.
+constexpr int kChunkRows = 256;
 // Queries one kernel call serves (query heads of a KV head x prefill tokens).
 constexpr int kMaxQueriesPerCall = 16;
 

@@ -13,4 +13,8 @@ void dequantize_matrix(const WeightMatrix& w, float* out) {
 
 void linear_forward(const WeightMatrix& w, const float* x, float* y, int n) { matmul_rows(w, x, y, n); }
 
+void linear_forward_shared(std::initializer_list<MatmulTarget> targets, const float* x, int n) {
+  matmul_rows_shared(targets, x, n);
+}
+
 }  // namespace mpkv
