@@ -1,12 +1,12 @@
 #include "kvcache/f16_kv_cache.h"
 
-#include <omp.h>
-
 #include <cmath>
+#include <vector>
 
 #include "attention/attention_f16.h"
 #include "util/error.h"
 #include "util/fp16.h"
+#include "util/thread_pool.h"
 
 namespace mpkv {
 
@@ -62,17 +62,17 @@ void F16KvCache::attend(int seq, int layer, int n_tokens, const float* q, float*
     float* p = partial.data() + u * state;
     return SoftmaxPartialView{p, p + group, p + 2 * group};
   };
-#pragma omp parallel
-  {
-    std::vector<float> scratch((size_t)group * kChunkRows);
-#pragma omp for schedule(dynamic, 1)
-    for (size_t u = 0; u < units.size(); ++u) {
+  // One unit per pool chunk (util/thread_pool.h): whoever is free takes the next one.
+  parallel_for((int64_t)units.size(), 1, [&](int64_t u0, int64_t u1) {
+    thread_local std::vector<float> scratch;
+    scratch.resize((size_t)group * kChunkRows);
+    for (int64_t u = u0; u < u1; ++u) {
       const Unit& w = units[u];
       const float* qh = q + ((size_t)w.i * dims_.n_head + (size_t)w.h * group) * hd;
       kernel(qh, group, hd, s.k.data() + (size_t)w.h * hd, s.v.data() + (size_t)w.h * hd, row_stride, w.t0, w.t1,
              scale, scratch.data(), view(u));
     }
-  }
+  });
   // Merge chunks of each (token, head) into the first one and normalise.
   for (size_t u = 0; u < units.size();) {
     const size_t first = u;

@@ -1,25 +1,27 @@
 // PagedKvCache attention (paged_kv_cache.h): every span of a layer's batch is cut into work units
 // (block of query tokens x KV head x chunk of about kChunkRows cache rows), all units of all spans
-// run in ONE parallel region, then each span's chunks are merged in position order.
+// run as ONE thread-pool job (util/thread_pool.h, one unit per chunk), then each span's chunks are merged in position order.
 //
 // A span's units, their order and their merge order depend only on that span (its cached tokens
 // and its queries), never on the other spans in the batch or on the thread count, so a sequence
 // gets bitwise the same attention output alone or in any batch.
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include "attention/paged_attention.h"
 #include "kvcache/paged_kv_cache_records.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace mpkv {
 
 namespace {
 // Cache rows one attention work unit covers; long contexts split into units of about this many
-// rows so a single decoding token keeps every thread busy (partials merged afterwards).
-constexpr int kChunkRows = 1024;
+// rows so a single decoding token keeps every thread busy (partials merged afterwards). 256, not
+// 1024: at 1K context a decode step of SmolLM2 (3 KV heads) had 3 large units, so 2 threads took
+// 2/3 of the 1-thread time; at 256 it has 12-15 and the split is within ~1/12 of even
+// (docs/results/speed.md, section 4c). The unit boundaries depend only on the span, never on threads.
+constexpr int kChunkRows = 256;
 // Queries one kernel call serves (query heads of a KV head x prefill tokens).
 constexpr int kMaxQueriesPerCall = 16;
 
@@ -89,13 +91,13 @@ void PagedKvCache::attend_batch_impl(int layer, const std::vector<AttendSpan>& s
     for (size_t u = 0; u < work[s].units.size(); ++u) all_units.push_back({(uint32_t)s, (uint32_t)u});
   }
   const int d = dims_.head_dim, group = dims_.n_head / dims_.n_head_kv;
-#pragma omp parallel if (all_units.size() > 1)
-  {
-    std::vector<float> scratch((size_t)std::max(kMaxQueriesPerCall, group) * kMaxKernelRows);
-    std::vector<int8_t> q8_bytes;
-    std::vector<float> q8_params;
-#pragma omp for schedule(dynamic, 1)
-    for (size_t i = 0; i < all_units.size(); ++i) {
+  // One unit per chunk: units differ in length, so whoever is free takes the next one.
+  parallel_for((int64_t)all_units.size(), 1, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<float> scratch;
+    thread_local std::vector<int8_t> q8_bytes;
+    thread_local std::vector<float> q8_params;
+    scratch.resize((size_t)std::max(kMaxQueriesPerCall, group) * kMaxKernelRows);
+    for (int64_t i = i0; i < i1; ++i) {
       SpanWork& w = work[all_units[i].first];
       const AttendUnit& u = w.units[all_units[i].second];
       float* p = w.state.data() + u.state;
@@ -115,7 +117,7 @@ void PagedKvCache::attend_batch_impl(int layer, const std::vector<AttendSpan>& s
       }
       attend_segments(*kern_, d, aq, w.segs[u.list].data() + u.s0, u.s1 - u.s0, scratch.data(), st);
     }
-  }
+  });
   for (SpanWork& w : work) finish_span(layer, w);
 }
 

@@ -1,26 +1,31 @@
-// The matvec driver: validates the matrix, quantizes the activations once, splits rows over
-// OpenMP threads and calls the kernel table's tile kernels (integer-dot types) or per-row dot
+// The matvec driver: validates the matrix, quantizes the activations once, hands chunks of rows to
+// the thread pool (util/thread_pool.h) and calls the kernel table's tile kernels (integer-dot types) or per-row dot
 // products (float and fallback types). Either way each output element is computed by one fixed
 // sequence of operations, whatever the number of activation rows or threads.
 #include "matvec/matvec.h"
 
-#include <omp.h>
-
 #include <algorithm>
-#include <exception>
 #include <string>
 #include <vector>
 
 #include "gguf/dequant.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace mpkv {
 
 namespace {
 
-// Below this many weight bytes a matrix is done on the calling thread: an OpenMP fork/join costs
+// Below this many weight bytes a matrix is done on the calling thread: handing out a job costs
 // a few microseconds, about what one core needs to stream 64 KiB from cache.
 constexpr size_t kMinParallelBytes = 64 * 1024;
+// Weight bytes (times activation rows) per pool chunk: small enough that a thread the OS slowed
+// down holds up the others by little (a chunk is a few microseconds), large enough that claiming
+// it (one atomic on a shared line) costs ~1% of it.
+constexpr size_t kChunkBytes = 16 * 1024;
+
+// Items per chunk when each item costs `item_bytes` of weights.
+int64_t chunk_items(size_t item_bytes) { return std::max<int64_t>(1, (int64_t)(kChunkBytes / std::max<size_t>(1, item_bytes))); }
 
 enum class MatvecPath { quant_dot, float_dot, dequant_fallback, unsupported };
 
@@ -42,48 +47,91 @@ MatvecPath path_for(GgmlType type) {
 // all n vectors (weight row stays in L1 across them).
 template <class RowFn>
 void for_each_row(const WeightMatrix& w, RowFn&& dot_rows) {
-  const bool parallel = w.rows > 1 && (size_t)w.rows * w.row_bytes >= kMinParallelBytes;
-  // Static schedule: each thread gets one contiguous chunk of rows.
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t r = 0; r < w.rows; ++r) dot_rows(w.data + (size_t)r * w.row_bytes, r);
+  const bool parallel = (size_t)w.rows * w.row_bytes >= kMinParallelBytes;
+  parallel_for(w.rows, parallel ? chunk_items(w.row_bytes) : w.rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) dot_rows(w.data + (size_t)r * w.row_bytes, r);
+  });
 }
 
 // Activation rows per panel: a panel's quantized blocks (kActPanel * cols / 32 * 40 bytes, 120 KiB
 // for 1536 columns) stay in L2 while a thread's weight rows stream past them.
 constexpr int kActPanel = 64;
 
-// y[v * rows + r] = dot(row r, xq_v) through the tile kernel. Each thread takes one contiguous range
-// of weight-row tiles; inside it, activation panels, then weight tiles of R rows, then activation
-// tiles of kQuantTileMax rows. Every (row, activation) pair gets the tile kernel's fixed arithmetic,
-// so neither n, nor the tile shapes at the edges, nor the thread split change any result.
-void quant_tiles(QuantTileFn tile, const WeightMatrix& w, const BlockQ8Act* xq, float* y, int n) {
+// One matrix of a tile job: its kernel and output, the tile height R and how its tiles are chunked.
+struct TileJob {
+  QuantTileFn tile;
+  const WeightMatrix* w;
+  float* y;
+  int R = 1;
+  int64_t n_tiles = 0, grain = 1, first_chunk = 0;
+};
+
+// y[v * rows + r] = dot(row r, xq_v) for weight-row tiles [t0, t1) of one matrix: activation panels,
+// then weight tiles of R rows, then activation tiles of kQuantTileMax rows. Every (row, activation)
+// pair gets the tile kernel's fixed arithmetic, so neither n, nor the tile shapes at the edges, nor
+// the chunks or threads change any result.
+void run_tiles(const TileJob& j, const BlockQ8Act* xq, int n, int64_t t0, int64_t t1) {
+  const WeightMatrix& w = *j.w;
   const int64_t rows = w.rows, nb = w.cols / kActBlock;
-  // Tile shape (speed only; results are the same for every shape): 2 weight rows x up to 4
-  // activation rows (8 accumulators; each weight block decoded once per 4 activation rows, two
-  // independent fma chains when n = 1), except for matrices far larger than the caches (the 28 MiB
-  // Q8_0 output head), where one weight row at a time streams best (bench_matvec --batch and a
-  // tile-shape sweep on the 2-core EPYC VM: 2-4 interleaved row streams took 1.5-2x the CPU time).
-  constexpr size_t kStreamingBytes = 8u << 20;
-  const int R = (size_t)rows * w.row_bytes > kStreamingBytes ? 1 : 2;
-  const int64_t n_tiles = (rows + R - 1) / R;
-  const bool parallel = n_tiles > 1 && (size_t)rows * w.row_bytes * (size_t)n >= kMinParallelBytes;
-#pragma omp parallel if (parallel)
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t per = (n_tiles + nt - 1) / nt;
-    const int64_t t0 = std::min(n_tiles, t * per), t1 = std::min(n_tiles, t0 + per);
-    for (int v0 = 0; v0 < n; v0 += kActPanel) {
-      const int v_end = std::min(n, v0 + kActPanel);
-      for (int64_t ti = t0; ti < t1; ++ti) {
-        const int64_t r = ti * R;
-        const int nr = (int)std::min<int64_t>(R, rows - r);
-        for (int v = v0; v < v_end; v += kQuantTileMax) {
-          tile(w.data + (size_t)r * w.row_bytes, w.row_bytes, nr, xq + (size_t)v * nb, (size_t)nb,
-               std::min(kQuantTileMax, v_end - v), w.cols, y + (size_t)v * rows + r, (size_t)rows);
-        }
+  for (int v0 = 0; v0 < n; v0 += kActPanel) {
+    const int v_end = std::min(n, v0 + kActPanel);
+    for (int64_t ti = t0; ti < t1; ++ti) {
+      const int64_t r = ti * j.R;
+      const int nr = (int)std::min<int64_t>(j.R, rows - r);
+      for (int v = v0; v < v_end; v += kQuantTileMax) {
+        j.tile(w.data + (size_t)r * w.row_bytes, w.row_bytes, nr, xq + (size_t)v * nb, (size_t)nb,
+               std::min(kQuantTileMax, v_end - v), w.cols, j.y + (size_t)v * rows + r, (size_t)rows);
       }
     }
   }
+}
+
+// Every matrix of `jobs` times the same quantized activations xq [n, cols/32], as ONE pool job: the
+// chunks of all matrices in sequence (a decode step then waits for the threads once for Q, K and V
+// together, once for gate and up).
+void quant_tiles(std::vector<TileJob>& jobs, const BlockQ8Act* xq, int n) {
+  size_t total_bytes = 0;
+  for (const TileJob& j : jobs) total_bytes += (size_t)j.w->rows * j.w->row_bytes * (size_t)n;
+  const bool parallel = total_bytes >= kMinParallelBytes;
+  int64_t n_chunks = 0;
+  for (TileJob& j : jobs) {
+    // Tile shape (speed only; results are the same for every shape): 2 weight rows x up to 4
+    // activation rows (8 accumulators; each weight block decoded once per 4 activation rows, two
+    // independent fma chains when n = 1), except for matrices far larger than the caches (the 28 MiB
+    // Q8_0 output head), where one weight row at a time streams best (bench_matvec --batch and a
+    // tile-shape sweep on the 2-core EPYC VM: 2-4 interleaved row streams took 1.5-2x the CPU time).
+    constexpr size_t kStreamingBytes = 8u << 20;
+    j.R = (size_t)j.w->rows * j.w->row_bytes > kStreamingBytes ? 1 : 2;
+    j.n_tiles = (j.w->rows + j.R - 1) / j.R;
+    j.grain = parallel ? chunk_items((size_t)j.R * j.w->row_bytes * (size_t)n) : std::max<int64_t>(1, j.n_tiles);
+    j.first_chunk = n_chunks;
+    n_chunks += (j.n_tiles + j.grain - 1) / j.grain;
+  }
+  parallel_for(n_chunks, parallel ? 1 : std::max<int64_t>(1, n_chunks), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      size_t m = jobs.size() - 1;
+      while (jobs[m].first_chunk > c) --m;
+      const TileJob& j = jobs[m];
+      const int64_t t0 = (c - j.first_chunk) * j.grain;
+      run_tiles(j, xq, n, t0, std::min(j.n_tiles, t0 + j.grain));
+    }
+  });
+}
+
+// The integer-dot path for matrices that share x (all quant_dot types, same cols): x quantized once.
+void quant_dot_shared(const MatvecKernels& k, std::initializer_list<MatmulTarget> targets, const float* x, int n) {
+  const int64_t cols = targets.begin()->w->cols, nb = cols / kActBlock;
+  // xq: [n, cols/32] activation blocks, each row quantized on its own (so independently of n).
+  thread_local std::vector<BlockQ8Act> xq_buf;
+  xq_buf.resize((size_t)n * nb);
+  BlockQ8Act* xq = xq_buf.data();
+  parallel_for(n, n >= 16 ? 4 : n, [&](int64_t v0, int64_t v1) {
+    for (int64_t v = v0; v < v1; ++v) k.quantize_act(x + (size_t)v * cols, xq + (size_t)v * nb, cols);
+  });
+  std::vector<TileJob> jobs;
+  for (const MatmulTarget& t : targets)
+    if (t.w->rows > 0) jobs.push_back({k.quant_tile(t.w->type), t.w, t.y});
+  if (!jobs.empty()) quant_tiles(jobs, xq, n);
 }
 
 }  // namespace
@@ -117,17 +165,9 @@ void matmul_rows_with(const MatvecKernels& k, const WeightMatrix& w, const float
   const int64_t rows = w.rows, cols = w.cols;
 
   switch (path_for(w.type)) {
-    case MatvecPath::quant_dot: {
-      // xq: [n, cols/32] activation blocks, each row quantized on its own (so independently of n).
-      const int64_t nb = cols / kActBlock;
-      thread_local std::vector<BlockQ8Act> xq_buf;
-      xq_buf.resize((size_t)n * nb);
-      BlockQ8Act* xq = xq_buf.data();
-#pragma omp parallel for schedule(static) if (n >= 16)
-      for (int v = 0; v < n; ++v) k.quantize_act(x + (size_t)v * cols, xq + (size_t)v * nb, cols);
-      quant_tiles(k.quant_tile(w.type), w, xq, y, n);
+    case MatvecPath::quant_dot:
+      quant_dot_shared(k, {{&w, y}}, x, n);
       return;
-    }
     case MatvecPath::float_dot: {
       const FloatDotFn dot = k.float_dot(w.type);
       for_each_row(w, [&](const uint8_t* row, int64_t r) {
@@ -137,20 +177,13 @@ void matmul_rows_with(const MatvecKernels& k, const WeightMatrix& w, const float
     }
     case MatvecPath::dequant_fallback: {
       // SLOW PATH: dequantize the row to fp32 in a per-thread buffer, then a float dot per vector.
-      // Exceptions must not leave an OpenMP region, so the first one is carried out and rethrown.
-      std::exception_ptr error;
+      // (The pool rethrows the first exception a chunk throws.)
       for_each_row(w, [&](const uint8_t* row, int64_t r) {
         thread_local std::vector<float> buf;
-        try {
-          buf.resize(cols);
-          dequantize_row(w.type, row, buf.data(), cols);
-          for (int v = 0; v < n; ++v) y[(size_t)v * rows + r] = k.dot_f32(buf.data(), x + (size_t)v * cols, cols);
-        } catch (...) {
-#pragma omp critical(mpkv_matvec_error)
-          if (!error) error = std::current_exception();
-        }
+        buf.resize(cols);
+        dequantize_row(w.type, row, buf.data(), cols);
+        for (int v = 0; v < n; ++v) y[(size_t)v * rows + r] = k.dot_f32(buf.data(), x + (size_t)v * cols, cols);
       });
-      if (error) std::rethrow_exception(error);
       return;
     }
     case MatvecPath::unsupported:
@@ -161,6 +194,29 @@ void matmul_rows_with(const MatvecKernels& k, const WeightMatrix& w, const float
 
 void matmul_rows(const WeightMatrix& w, const float* x, float* y, int n) {
   matmul_rows_with(active_matvec_kernels(), w, x, y, n);
+}
+
+void matmul_rows_shared_with(const MatvecKernels& k, std::initializer_list<MatmulTarget> targets, const float* x, int n) {
+  MPKV_CHECK(targets.size() > 0, "matmul_rows_shared: no matrices");
+  bool grouped = true;
+  for (const MatmulTarget& t : targets) {
+    MPKV_CHECK(t.w != nullptr, "matmul_rows_shared: null matrix");
+    check_weight_matrix(*t.w);
+    grouped = grouped && path_for(t.w->type) == MatvecPath::quant_dot && t.w->cols == targets.begin()->w->cols;
+  }
+  MPKV_CHECK(n >= 0, "matmul_rows_shared: negative vector count " + std::to_string(n));
+  if (n == 0) return;
+  MPKV_CHECK(x != nullptr, "matmul_rows_shared: null x");
+  for (const MatmulTarget& t : targets) MPKV_CHECK(t.w->rows == 0 || t.y != nullptr, "matmul_rows_shared: null y");
+  if (!grouped) {
+    for (const MatmulTarget& t : targets) matmul_rows_with(k, *t.w, x, t.y, n);
+    return;
+  }
+  quant_dot_shared(k, targets, x, n);
+}
+
+void matmul_rows_shared(std::initializer_list<MatmulTarget> targets, const float* x, int n) {
+  matmul_rows_shared_with(active_matvec_kernels(), targets, x, n);
 }
 
 void matvec(const WeightMatrix& w, const float* x, float* y) { matmul_rows(w, x, y, 1); }

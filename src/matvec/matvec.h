@@ -9,13 +9,14 @@
 //   BF16                          SLOW PATH: each row is dequantized into a thread-local fp32 buffer
 //                                 and then float-dotted; about 3-10x slower than the integer paths.
 //   anything else                 Error naming the type.
-// Rows are independent: they are split across OpenMP threads (one contiguous chunk each); the caller
-// sets the thread count with omp_set_num_threads. Batch- and thread-invariant: y for one activation
+// Rows are independent: chunks of rows go to the thread pool (util/thread_pool.h; the caller sets
+// the thread count with omp_set_num_threads, i.e. `mpkv -t`). Batch- and thread-invariant: y for one activation
 // row is bit for bit the same whatever other rows are multiplied in the same call and however many
 // threads run (the integer-dot types through QuantTileFn, the others one dot per row).
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "gguf/ggml_types.h"
 #include "matvec/matvec_kernels.h"
@@ -42,6 +43,19 @@ void matmul_rows(const WeightMatrix& w, const float* x, float* y, int n);
 
 // The same with an explicit kernel table (tests run each ISA variant through the full driver).
 void matmul_rows_with(const MatvecKernels& k, const WeightMatrix& w, const float* x, float* y, int n);
+
+// One output of matmul_rows_shared: y [n, w->rows] = x W^T.
+struct MatmulTarget {
+  const WeightMatrix* w;
+  float* y;
+};
+
+// Several matrices applied to the same x [n, cols] (Q, K and V; gate and up). When all take the
+// integer-dot path, x is quantized once and the rows of all matrices go to the threads as one job,
+// so a decode step waits for its threads once instead of once per matrix. Each y gets bit for bit
+// what matmul_rows(*w, x, y, n) gives.
+void matmul_rows_shared(std::initializer_list<MatmulTarget> targets, const float* x, int n);
+void matmul_rows_shared_with(const MatvecKernels& k, std::initializer_list<MatmulTarget> targets, const float* x, int n);
 
 // Throws Error unless w can be multiplied (supported type, shape consistent with row_bytes).
 void check_weight_matrix(const WeightMatrix& w);

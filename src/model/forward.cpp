@@ -119,9 +119,7 @@ void Forward::attention_block(KvCache& cache, const std::vector<BatchToken>& bat
   const LayerAttention& la = c.attn(l);
   const int n = (int)batch.size();
   rmsnorm_forward(x_.data(), L.attn_norm.data, xn_.data(), n, c.d_model, c.rms_eps);
-  linear_forward(L.wq, xn_.data(), q_.data(), n);
-  linear_forward(L.wk, xn_.data(), k_.data(), n);
-  linear_forward(L.wv, xn_.data(), v_.data(), n);
+  linear_forward_shared({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n);
   if (c.qkv_bias) {
     add_bias(q_.data(), L.bq.data, n, c.q_dim());
     add_bias(k_.data(), L.bk.data, n, c.kv_dim());
@@ -146,8 +144,7 @@ void Forward::ffn_block(int l, int n) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = model_.weights().layers[l];
   rmsnorm_forward(x_.data(), L.ffn_norm.data, xn_.data(), n, c.d_model, c.rms_eps);
-  linear_forward(L.w_gate, xn_.data(), gate_.data(), n);
-  linear_forward(L.w_up, xn_.data(), up_.data(), n);
+  linear_forward_shared({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), n);
   gated_activation_forward(c.ffn_act, gate_.data(), up_.data(), (int64_t)n * c.d_ffn);
   linear_forward(L.w_down, gate_.data(), tmp_.data(), n);
   if (c.post_norms) rmsnorm_forward(tmp_.data(), L.ffn_post_norm.data, tmp_.data(), n, c.d_model, c.rms_eps);

@@ -11,6 +11,10 @@ namespace mpkv {
 // x: [n, w.cols], y: [n, w.rows].
 void linear_forward(const WeightMatrix& w, const float* x, float* y, int n);
 
+// Several weights applied to the same x (Q, K and V; gate and up): one thread-pool job for all of
+// them, each y exactly what linear_forward gives (matmul_rows_shared).
+void linear_forward_shared(std::initializer_list<MatmulTarget> targets, const float* x, int n);
+
 // Dequantizes the whole matrix to out [rows, cols] (parallel over rows).
 void dequantize_matrix(const WeightMatrix& w, float* out);
 

@@ -3,18 +3,28 @@
 #include <cmath>
 #include <vector>
 
+#include "util/thread_pool.h"
+
 namespace mpkv {
 
+namespace {
+// Pool chunks (util/thread_pool.h) of the row-wise ops (prefill only: decode rows run serially)
+// and of the element-wise ones; each row / element is computed the same way on any thread.
+constexpr int64_t kRowsPerChunk = 4;
+constexpr int64_t kElementsPerChunk = 16384;
+}  // namespace
+
 void rmsnorm_forward(const float* x, const float* w, float* out, int n, int d, float eps) {
-#pragma omp parallel for if (n > 4)
-  for (int i = 0; i < n; ++i) {
-    const float* xi = x + (size_t)i * d;
-    float* oi = out + (size_t)i * d;
-    double ss = 0.0;
-    for (int j = 0; j < d; ++j) ss += (double)xi[j] * xi[j];
-    const float inv = 1.0f / std::sqrt((float)(ss / d) + eps);
-    for (int j = 0; j < d; ++j) oi[j] = xi[j] * inv * w[j];
-  }
+  parallel_for(n, n > 4 ? kRowsPerChunk : n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* xi = x + (size_t)i * d;
+      float* oi = out + (size_t)i * d;
+      double ss = 0.0;
+      for (int j = 0; j < d; ++j) ss += (double)xi[j] * xi[j];
+      const float inv = 1.0f / std::sqrt((float)(ss / d) + eps);
+      for (int j = 0; j < d; ++j) oi[j] = xi[j] * inv * w[j];
+    }
+  });
 }
 
 void rope_forward(float* x, const int* pos, int n, int n_heads, int head_dim, RopeStyle style, float base,
@@ -22,40 +32,43 @@ void rope_forward(float* x, const int* pos, int n, int n_heads, int head_dim, Ro
   const int half = head_dim / 2;
   std::vector<float> inv_freq(half);
   for (int j = 0; j < half; ++j) inv_freq[j] = std::pow(base, -2.0f * (float)j / (float)head_dim);
-#pragma omp parallel for if (n > 4)
-  for (int i = 0; i < n; ++i) {
-    const float p = (float)pos[i] * pos_scale / rope_scale;
-    for (int j = 0; j < half; ++j) {
-      const float theta = p * inv_freq[j];
-      const float c = std::cos(theta), s = std::sin(theta);
-      for (int h = 0; h < n_heads; ++h) {
-        float* xh = x + ((size_t)i * n_heads + h) * head_dim;
-        const int a = style == RopeStyle::adjacent ? 2 * j : j;
-        const int b = style == RopeStyle::adjacent ? 2 * j + 1 : j + half;
-        const float x0 = xh[a], x1 = xh[b];
-        xh[a] = x0 * c - x1 * s;
-        xh[b] = x0 * s + x1 * c;
+  parallel_for(n, n > 4 ? kRowsPerChunk : n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float p = (float)pos[i] * pos_scale / rope_scale;
+      for (int j = 0; j < half; ++j) {
+        const float theta = p * inv_freq[j];
+        const float c = std::cos(theta), s = std::sin(theta);
+        for (int h = 0; h < n_heads; ++h) {
+          float* xh = x + ((size_t)i * n_heads + h) * head_dim;
+          const int a = style == RopeStyle::adjacent ? 2 * j : j;
+          const int b = style == RopeStyle::adjacent ? 2 * j + 1 : j + half;
+          const float x0 = xh[a], x1 = xh[b];
+          xh[a] = x0 * c - x1 * s;
+          xh[b] = x0 * s + x1 * c;
+        }
       }
     }
-  }
+  });
 }
 
 void swiglu_forward(float* gate, const float* up, int64_t n) {
-#pragma omp parallel for if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+  parallel_for(n, n > 65536 ? kElementsPerChunk : n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float g = gate[i];
+      gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  });
 }
 
 void geglu_tanh_forward(float* gate, const float* up, int64_t n) {
   constexpr float kSqrt2OverPi = 0.79788456080286535588f;
   constexpr float kCubic = 0.044715f;
-#pragma omp parallel for if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = gate[i];
-    gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCubic * x * x))) * up[i];
-  }
+  parallel_for(n, n > 65536 ? kElementsPerChunk : n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float x = gate[i];
+      gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCubic * x * x))) * up[i];
+    }
+  });
 }
 
 void gated_activation_forward(FfnActivation act, float* gate, const float* up, int64_t n) {

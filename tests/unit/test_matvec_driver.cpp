@@ -201,6 +201,64 @@ TEST_P(MatvecDriver, Avx512DriverMatchesRefDriver) {
 INSTANTIATE_TEST_SUITE_P(Types, MatvecDriver, ::testing::ValuesIn(kAllTypes),
                          [](const auto& info) { return ggml_type_name((uint32_t)info.param); });
 
+// matmul_rows_shared (Q, K, V in one pool job): each output equals its own matmul_rows bit for bit,
+// at 1, 2 and 3 threads, for n = 1 and 5, with mixed integer-dot types (grouped), with a float
+// type among them (done one by one), and with matrices small enough to stay on one thread.
+TEST(MatvecDriverShared, EachOutputEqualsItsOwnMatmul) {
+  const int saved = omp_get_max_threads();
+  const int64_t cols = 768;
+  for (const std::vector<GgmlType>& types : std::vector<std::vector<GgmlType>>{
+           {GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K}, {GgmlType::Q4_0, GgmlType::F16}}) {
+    for (int64_t rows0 : {3, 301}) {
+      std::vector<TestMatrix> ms;
+      for (size_t i = 0; i < types.size(); ++i) ms.push_back(make_test_matrix(types[i], rows0 + 64 * (int64_t)i, cols, 70 + (uint32_t)i));
+      for (int n : {1, 5}) {
+        std::vector<float> x;
+        for (int v = 0; v < n; ++v) {
+          const std::vector<float> xv = make_activations(cols, 900 + v);
+          x.insert(x.end(), xv.begin(), xv.end());
+        }
+        omp_set_num_threads(1);
+        std::vector<std::vector<float>> alone(ms.size());
+        for (size_t i = 0; i < ms.size(); ++i) {
+          alone[i].resize((size_t)n * ms[i].rows);
+          matmul_rows(ms[i].view(), x.data(), alone[i].data(), n);
+        }
+        for (int threads : {1, 2, 3}) {
+          omp_set_num_threads(threads);
+          std::vector<WeightMatrix> ws;
+          std::vector<std::vector<float>> ys(ms.size());
+          for (size_t i = 0; i < ms.size(); ++i) {
+            ws.push_back(ms[i].view());
+            ys[i].assign((size_t)n * ms[i].rows, -1.0f);
+          }
+          if (ms.size() == 3)
+            matmul_rows_shared({{&ws[0], ys[0].data()}, {&ws[1], ys[1].data()}, {&ws[2], ys[2].data()}}, x.data(), n);
+          else
+            matmul_rows_shared({{&ws[0], ys[0].data()}, {&ws[1], ys[1].data()}}, x.data(), n);
+          for (size_t i = 0; i < ms.size(); ++i)
+            for (size_t e = 0; e < ys[i].size(); ++e)
+              ASSERT_EQ(ys[i][e], alone[i][e]) << ggml_type_name((uint32_t)types[i]) << " rows " << ms[i].rows << " n " << n
+                                               << " threads " << threads << " element " << e;
+        }
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+TEST(MatvecDriverShared, BadInputIsRejected) {
+  const TestMatrix a = make_test_matrix(GgmlType::Q4_1, 8, 64, 1), b = make_test_matrix(GgmlType::Q4_1, 8, 64, 2);
+  const WeightMatrix wa = a.view(), wb = b.view();
+  const std::vector<float> x(64, 1.0f);
+  std::vector<float> y(8);
+  EXPECT_THROW(matmul_rows_shared({{&wa, y.data()}, {nullptr, y.data()}}, x.data(), 1), Error);
+  EXPECT_THROW(matmul_rows_shared({{&wa, y.data()}, {&wb, nullptr}}, x.data(), 1), Error);
+  EXPECT_THROW(matmul_rows_shared({{&wa, y.data()}}, nullptr, 1), Error);
+  EXPECT_THROW(matmul_rows_shared({{&wa, y.data()}}, x.data(), -1), Error);
+  EXPECT_THROW(matmul_rows_shared({}, x.data(), 1), Error);
+}
+
 TEST(MatvecDriverFallback, SlowPathIsExactlyBf16) {
   for (GgmlType t : kAllTypes) {
     EXPECT_EQ(matvec_uses_dequant_fallback(t), t == GgmlType::BF16) << ggml_type_name((uint32_t)t);
