@@ -42,7 +42,8 @@ std::string eval_markdown(const EvalReportInfo& info, const std::vector<EvalRow>
          "quantized and dequantized at their final bits (no window). KL = KL(16-bit || method) in nats, top-1 = "
          "argmax agreement with the 16-bit cache, both at the scored positions. Stored bits/element = every byte the "
          "cache holds at the end (codes, scales, zeros, fp16 sink and window, page metadata) * 8 / K and V "
-         "elements; progressive caches ran under a budget that just holds every window at its final bits.\n\n";
+         "elements the model needs then (a sliding-window layer: its last W positions only); progressive caches ran "
+         "under a budget that just holds every window at its final bits.\n\n";
     s += "Intervals: " + fmt("%.0f", 100 * info.ci.level) + "% block bootstrap (" + std::to_string(info.ci.resamples) +
          " resamples, seed " + std::to_string(info.ci.seed) + ") over " + std::to_string(rows.front().ci_blocks) +
          " blocks of " + std::to_string(info.ci.block) + " consecutive scored positions of one window; dPPL paired with "

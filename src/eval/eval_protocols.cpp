@@ -123,8 +123,15 @@ std::vector<EvalRow> eval_decode(const Model& model, const std::vector<int32_t>&
   bar.finish();
   std::vector<EvalRow> rows = make_rows("decode", ref, methods, acc, now_s() - t0, o);
   const double tokens_held = (double)W * (o.n_ctx - 1);
+  // K/V elements the model needs at the end: a sliding-window layer needs only its last W positions
+  // (Gemma 3: 5 of 6 layers), so the x axis is not flattered by the positions those layers dropped.
   const KvDims d = model.config().kv_dims();
-  const double elements = tokens_held * d.n_layer * d.n_head_kv * d.head_dim * 2;
+  double layer_positions = 0;
+  for (int l = 0; l < d.n_layer; ++l) {
+    const int win = d.window_of(l);
+    layer_positions += win > 0 ? std::min(o.n_ctx - 1, win) : o.n_ctx - 1;
+  }
+  const double elements = W * layer_positions * d.n_head_kv * d.head_dim * 2;
   for (int m = -1; m < M; ++m) {
     const double bytes = (double)dec.cache(m).bytes_used();
     rows[m + 1].stored_bits_per_element = bytes * 8 / elements;

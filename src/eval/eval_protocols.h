@@ -44,6 +44,7 @@ struct EvalRow {
   double ppl = 0, ppl_delta_pct = 0;  // delta against the same protocol's 16-bit row
   double kl_mean = 0, kl_p99 = 0, top1 = 1;
   double stored_bits_per_element = -1;  // decode only: every byte the cache holds at the end * 8 / elements
+                                        // it must hold (sliding-window layers: their last W positions)
   double bytes_per_token = -1;          // decode only: same bytes / tokens held
   int64_t scored = 0;
   double seconds = 0;                   // the protocol's wall time (all methods together for decode)
