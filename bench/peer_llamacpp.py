@@ -96,7 +96,11 @@ def log_softmax_nll(logits, target):
 def cmd_ppl(a):
     text = open(a.file, encoding="utf-8").read()
     llm = load(a.model, a.ctx, a.threads, True, a.kv_type, a.flash_attn)
-    toks = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+    # As llama.cpp's perplexity tool and `mpkv ppl`: tokenize with the model's add_bos, and when it adds BOS,
+    # BOS replaces the first token of every window (Gemma 3 adds BOS; SmolLM2 does not, so nothing changes).
+    add_bos = bool(llm._model.add_bos_token())
+    bos = llm.token_bos()
+    toks = llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=False)
     n_chunks = len(toks) // a.ctx
     if a.chunks > 0:
         n_chunks = min(n_chunks, a.chunks)
@@ -104,7 +108,9 @@ def cmd_ppl(a):
     nll = []
     t0 = time.time()
     for c in range(n_chunks):
-        chunk = toks[c * a.ctx:(c + 1) * a.ctx]
+        chunk = list(toks[c * a.ctx:(c + 1) * a.ctx])
+        if add_bos and bos >= 0:
+            chunk[0] = bos
         llm.reset()
         llm.eval(chunk)
         sc = np.array(llm.scores[: a.ctx], dtype=np.float64)

@@ -28,6 +28,7 @@ struct EvalArgs {
   std::vector<std::string> drift_methods;
   std::vector<double> drift_bits;
   int n_ctx = 2048, windows = 2, threads = 0, drift_tokens = 0, drift_bucket = 256;
+  BootstrapOptions ci;
 };
 
 // The matrix without f16 (the reference of every protocol), with model identity for plan checks.
@@ -68,6 +69,10 @@ void register_eval(CLI::App& app) {
   sub->add_option("--drift-bits", a->drift_bits, "bits for drift (default: --bits)")->delimiter(',');
   sub->add_option("--drift-bucket", a->drift_bucket, "generated positions per drift point")
       ->capture_default_str()->check(integer_in(1, 1 << 20, ">= 1"));
+  sub->add_option("--ci-block", a->ci.block, "scored positions per bootstrap block (consecutive, one window)")
+      ->capture_default_str()->check(integer_in(1, 1 << 20, ">= 1"));
+  sub->add_option("--ci-resamples", a->ci.resamples, "bootstrap resamples of the 95% intervals")
+      ->capture_default_str()->check(integer_in(10, 1000000, "in [10, 1000000]"));
   add_threads_option(sub, a->threads);
   sub->add_option("--json", a->json, "write the results as JSON");
   sub->add_option("--md", a->md, "write the markdown report to this file too");
@@ -114,6 +119,7 @@ void register_eval(CLI::App& app) {
     info.threads = threads;
     info.tokens_in_file = tokens.size();
     info.skipped = text_m.skipped;
+    info.ci = a->ci;
 
     std::vector<EvalRow> rows;
     if (!a->file.empty()) {
@@ -122,6 +128,7 @@ void register_eval(CLI::App& app) {
       o.windows = a->windows;
       o.add_bos = tok.add_bos();
       o.bos = tok.bos();
+      o.bootstrap = a->ci;
       std::fprintf(stderr, "eval: %zu methods, %d windows of %d tokens of %s\n", text_m.methods.size(), a->windows,
                    a->n_ctx, a->file.c_str());
       if (decode)

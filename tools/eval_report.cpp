@@ -8,6 +8,10 @@ namespace mpkv::cli {
 
 namespace {
 
+// Below this many bootstrap blocks a resample sees too few distinct blocks for its spread to stand
+// for the sampling spread (with 2 blocks, e.g., the interval collapses).
+constexpr int64_t kFewBlocks = 16;
+
 std::string fmt(const char* f, double x) {
   char s[64];
   std::snprintf(s, sizeof s, f, x);
@@ -38,12 +42,25 @@ std::string eval_markdown(const EvalReportInfo& info, const std::vector<EvalRow>
          "quantized and dequantized at their final bits (no window). KL = KL(16-bit || method) in nats, top-1 = "
          "argmax agreement with the 16-bit cache, both at the scored positions. Stored bits/element = every byte the "
          "cache holds at the end (codes, scales, zeros, fp16 sink and window, page metadata) * 8 / K and V "
-         "elements; progressive caches ran under a budget that just holds every window at its final bits.\n\n";
-    s += "| method | avg bits | protocol | PPL | dPPL % | KL mean | KL p99 | top-1 % | stored bits/elem | bytes/token |\n";
-    s += "|---|---|---|---|---|---|---|---|---|---|\n";
+         "elements the model needs then (a sliding-window layer: its last W positions only); progressive caches ran "
+         "under a budget that just holds every window at its final bits.\n\n";
+    s += "Intervals: " + fmt("%.0f", 100 * info.ci.level) + "% block bootstrap (" + std::to_string(info.ci.resamples) +
+         " resamples, seed " + std::to_string(info.ci.seed) + ") over " + std::to_string(rows.front().ci_blocks) +
+         " blocks of " + std::to_string(info.ci.block) + " consecutive scored positions of one window; dPPL paired with "
+         "the 16-bit row on the same positions." +
+         (rows.front().ci_blocks < kFewBlocks
+              ? " **Fewer than " + std::to_string(kFewBlocks) + " blocks: too few for the intervals to be trusted "
+                "(they come out too narrow); use more windows or a smaller --ci-block.**"
+              : std::string()) +
+         "\n\n";
+    s += "| method | avg bits | protocol | PPL | dPPL % | dPPL 95% CI | KL mean | KL 95% CI | KL p99 | top-1 % | "
+         "stored bits/elem | bytes/token |\n";
+    s += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const EvalRow& r : rows) {
       s += "| " + r.label + " | " + fmt("%g", r.bits) + " | " + r.protocol + " | " + fmt("%.4f", r.ppl) + " | " +
-           fmt("%+.2f", r.ppl_delta_pct) + " | " + fmt("%.5f", r.kl_mean) + " | " + fmt("%.4f", r.kl_p99) + " | " +
+           fmt("%+.2f", r.ppl_delta_pct) + " | [" + fmt("%+.2f", r.ci.ppl_delta_pct.lo) + ", " +
+           fmt("%+.2f", r.ci.ppl_delta_pct.hi) + "] | " + fmt("%.5f", r.kl_mean) + " | [" + fmt("%.5f", r.ci.kl_mean.lo) +
+           ", " + fmt("%.5f", r.ci.kl_mean.hi) + "] | " + fmt("%.4f", r.kl_p99) + " | " +
            fmt("%.2f", 100 * r.top1) + " | " +
            (r.stored_bits_per_element >= 0 ? fmt("%.2f", r.stored_bits_per_element) : std::string("-")) + " | " +
            (r.bytes_per_token >= 0 ? fmt("%.0f", r.bytes_per_token) : std::string("-")) + " |\n";
@@ -77,7 +94,9 @@ std::string eval_json(const EvalReportInfo& info, const std::vector<EvalRow>& ro
   nlohmann::json j = {{"command", info.command}, {"model", info.model}, {"file", info.file}, {"n_ctx", info.n_ctx},
                       {"windows", info.windows}, {"tokens_used", (int64_t)info.windows * info.n_ctx},
                       {"tokens_in_file", info.tokens_in_file}, {"threads", info.threads}, {"seconds", info.seconds},
-                      {"skipped", info.skipped}};
+                      {"skipped", info.skipped},
+                      {"bootstrap", {{"block", info.ci.block}, {"resamples", info.ci.resamples},
+                                     {"level", info.ci.level}, {"seed", info.ci.seed}}}};
   j["scored"] = rows.empty() ? 0 : rows.front().scored;
   j["rows"] = nlohmann::json::array();
   for (const EvalRow& r : rows) {
@@ -86,6 +105,14 @@ std::string eval_json(const EvalReportInfo& info, const std::vector<EvalRow>& ro
                         {"kl_p99", r.kl_p99}, {"top1", r.top1}, {"scored", r.scored}, {"seconds", r.seconds}};
     x["stored_bits_per_element"] = r.stored_bits_per_element >= 0 ? nlohmann::json(r.stored_bits_per_element) : nlohmann::json();
     x["bytes_per_token"] = r.bytes_per_token >= 0 ? nlohmann::json(r.bytes_per_token) : nlohmann::json();
+    auto ci = [](const RowIntervals& c) {
+      return nlohmann::json{{"block", c.block}, {"ppl_delta_pct", {c.ppl_delta_pct.lo, c.ppl_delta_pct.hi}},
+                            {"kl_mean", {c.kl_mean.lo, c.kl_mean.hi}}};
+    };
+    x["ci95"] = ci(r.ci);
+    x["ci_blocks"] = r.ci_blocks;
+    x["ci95_by_block"] = nlohmann::json::array();
+    for (const RowIntervals& c : r.ci_by_block) x["ci95_by_block"].push_back(ci(c));
     j["rows"].push_back(x);
   }
   if (drift) {

@@ -14,6 +14,7 @@ struct EvalReportInfo {
   size_t tokens_in_file = 0;
   std::vector<std::string> skipped;
   double seconds = 0;
+  BootstrapOptions ci;  // how the rows' intervals were made
 };
 
 // What the drift generation was: its chat prompt and the reference's text.

@@ -1,5 +1,6 @@
 #include "eval/eval_protocols.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -34,11 +35,22 @@ void check_no_f16(const std::vector<EvalMethod>& methods) {
     MPKV_CHECK(m.kv.method != "f16" || !m.kv.plan_file.empty(), "eval: f16 is the reference; do not list it as a method");
 }
 
+// Intervals of a method's dPPL (paired with the reference at the same positions) and mean KL.
+RowIntervals row_intervals(const MetricAccumulator& ref, const MetricAccumulator& a, BootstrapOptions o, int block) {
+  MPKV_ASSERT(a.n == ref.n && a.stream == ref.stream, "eval: a method and the reference scored different positions");
+  o.block = block;
+  const std::vector<int32_t> blocks = bootstrap_blocks(a.stream, block);
+  const std::vector<double> kl(a.kl.begin(), a.kl.end());
+  return {block, bootstrap_ppl_delta_pct(a.nll, ref.nll, blocks, o), bootstrap_mean(kl, blocks, o)};
+}
+
 // Fills rows for the reference and each method from accumulators.
 std::vector<EvalRow> make_rows(const std::string& protocol, const MetricAccumulator& ref,
                                const std::vector<EvalMethod>& methods, const std::vector<MetricAccumulator>& acc,
-                               double seconds) {
+                               double seconds, const TextEvalOptions& o) {
   std::vector<EvalRow> rows;
+  const std::vector<int32_t> blocks = bootstrap_blocks(ref.stream, o.bootstrap.block);
+  const int64_t n_blocks = blocks.empty() ? 0 : *std::max_element(blocks.begin(), blocks.end()) + 1;
   auto row = [&](const std::string& method, const std::string& label, double bits, const MetricAccumulator& a) {
     EvalRow r;
     r.method = method;
@@ -52,6 +64,9 @@ std::vector<EvalRow> make_rows(const std::string& protocol, const MetricAccumula
     r.top1 = a.top1_rate();
     r.scored = a.n;
     r.seconds = seconds;
+    r.ci = row_intervals(ref, a, o.bootstrap, o.bootstrap.block);
+    for (int b : o.sensitivity_blocks) r.ci_by_block.push_back(row_intervals(ref, a, o.bootstrap, b));
+    r.ci_blocks = n_blocks;
     rows.push_back(r);
   };
   row("f16", "f16", 16, ref);
@@ -99,17 +114,24 @@ std::vector<EvalRow> eval_decode(const Model& model, const std::vector<int32_t>&
       for (int w = 0; w < W; ++w) targets[w] = win[w][t + 1];
 #pragma omp parallel for
       for (int w = 0; w < W; ++w) log_softmax(logits.data() + (size_t)w * n_vocab, n_vocab, ref_logp.data() + (size_t)w * n_vocab);
-      for (int w = 0; w < W; ++w) ref.add({-ref_logp[(size_t)w * n_vocab + targets[w]], 0.0, true});
+      for (int w = 0; w < W; ++w) ref.add({-ref_logp[(size_t)w * n_vocab + targets[w]], 0.0, true}, w);
       compare_rows(ref_logp, logits.data() + (size_t)W * n_vocab, M * W, W, n_vocab, targets, cmp);
-      for (int r = 0; r < M * W; ++r) acc[r / W].add(cmp[r]);
+      for (int r = 0; r < M * W; ++r) acc[r / W].add(cmp[r], r % W);
     }
     bar.update(t + 1);
   }
   bar.finish();
-  std::vector<EvalRow> rows = make_rows("decode", ref, methods, acc, now_s() - t0);
+  std::vector<EvalRow> rows = make_rows("decode", ref, methods, acc, now_s() - t0, o);
   const double tokens_held = (double)W * (o.n_ctx - 1);
+  // K/V elements the model needs at the end: a sliding-window layer needs only its last W positions
+  // (Gemma 3: 5 of 6 layers), so the x axis is not flattered by the positions those layers dropped.
   const KvDims d = model.config().kv_dims();
-  const double elements = tokens_held * d.n_layer * d.n_head_kv * d.head_dim * 2;
+  double layer_positions = 0;
+  for (int l = 0; l < d.n_layer; ++l) {
+    const int win = d.window_of(l);
+    layer_positions += win > 0 ? std::min(o.n_ctx - 1, win) : o.n_ctx - 1;
+  }
+  const double elements = W * layer_positions * d.n_head_kv * d.head_dim * 2;
   for (int m = -1; m < M; ++m) {
     const double bytes = (double)dec.cache(m).bytes_used();
     rows[m + 1].stored_bits_per_element = bytes * 8 / elements;
@@ -158,18 +180,18 @@ std::vector<EvalRow> eval_prefill_fake(const Model& model, const std::vector<int
 #pragma omp parallel for
         for (int i = 0; i < n_scored; ++i)
           log_softmax(logits.data() + (size_t)i * n_vocab, n_vocab, ref_logp.data() + (size_t)i * n_vocab);
-        for (int i = 0; i < n_scored; ++i) ref.add({-ref_logp[(size_t)i * n_vocab + targets[i]], 0.0, true});
+        for (int i = 0; i < n_scored; ++i) ref.add({-ref_logp[(size_t)i * n_vocab + targets[i]], 0.0, true}, w);
       } else {
         // Rows are positions here: "stream" i of n_scored, each with its own reference row.
         compare_rows(ref_logp, logits.data(), n_scored, n_scored, n_vocab, targets, cmp);
-        for (const auto& c : cmp) acc[m].add(c);
+        for (const auto& c : cmp) acc[m].add(c, w);
       }
       bar.update((size_t)w * (M + 1) + m + 2);
     }
   }
   bar.finish();
   for (int m = 0; m < M; ++m) acc[m] = acc[same[m]];
-  return make_rows("prefill-fake", ref, methods, acc, now_s() - t0);
+  return make_rows("prefill-fake", ref, methods, acc, now_s() - t0, o);
 }
 
 DriftResult eval_drift(const Model& model, const std::vector<int32_t>& prompt, const std::vector<EvalMethod>& methods,

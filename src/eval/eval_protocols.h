@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/block_bootstrap.h"
 #include "eval/lockstep_decoder.h"
 
 namespace mpkv {
@@ -27,6 +28,14 @@ struct TextEvalOptions {
   bool add_bos = false;
   int32_t bos = -1;
   bool progress = true;
+  BootstrapOptions bootstrap;         // the intervals of every row (bootstrap.block positions per block)
+  std::vector<int> sensitivity_blocks{1, 16, 64, 256, 1024};  // extra block lengths, for the JSON only
+};
+
+// A row's intervals at one block length (block_bootstrap.h).
+struct RowIntervals {
+  int block = 0;
+  Interval ppl_delta_pct, kl_mean;
 };
 
 struct EvalRow {
@@ -35,9 +44,15 @@ struct EvalRow {
   double ppl = 0, ppl_delta_pct = 0;  // delta against the same protocol's 16-bit row
   double kl_mean = 0, kl_p99 = 0, top1 = 1;
   double stored_bits_per_element = -1;  // decode only: every byte the cache holds at the end * 8 / elements
+                                        // it must hold (sliding-window layers: their last W positions)
   double bytes_per_token = -1;          // decode only: same bytes / tokens held
   int64_t scored = 0;
   double seconds = 0;                   // the protocol's wall time (all methods together for decode)
+  // Block bootstrap 95% intervals of ppl_delta_pct (paired with the 16-bit row on the same positions)
+  // and kl_mean: `ci` at TextEvalOptions::bootstrap.block, `ci_by_block` at sensitivity_blocks.
+  RowIntervals ci;
+  std::vector<RowIntervals> ci_by_block;
+  int64_t ci_blocks = 0;                // blocks resampled at bootstrap.block
 };
 
 // Throws Error when the text has fewer than windows * n_ctx tokens. The reference row (method

@@ -37,11 +37,13 @@ TokenComparison compare_token(const double* ref_logp, const float* logits, int n
   return c;
 }
 
-void MetricAccumulator::add(const TokenComparison& c) {
+void MetricAccumulator::add(const TokenComparison& c, int32_t stream_id) {
   nll_sum += c.nll;
   ++n;
   top1 += c.top1 ? 1 : 0;
   kl.push_back((float)c.kl);
+  nll.push_back(c.nll);
+  stream.push_back(stream_id);
 }
 
 double MetricAccumulator::ppl() const { return n ? std::exp(nll_sum / n) : 0.0; }

@@ -23,13 +23,16 @@ TokenComparison compare_token(const double* ref_logp, const float* logits, int n
 // Index of the largest value (first on ties); the float one is the sampler's (engine/sampler.h).
 int argmax(const double* x, int n);
 
-// Running sums over scored tokens of one method; the KL values are kept for percentiles.
+// Running sums over scored tokens of one method. Every token's NLL and KL are kept, with the stream
+// (text window) it came from, for percentiles and block bootstrap intervals (block_bootstrap.h).
 struct MetricAccumulator {
   double nll_sum = 0;
   int64_t n = 0, top1 = 0;
   std::vector<float> kl;
+  std::vector<double> nll;
+  std::vector<int32_t> stream;
 
-  void add(const TokenComparison& c);
+  void add(const TokenComparison& c, int32_t stream_id = 0);
   double ppl() const;          // exp(mean NLL)
   double kl_mean() const;
   double kl_percentile(double p) const;  // nearest-rank percentile, p in (0, 100]

@@ -49,7 +49,7 @@ TEST(CliEval, MatrixWithPlanBothProtocolsAndDrift) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string json = dir() + "/eval.json", md = dir() + "/eval.md";
   r = run_cli("eval -m " + m + " -f " + text + " --methods f16,kivi,progressive,ratequant --bits 2,2.5 --plan-dir " + plans +
-              " -c 256 --windows 2 --drift-tokens 40 --drift-bucket 16 --drift-methods kivi --drift-bits 2 -t 1 --json " +
+              " -c 256 --windows 2 --ci-block 16 --drift-tokens 40 --drift-bucket 16 --drift-methods kivi --drift-bits 2 -t 1 --json " +
               json + " --md " + md);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::ifstream f(json);
@@ -63,11 +63,27 @@ TEST(CliEval, MatrixWithPlanBothProtocolsAndDrift) {
   int decode = 0;
   for (const auto& row : j["rows"]) {
     EXPECT_EQ(row["scored"], 2 * (256 - 1 - 128));
+    // Bootstrap intervals: at --ci-block 16, 2 windows x 127 scored positions make 2 x 8 blocks; the
+    // interval brackets the row's own estimate (a mean over all blocks is inside its resampling range).
+    const auto& ci = row["ci95"];
+    EXPECT_EQ(ci["block"], 16);
+    EXPECT_EQ(row["ci_blocks"], 16);
+    EXPECT_EQ(row["ci95_by_block"].size(), 5u);
+    const double dlo = ci["ppl_delta_pct"][0], dhi = ci["ppl_delta_pct"][1];
+    const double klo = ci["kl_mean"][0], khi = ci["kl_mean"][1];
     if (row["method"] == "f16") {
       EXPECT_EQ(row["kl_mean"], 0.0);
       EXPECT_EQ(row["top1"], 1.0);
+      EXPECT_EQ(dlo, 0.0);
+      EXPECT_EQ(dhi, 0.0);
+      EXPECT_EQ(khi, 0.0);
     } else {
       EXPECT_GT(row["kl_mean"].get<double>(), 0.0) << row["label"];
+      EXPECT_LT(klo, khi) << row["label"];
+      EXPECT_LE(klo, row["kl_mean"].get<double>()) << row["label"];
+      EXPECT_GE(khi, row["kl_mean"].get<double>()) << row["label"];
+      EXPECT_LE(dlo, row["ppl_delta_pct"].get<double>()) << row["label"];
+      EXPECT_GE(dhi, row["ppl_delta_pct"].get<double>()) << row["label"];
     }
     if (row["protocol"] == "decode") {
       ++decode;
