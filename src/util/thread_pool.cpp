@@ -81,7 +81,7 @@ class Pool {
 
  private:
   Pool() : spin_us_(pool_spin_us()) {}
-  void worker_main(int index);
+  void worker_main(int index, uint32_t seen);
   void claim_and_run();
   void run_chunk(uint32_t k);
 
@@ -134,10 +134,14 @@ void Pool::claim_and_run() {
   }
 }
 
-void Pool::worker_main(int index) {
+// `seen`: wake_ as the creator read it before bumping it for the job that started this worker. A
+// worker that first runs after that bump (or after the destructor's) must still see it as new: read
+// here, it would equal the latest value and the worker would sleep through the stop signal, and
+// ~Pool's join would hang (seen at exit under load, issue 11).
+void Pool::worker_main(int index, uint32_t seen) {
   t_in_pool = true;
-  uint32_t seen = wake_.load(std::memory_order_acquire);
   for (;;) {
+    if (stop_.load()) return;
     const bool active = index < active_workers_.load(std::memory_order_relaxed);
     auto new_job = [&] { return wake_.load(std::memory_order_acquire) != seen; };
     if (!active || !spin_until(new_job, spin_us_)) {
@@ -161,9 +165,10 @@ void Pool::run(int workers, int64_t n, int64_t grain, ChunkFn fn, void* ctx) {
   error_ = nullptr;
   failed_.store(false, std::memory_order_relaxed);
   const uint32_t n_chunks = (uint32_t)((n + grain - 1) / grain);
+  const uint32_t seen = wake_.load();  // before this job's bump below
   while ((int)workers_.size() < workers) {
     const int index = (int)workers_.size();
-    workers_.emplace_back([this, index] { worker_main(index); });
+    workers_.emplace_back([this, index, seen] { worker_main(index, seen); });
   }
   active_workers_.store(workers, std::memory_order_relaxed);
   pending_.store(n_chunks, std::memory_order_relaxed);

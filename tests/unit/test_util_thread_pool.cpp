@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <mutex>
 #include <set>
@@ -153,6 +154,24 @@ TEST(ThreadPool, ThreadCountFollowsOpenMp) {
 #pragma omp parallel num_threads(2)
   {
     EXPECT_EQ(pool_threads(), 1);  // inside an active OpenMP region: serial
+  }
+}
+
+// A process that exits right after its first pooled job: workers created for that job may first
+// run after ~Pool has signalled them to stop. They must still stop, or exit hangs in ~Pool's join
+// (it did, under load, before the fix). Each child is a fresh process (threadsafe death-test
+// style re-runs the binary), so its pool is new; a hang shows as this test timing out.
+TEST(ThreadPoolDeathTest, ExitRightAfterTheFirstJobReturns) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EXIT(
+        {
+          omp_set_num_threads(4);
+          std::atomic<int> sum{0};
+          parallel_for(64, 1, [&](int64_t b, int64_t) { sum.fetch_add((int)b); });
+          std::exit(sum.load() == 63 * 64 / 2 ? 0 : 1);
+        },
+        testing::ExitedWithCode(0), "");
   }
 }
 
