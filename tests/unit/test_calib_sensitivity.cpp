@@ -6,19 +6,11 @@
 #include <random>
 
 #include "calib/sensitivity.h"
+#include "fixtures/model_config.h"
 #include "util/error.h"
 
 namespace mpkv::calib {
 namespace {
-
-ModelConfig config(int n_layer, int n_head_kv, int hd) {
-  ModelConfig c;
-  c.n_layer = n_layer;
-  c.n_head = 2 * n_head_kv;
-  c.n_head_kv = n_head_kv;
-  c.head_dim = hd;
-  return c;
-}
 
 KvGradients<float> zeros(const ModelConfig& c, int T) {
   KvGradients<float> g;
@@ -38,7 +30,7 @@ SensitivityOptions options(int hd, std::vector<int> bits) {
 // Z = 0, S = (3 - 0) / 3 = 1 (exact in fp16), so 0.4 -> code 0 -> error 0.4 and every other entry
 // is exact. With G = 2 at that entry, s_K(2) = 0.8. Values are all exact (error 0).
 TEST(Sensitivity, HandComputedTwoBitCase) {
-  const ModelConfig c = config(1, 1, 8);
+  const ModelConfig c = test::gqa2_config(1, 1, 8);
   KvGradients<float> g = zeros(c, 1);
   g.k[0] = {0, 0.4f, 3, 3, 3, 3, 3, 3};
   g.dk[0] = {1, 2, 1, 1, 1, 1, 1, 1};
@@ -57,7 +49,7 @@ TEST(Sensitivity, HandComputedTwoBitCase) {
 
 // w averages over tokens and over sequences: G = c everywhere gives head_dim * c^2.
 TEST(Sensitivity, RateQuantWeightIsMeanSquaredGradientNorm) {
-  const ModelConfig c = config(2, 2, 8);
+  const ModelConfig c = test::gqa2_config(2, 2, 8);
   SensitivityAccumulator acc(c, options(8, {4}));
   for (float val : {1.0f, 3.0f}) {
     KvGradients<float> g = zeros(c, 5);
@@ -85,7 +77,7 @@ KvGradients<float> random_grads(const ModelConfig& c, int T, uint64_t seed) {
 }
 
 TEST(Sensitivity, DecreasesWithBitsAndIsLinearInTheGradient) {
-  const ModelConfig c = config(2, 2, 16);
+  const ModelConfig c = test::gqa2_config(2, 2, 16);
   KvGradients<float> g = random_grads(c, 64, 1);
   SensitivityAccumulator a1(c, options(16, {2, 3, 4, 8, 16}));
   a1.add(g);
@@ -113,7 +105,7 @@ TEST(Sensitivity, DecreasesWithBitsAndIsLinearInTheGradient) {
 // Smoothed keys: s and w equal those of an unsmoothed run on K / lambda with gradient G * lambda
 // (the stored keys and the gradient wrt them); values are untouched.
 TEST(Sensitivity, SmoothingEqualsQuantizingScaledKeys) {
-  const ModelConfig c = config(1, 2, 8);
+  const ModelConfig c = test::gqa2_config(1, 2, 8);
   const KvGradients<float> g = random_grads(c, 16, 2);
   SmoothingScales s;
   s.n_layer = 1;
@@ -145,7 +137,7 @@ TEST(Sensitivity, SmoothingEqualsQuantizingScaledKeys) {
 
 // KIVI keys quantize whole groups of 32 tokens; the 8 tokens past the last group count as exact.
 TEST(Sensitivity, KiviLeavesThePartialTokenGroupUnquantized) {
-  const ModelConfig c = config(1, 1, 8);
+  const ModelConfig c = test::gqa2_config(1, 1, 8);
   KvGradients<float> g = random_grads(c, 40, 3);
   SensitivityOptions o = options(8, {2});
   o.key.method = QuantMethod::kivi;
@@ -158,7 +150,7 @@ TEST(Sensitivity, KiviLeavesThePartialTokenGroupUnquantized) {
 }
 
 TEST(Sensitivity, RejectsBadInput) {
-  const ModelConfig c = config(1, 1, 8);
+  const ModelConfig c = test::gqa2_config(1, 1, 8);
   EXPECT_THROW(SensitivityAccumulator(c, options(8, {})), Error);
   EXPECT_THROW(SensitivityAccumulator(c, options(8, {5})), Error);
   EXPECT_THROW(SensitivityAccumulator(c, options(16, {2})), Error);
@@ -167,12 +159,12 @@ TEST(Sensitivity, RejectsBadInput) {
   KvGradients<float> g = zeros(c, 4);
   g.dv[0].pop_back();
   EXPECT_THROW(acc.add(g), Error);
-  g = zeros(config(2, 1, 8), 4);
+  g = zeros(test::gqa2_config(2, 1, 8), 4);
   EXPECT_THROW(acc.add(g), Error);
 }
 
 TEST(Sensitivity, ReportSerialises) {
-  const ModelConfig c = config(2, 1, 8);
+  const ModelConfig c = test::gqa2_config(2, 1, 8);
   SensitivityAccumulator acc(c, options(8, {2, 4}));
   acc.add(random_grads(c, 8, 4));
   const nlohmann::json j = acc.report();

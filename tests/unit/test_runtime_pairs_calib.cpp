@@ -11,6 +11,7 @@
 #include "calib/distortion_fits.h"
 #include "calib/quantized_pairs.h"
 #include "calib/sensitivity.h"
+#include "fixtures/model_config.h"
 #include "fixtures/tiny_model.h"
 #include "kvcache/kv_cache_factory.h"
 #include "test_support.h"
@@ -45,11 +46,12 @@ double max_abs(const std::vector<double>& v) {
 }
 
 // 150 tokens: two attention blocks of the backward (128 queries each), so block-local column
-// ranges are exercised too.
-TEST(QuantizedPairGradients, DisjointRangesAddUpToTheFullGradient) {
-  auto model = tiny_llama();
-  ActivationBackward<double> ab(*model);
-  const auto toks = tokens(150, model->config().n_vocab);
+// ranges are exercised too. Pair ranges are absolute key positions; on a sliding-window layer the
+// backward's columns start at the window's first key (key0), so ranges that begin before it must
+// be clipped there, and the three ranges still add up to the full gradient.
+void expect_disjoint_ranges_add_up(const Model& model) {
+  ActivationBackward<double> ab(model);
+  const auto toks = tokens(150, model.config().n_vocab);
   const int sink = 3, window = 17;
   const auto qend = [&](int t) { return std::max(sink, t + 1 - window); };
   KvGradients<double> full, a, b, c;
@@ -61,7 +63,8 @@ TEST(QuantizedPairGradients, DisjointRangesAddUpToTheFullGradient) {
   ab.run(toks, 1.0, b);
   ab.set_quantized_pairs([&](int, int t, int& k0, int& k1) { k0 = qend(t), k1 = t + 1; });
   ab.run(toks, 1.0, c);
-  for (int l = 0; l < model->config().n_layer; ++l) {
+  for (int l = 0; l < model.config().n_layer; ++l) {
+    SCOPED_TRACE("layer " + std::to_string(l));
     const double tol_k = kSumRel * max_abs(full.dk[l]), tol_v = kSumRel * max_abs(full.dv[l]);
     for (size_t i = 0; i < full.dk[l].size(); ++i) {
       EXPECT_NEAR(a.dk_q[l][i] + b.dk_q[l][i] + c.dk_q[l][i], full.dk[l][i], tol_k);
@@ -74,10 +77,19 @@ TEST(QuantizedPairGradients, DisjointRangesAddUpToTheFullGradient) {
     EXPECT_GT(max_abs(a.dk_q[l]), 0.0);
     EXPECT_GT(max_abs(c.dv_q[l]), 0.0);
     // Keys of the sink and of the last `window` positions are never quantized: zero gradient.
-    const size_t kvd = model->config().kv_dim();
+    const size_t kvd = model.config().kv_dim();
     for (int t : {0, sink - 1, 149 - window + 1, 149})
       for (size_t j = 0; j < kvd; ++j) EXPECT_EQ(a.dk_q[l][(size_t)t * kvd + j], 0.0);
   }
+}
+
+TEST(QuantizedPairGradients, DisjointRangesAddUpToTheFullGradient) { expect_disjoint_ranges_add_up(*tiny_llama()); }
+
+// Gemma 3 shape: five sliding-window layers (window 40 < 150 tokens, so most queries' first key is
+// past the sink) and one global layer.
+TEST(QuantizedPairGradients, DisjointRangesAddUpOnSlidingWindowLayers) {
+  auto model = test::load_tiny_model("calib_pairs_tiny_gemma3", test::tiny_gemma3_spec(40));
+  expect_disjoint_ranges_add_up(*model);
 }
 
 TEST(QuantizedPairs, FollowTheCacheRuleForSinkWindowAndTokenGroups) {
@@ -102,15 +114,6 @@ TEST(QuantizedPairs, FollowTheCacheRuleForSinkWindowAndTokenGroups) {
   EXPECT_EQ(k1 - k0, 0);
 }
 
-ModelConfig config(int n_layer, int n_head_kv, int hd) {
-  ModelConfig c;
-  c.n_layer = n_layer;
-  c.n_head = 2 * n_head_kv;
-  c.n_head_kv = n_head_kv;
-  c.head_dim = hd;
-  return c;
-}
-
 KvGradients<float> random_grads(const ModelConfig& c, int T, uint64_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
@@ -127,7 +130,7 @@ KvGradients<float> random_grads(const ModelConfig& c, int T, uint64_t seed) {
 // With quantized-pair gradients the accumulator uses them (zero there: zero sensitivity and
 // weight); positions before first_quantized are left out.
 TEST(SensitivityOverRuntimePairs, UsesPairGradientsAndSkipsTheSink) {
-  const ModelConfig c = config(1, 1, 8);
+  const ModelConfig c = test::gqa2_config(1, 1, 8);
   SensitivityOptions o;
   o.key.head_dim = o.value.head_dim = 8;
   o.bits = {2};
