@@ -9,11 +9,11 @@
 #           tail, pi-scale 4, uniform quantizer) -> calibration_report_smollm2.json
 #   plans   ratequant / pmkvq / combined at 2.5 and 3 bits and the fixed splits K3/V2, K2/V3, K4/V2,
 #           K3/V3, K2/V4 from that report (one sequence of 4096 tokens, window 128, sink 1)
-#   eval    mpkv eval --methods f16,ratequant,split,combined,pmkvq:3,progressive:3 --bits 2.5,3
+#   eval    mpkv eval --methods f16,ratequant,split --bits 2.5,3
 #           (decode protocol, CTX tokens x WINDOWS windows of WikiText-2 test; the stored bits per
 #           element column is the bytes check: every split at b must equal ratequant-b)
 # Usage: scripts/ratequant_vs_splits.sh [BUILD_DIR] [calib] [plans] [eval]
-# Env: CTX (default 2048), WINDOWS (default 1), THREADS (default 1), CALIB_N (default 16).
+# Env: CTX (default 1024), WINDOWS (default 2), THREADS (default 1), CALIB_N (default 16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -24,8 +24,8 @@ MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
 WIKI=../shared/data/wikitext-2/test.txt
 OUT=docs/results/plans_fid5
 REPORT=$OUT/calibration_report_smollm2.json
-CTX=${CTX:-2048}
-WINDOWS=${WINDOWS:-1}
+CTX=${CTX:-1024}
+WINDOWS=${WINDOWS:-2}
 THREADS=${THREADS:-1}
 CALIB_N=${CALIB_N:-16}
 mkdir -p "$OUT"
@@ -57,7 +57,7 @@ fi
 
 if [[ " $STAGES " == *" eval "* ]]; then
   cmd=($MPKV eval -m $MODEL -f $WIKI -c "$CTX" --windows "$WINDOWS" --protocols decode
-       --methods f16,ratequant,split,combined,pmkvq:3,progressive:3 --bits 2.5,3 --plan-dir "$OUT" -t "$THREADS"
+       --methods f16,ratequant,split --bits 2.5,3 --plan-dir "$OUT" -t "$THREADS"
        --json "$OUT/eval_c$CTX.json" --md "$OUT/eval_c$CTX.md")
   { echo "\$ ${cmd[*]}"; "${cmd[@]}" 2>&1 | grep -v '\['; } | tee "$OUT/eval_c${CTX}_log.txt"
 fi
