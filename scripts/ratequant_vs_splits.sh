@@ -12,13 +12,17 @@
 #   eval    mpkv eval --methods f16,ratequant,split --bits 2.5,3
 #           (decode protocol, CTX tokens x WINDOWS windows of WikiText-2 test; the stored bits per
 #           element column is the bytes check: every split at b must equal ratequant-b)
-# Usage: scripts/ratequant_vs_splits.sh [BUILD_DIR] [calib] [plans] [eval]
+#   ppl     the PPL rows of docs/results/calibration.md ("The plans run"), re-run with the current
+#           code: `mpkv ppl -c 512 --chunks 4` for f16, uniform K3/V3, the 3-bit plans of plans/
+#           (issue 12 d2) and of plans_fid5/ (this calibration), the fixed splits and a direct
+#           (non-progressive) combined plan
+# Usage: scripts/ratequant_vs_splits.sh [BUILD_DIR] [calib] [plans] [eval] [ppl]
 # Env: CTX (default 1024), WINDOWS (default 2), THREADS (default 1), CALIB_N (default 16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 shift || true
-STAGES=${*:-calib plans eval}
+STAGES=${*:-calib plans eval ppl}
 MPKV=$BUILD/mpkv
 MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
 WIKI=../shared/data/wikitext-2/test.txt
@@ -60,4 +64,20 @@ if [[ " $STAGES " == *" eval "* ]]; then
        --methods f16,ratequant,split --bits 2.5,3 --plan-dir "$OUT" -t "$THREADS"
        --json "$OUT/eval_c$CTX.json" --md "$OUT/eval_c$CTX.md")
   { echo "\$ ${cmd[*]}"; "${cmd[@]}" 2>&1 | grep -v '\['; } | tee "$OUT/eval_c${CTX}_log.txt"
+fi
+
+if [[ " $STAGES " == *" ppl "* ]]; then
+  $MPKV calibrate -m $MODEL --quantizer uniform -o "$OUT/combined_direct_3.json" --report-in "$REPORT" \
+    --method combined --avg-bits 3 --direct > /dev/null
+  : > "$OUT/ppl_log.txt"
+  ppl() {  # KV options...
+    local cmd=($MPKV ppl -m $MODEL -f $WIKI -c 512 --chunks 4 -t "$THREADS" "$@")
+    { echo "\$ ${cmd[*]}"; "${cmd[@]}" 2>&1 | grep -v '\['; } | tee -a "$OUT/ppl_log.txt"
+  }
+  ppl
+  ppl --kv-method uniform --kv-bits 3
+  for p in docs/results/plans/{pmkvq,ratequant,combined}_3 $OUT/{pmkvq,ratequant,combined,combined_direct}_3 \
+           $OUT/fixed_k4v2 $OUT/fixed_k3v3; do
+    ppl --kv-plan "$p.json"
+  done
 fi
