@@ -112,7 +112,11 @@ TEST(CliCalibrate, BadOptionsAndInfeasibleBudgetsAreErrorsWithoutOutput) {
   struct Case { std::string args, fragment; };
   for (const Case& c : std::vector<Case>{
            {" --method greedy --avg-bits 3", "--method 'greedy' is not one of pmkvq, ratequant, combined"},
-           {" --method pmkvq", "give exactly one of --avg-bits B or --kv-budget-mib M"},
+           {" --method pmkvq", "give exactly one of --avg-bits B, --kv-budget-mib M"},
+           {" --method fixed --k-bits 4", "needs both --k-bits and --v-bits"},
+           {" --method fixed --k-bits 4 --v-bits 2 --avg-bits 3", "give exactly one of"},
+           {" --method pmkvq --k-bits 4 --v-bits 2", "apply to --method fixed"},
+           {" --method fixed --k-bits 5 --v-bits 1", "bits"},
            {" --method pmkvq --avg-bits 3 --kv-budget-mib 1 --max-len 64", "give exactly one of"},
            {" --method ratequant --avg-bits 9", "--avg-bits 9"},
            {" --method ratequant --kv-budget-mib 1", "needs --max-len"},
