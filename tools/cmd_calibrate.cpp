@@ -5,7 +5,7 @@
 // Two stages, so one calibration serves many plans:
 //   1. calibration (src/calib/calibrate.h run_calibration): key maxima at positions t * pi_scale,
 //      per-layer smoothing alpha (scored at the plan's bits, alpha 0 = none), gradients -> PM-KVQ
-//      s(b) and RateQuant w over what the plan's cache quantizes (sink and fp16 window left out);
+//      s(b) and RateQuant w, both over what the plan's cache quantizes (sink and fp16 window left out);
 //      then the distortion fits D(b) = alpha beta^-b per (layer, KV head, K|V) on the K/V of the
 //      first kFitWindows windows as the cache stores them (calib/kv_collector.h,
 //      calib/distortion_fits.h). The result is calib::CalibrationInputs; --report-out saves it
@@ -51,6 +51,7 @@ struct Args {
   double avg_bits = 0, budget_mib = 0, pi_scale = 4;
   int64_t max_len = 0;
   int calib_n = 16, calib_len = 512, window = kDefaultKvWindow, sink = kDefaultKvSink, threads = 0;
+  int k_bits = 0, v_bits = 0;  // --method fixed: an explicit K/V split
   double force_beta = 0;
   bool smooth = true, per_head = false, progress = true, all_pairs = false, progressive = false, direct = false;
 };
@@ -72,7 +73,10 @@ calib::CalibrationDataOptions data_options(const Args& a) {
 // The allocation request (validated, budget checked) before anything is calibrated.
 calib::PlanRequest plan_request(const Args& a, CLI::App* sub, const ModelConfig& c, const KvModelIdentity& id) {
   const bool by_bits = sub->count("--avg-bits") > 0, by_budget = sub->count("--kv-budget-mib") > 0;
-  MPKV_CHECK(by_bits != by_budget, "give exactly one of --avg-bits B or --kv-budget-mib M (with --max-len N)");
+  const bool by_split = sub->count("--k-bits") + sub->count("--v-bits") > 0;
+  MPKV_CHECK(by_split ? !by_bits && !by_budget : by_bits != by_budget,
+             "give exactly one of --avg-bits B, --kv-budget-mib M (with --max-len N) or, for --method fixed, "
+             "--k-bits K --v-bits V");
   MPKV_CHECK(!by_budget || (std::isfinite(a.budget_mib) && a.budget_mib > 0),
              "--kv-budget-mib must be a positive number of MiB");
   MPKV_CHECK(!by_budget || sub->count("--max-len") > 0,
@@ -89,6 +93,8 @@ calib::PlanRequest plan_request(const Args& a, CLI::App* sub, const ModelConfig&
   r.budget_bytes = by_budget ? (int64_t)std::floor(a.budget_mib * 1048576.0) : 0;
   r.avg_bits = a.avg_bits;
   r.progressive = a.progressive;
+  r.k_bits = a.k_bits;
+  r.v_bits = a.v_bits;
   r.direct = a.direct;
   r.force_beta = a.force_beta;
   calib::resolve_budget(r);  // Error now, not after minutes of calibration
@@ -116,7 +122,7 @@ void validate_args(const Args& a) {
 // The smoothing search's widths: the plan's average bits as a fixed plan stores them (b + 0.5:
 // keys b + 1, values b), each raised to the next width the quantizer supports.
 std::pair<int, int> smoothing_bits(QuantMethod q, double avg_bits) {
-  const std::vector<int> ok = calib::supported_fit_bits(q);
+  const std::vector<int> ok = supported_distortion_bits(q);
   const auto up = [&](int b) {
     for (int w : ok)
       if (w >= b) return w;
@@ -179,7 +185,7 @@ calib::CalibrationInputs calibrate_now(const Args& a, const Model& model, const 
   const calib::KvSamples kv =
       calib::collect_kv(model, windows, r.smoothing.lambda, [&](size_t w) { bar.update(w); }, runtime.sink);
   calib::CalibrationInputs in;
-  in.fits = calib::fit_components(kv, q, calib::supported_fit_bits(q));
+  in.fits = calib::fit_components(kv, q, supported_distortion_bits(q));
   in.fit_k = in.fits.pooled_key;
   in.fit_v = in.fits.pooled_value;
   bar.finish();
@@ -203,6 +209,7 @@ calib::CalibrationInputs calibrate_now(const Args& a, const Model& model, const 
   report["distortion_fits"]["bits"] = in.fits.bits;
   report["smoothing_bits"] = {o.smoothing.key.bits, o.smoothing.value.bits};
   report["sensitivity_over"] = a.all_pairs ? "all positions and pairs" : "the runtime's quantized pairs";
+  report["alpha_search_over"] = report["sensitivity_over"];
   print_calibration(a, r, in);
   return in;
 }
@@ -296,6 +303,9 @@ void register_calibrate(CLI::App& app) {
   sub->add_flag("--smooth,!--no-smooth", a->smooth, "key smoothing (default on)");
   sub->add_flag("--per-head", a->per_head, "pmkvq: one width per (layer, KV head) instead of per layer");
   sub->add_flag("--progressive", a->progressive, "fixed: finals on the ladder, pages start at 16 bits");
+  sub->add_option("--k-bits", a->k_bits, "fixed: key bits of an explicit K/V split (with --v-bits, instead of --avg-bits)")
+      ->check(integer_in(1, 8, "in [1, 8]"));
+  sub->add_option("--v-bits", a->v_bits, "fixed: value bits of an explicit K/V split")->check(integer_in(1, 8, "in [1, 8]"));
   sub->add_flag("--direct", a->direct, "pmkvq / combined: write the finals as a fixed-width plan (ablation)");
   sub->add_option("--force-beta", a->force_beta, "ratequant / combined: replace every fitted beta (ablation)");
   sub->add_flag("--all-pairs", a->all_pairs,

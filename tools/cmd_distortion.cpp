@@ -4,7 +4,8 @@
 // The text is run through the model in windows of --ctx tokens (fresh f16 cache per window) until
 // --tokens tokens are seen; calib::collect_kv (the collector calibration uses) keeps keys and
 // values per (layer, KV head). Each
-// component is measured on its own (MSE per bit-width for every method); the per-(quantizer, K|V)
+// component is measured on its own (MSE for every method at every width in [1, 8] it supports, as
+// calibration's fits: quant/distortion.h supported_distortion_bits); the per-(quantizer, K|V)
 // curve is the mean MSE over components at each bit-width, fitted by least squares on ln MSE.
 //
 // --check --report-in R: the prediction check (docs/calibration.md): from a fixed-width plan at

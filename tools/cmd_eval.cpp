@@ -52,7 +52,7 @@ void register_eval(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("eval", "KV methods x bits side by side: decode / prefill-fake quality, drift");
   sub->add_option("-m,--model", a->model, "GGUF model file")->required();
   sub->add_option("-f,--file", a->file, "text for perplexity / KL (omit to run only --drift-tokens)");
-  sub->add_option("--methods", a->methods, "f16 uniform kivi rotated turbo progressive pmkvq ratequant combined; name:b pins bits")
+  sub->add_option("--methods", a->methods, "f16 uniform kivi rotated turbo progressive pmkvq ratequant combined split plan:NAME; name:b pins bits")
       ->delimiter(',')->capture_default_str();
   sub->add_option("--bits", a->bits, "average bits (multiples of 0.5)")->delimiter(',')->capture_default_str();
   sub->add_option("--protocols", a->protocols, "decode, prefill-fake")->delimiter(',')->capture_default_str();

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "eval/perplexity.h"
 #include "kvcache/kv_cache_factory.h"
+#include "kvcache/run_budget.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -48,6 +49,9 @@ void register_ppl(CLI::App& app) {
     const ModelConfig& c = model->config();
     MPKV_CHECK(a->n_ctx <= c.n_ctx_train * 4, "context " + std::to_string(a->n_ctx) + " is far beyond the model's trained context");
     const KvDims dims = c.kv_dims();
+    // A progressive plan without --kv-budget-mib: the bytes one window needs with its full pages at
+    // their final bits, not the budget of a longer sequence it was solved for (kvcache/run_budget.h).
+    a->kv.budget_mib = run_budget_mib(a->kv, dims, 1, a->n_ctx);
     // Validates the options and the budget before any output.
     warn_if_nothing_quantized(make_kv_cache(a->kv, dims)->plan(), a->n_ctx);
     std::fprintf(stderr, "ppl: %zu tokens in %s; windows of %d, second half scored, prefilled in chunks of <= %d\n",

@@ -79,6 +79,9 @@ CalibrationReport run_calibration(const Model& model, const CalibrationData& dat
   r.timings.weights_s = seconds_since(t0);
   const size_t n = data.samples.size();
 
+  // What the runtime plan's cache quantizes: both the alpha search and the gradients count only that.
+  std::optional<QuantizedPairs> pairs;
+  if (o.runtime) pairs.emplace(*o.runtime);
   if (o.smooth) {
     t0 = std::chrono::steady_clock::now();
     std::vector<std::vector<AttentionSample>> kept;
@@ -96,9 +99,13 @@ CalibrationReport run_calibration(const Model& model, const CalibrationData& dat
     r.smoothing.n_head_kv = c.n_head_kv;
     r.smoothing.head_dim = c.head_dim;
     r.smoothing.rope_style = c.rope_style;
+    if (pairs) {
+      o.smoothing.quantized_pairs = pairs->range();
+      o.smoothing.first_quantized = pairs->sink();
+    }
     ProgressBar bar("calibrate: smoothing alpha", c.n_layer, o.progress);
     for (int l = 0; l < c.n_layer; ++l) {
-      LayerAlphaSearch s = search_layer_alpha(c, kept[l], r.key_maxima.max_abs[l].data(), o.smoothing);
+      LayerAlphaSearch s = search_layer_alpha(c, l, kept[l], r.key_maxima.max_abs[l].data(), o.smoothing);
       r.smoothing.alpha.push_back(s.alpha);
       r.smoothing.lambda.push_back(
           pair_lambda(r.key_maxima.max_abs[l].data(), c.n_head_kv, c.head_dim, c.rope_style, s.alpha));
@@ -112,9 +119,7 @@ CalibrationReport run_calibration(const Model& model, const CalibrationData& dat
   }
 
   t0 = std::chrono::steady_clock::now();
-  std::optional<QuantizedPairs> pairs;
-  if (o.runtime) {
-    pairs.emplace(*o.runtime);
+  if (pairs) {
     ab.set_quantized_pairs(pairs->range());
     o.sensitivity.first_quantized = pairs->sink();
   }

@@ -1,7 +1,8 @@
 // The calibration pass behind `mpkv calibrate`, up to (not including) the allocators:
 //   1. key maxima: forward over every calibration window at RoPE positions t * pi_scale, max |K|
 //      per (layer, KV channel); the first `alpha_samples` windows also keep q, k, v per layer;
-//   2. alpha search per layer (smoothing.h) -> SmoothingScales;
+//   2. alpha search per layer (smoothing.h) -> SmoothingScales; with a runtime plan, scored on the
+//      (query, key) pairs its cache quantizes (the sink and fp16 window read exact keys);
 //   3. gradients: forward + backward over every window (positions t * gradient_pos_scale), feeding
 //      the sensitivity accumulator (with the smoothing of step 2, so key errors are those of the
 //      keys as they will be stored). With a runtime plan, only what its cache quantizes counts:

@@ -6,19 +6,6 @@
 
 namespace mpkv::calib {
 
-std::vector<int> supported_fit_bits(QuantMethod m) {
-  std::vector<int> out;
-  for (int b = 1; b <= 8; ++b) {
-    QuantOptions o{m, KvRole::key, b, 64, 0};
-    try {
-      validate(o);
-      out.push_back(b);
-    } catch (const Error&) {
-    }
-  }
-  return out;
-}
-
 namespace {
 
 bool all_positive(const std::vector<double>& v) {

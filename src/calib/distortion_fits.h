@@ -1,8 +1,9 @@
 // RateQuant's distortion model per component (docs/calibration.md, "Distortion fits"): for every
 // (layer, KV head, K|V), the MSE of the quantizer on that component's own keys or values (as the
 // cache stores them: smoothed keys, the sink left out) at every width the quantizer supports in
-// [1, 8], and the fit D(b) = alpha * beta^-b by least squares on ln MSE with its R^2. A component
-// whose MSE is zero at some width (a dead head) takes the pooled fit (mean MSE over components).
+// [1, 8] (supported_distortion_bits, quant/distortion.h), and the fit D(b) = alpha * beta^-b by
+// least squares on ln MSE with its R^2. A component whose MSE is zero at some width (a dead head)
+// takes the pooled fit (mean MSE over components).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -23,9 +24,6 @@ struct ComponentFits {
   double min_r2() const;
   double mean_r2() const;
 };
-
-// The widths the quantizer supports in [1, 8]: min-max codes {1, 2, 3, 4, 8}, turbo {1, 2, 3, 4}.
-std::vector<int> supported_fit_bits(QuantMethod m);
 
 // Error when kv has fewer vectors than one token group, or bits is invalid for the quantizer.
 ComponentFits fit_components(const KvSamples& kv, QuantMethod q, const std::vector<int>& bits);

@@ -25,6 +25,9 @@ bool is_progressive(const PlanRequest& r) {
 // is taken as s(8) * (2^8 - 1) / (2^16 - 1) (docs/calibration.md).
 double sensitivity_at_16(double s8) { return s8 * 255.0 / 65535.0; }
 
+// The average bits the budget is taken at: an explicit K/V split's mean, else avg_bits.
+double request_bits(const PlanRequest& r) { return r.k_bits > 0 ? (r.k_bits + r.v_bits) / 2.0 : r.avg_bits; }
+
 std::string mib(double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f MiB", b / 1048576.0);
@@ -195,8 +198,9 @@ void allocate_ratequant(const CalibrationInputs& in, const PlanRequest& r, int64
   if (r.force_beta > 0) out.summary += "\n  ablation: every beta forced to " + std::to_string(r.force_beta);
 }
 
-// The baseline widths of a fixed plan at avg bits b: (keys, values).
+// The baseline widths of a fixed plan: the explicit split, or the widths at avg bits b: (keys, values).
 std::pair<int, int> fixed_widths(const PlanRequest& r) {
+  if (r.k_bits > 0) return {r.k_bits, r.v_bits};
   const int lo = (int)std::floor(r.avg_bits + 1e-9);
   const bool half = std::fabs(r.avg_bits - lo) > 1e-9;
   if (!r.progressive) return {half ? lo + 1 : lo, lo};
@@ -239,7 +243,7 @@ const char* plan_method_name(PlanMethod m) {
 }
 
 double budget_avg_bits(const PlanRequest& r, int64_t budget) {
-  if (r.budget_bytes <= 0) return r.avg_bits;
+  if (r.budget_bytes <= 0) return request_bits(r);
   const double t2 = uniform_plan_bytes(r, 2), t4 = uniform_plan_bytes(r, 4);
   return 2.0 + 2.0 * ((double)budget - t2) / (t4 - t2);
 }
@@ -252,6 +256,16 @@ std::vector<int> plan_candidate_bits(PlanMethod m, QuantMethod q) {
 void validate(const PlanRequest& r) {
   MPKV_CHECK(r.method != PlanMethod::fixed || r.budget_bytes == 0, "--method fixed takes --avg-bits, not a budget");
   MPKV_CHECK(!r.progressive || r.method == PlanMethod::fixed, "--progressive applies to --method fixed only");
+  MPKV_CHECK((r.k_bits > 0) == (r.v_bits > 0), "a K/V split needs both --k-bits and --v-bits");
+  if (r.k_bits > 0) {
+    MPKV_CHECK(r.method == PlanMethod::fixed && !r.progressive,
+               "--k-bits / --v-bits apply to --method fixed (not --progressive) only");
+    for (int b : {r.k_bits, r.v_bits}) {
+      QuantOptions q{r.quantizer, KvRole::key, b, 64, 0};
+      MPKV_CHECK(b >= 1 && b <= 8, "--k-bits / --v-bits must be in [1, 8], not " + std::to_string(b));
+      validate(q);  // a width the quantizer has (Error naming it)
+    }
+  }
   MPKV_CHECK(!r.direct || r.method == PlanMethod::pmkvq || r.method == PlanMethod::combined,
              "--direct applies to --method pmkvq or combined");
   MPKV_CHECK(r.force_beta == 0 || (std::isfinite(r.force_beta) && r.force_beta > 1 &&
@@ -264,7 +278,7 @@ void validate(const PlanRequest& r) {
   MPKV_CHECK(r.max_len >= 1 && r.max_len <= (1 << 24), "--max-len must be in [1, 2^24]");
   MPKV_CHECK(r.window >= 0 && r.sink >= 0, "--window and --sink must be >= 0");
   MPKV_CHECK(r.budget_bytes >= 0, "the budget must be positive");
-  if (r.budget_bytes == 0) {
+  if (r.budget_bytes == 0 && r.k_bits == 0) {
     const std::vector<int> cb = plan_candidate_bits(r.method, r.quantizer);
     MPKV_CHECK(std::isfinite(r.avg_bits) && r.avg_bits >= cb.front() && r.avg_bits <= cb.back(),
                "--avg-bits " + std::to_string(r.avg_bits) + " is outside [" + std::to_string(cb.front()) + ", " +
@@ -299,7 +313,7 @@ double uniform_plan_bytes(const PlanRequest& r, double bits) {
 
 int64_t resolve_budget(const PlanRequest& r) {
   validate(r);
-  const int64_t budget = r.budget_bytes > 0 ? r.budget_bytes : (int64_t)std::floor(uniform_plan_bytes(r, r.avg_bits));
+  const int64_t budget = r.budget_bytes > 0 ? r.budget_bytes : (int64_t)std::floor(uniform_plan_bytes(r, request_bits(r)));
   const int lo_bits = plan_candidate_bits(r.method, r.quantizer).front();
   const int64_t lo = plan_bytes(request_plan(r, lo_bits), r.max_len);
   MPKV_CHECK(budget >= lo, "a budget of " + mib((double)budget) + " (" + std::to_string(budget) +
@@ -334,7 +348,7 @@ PlanAllocation allocate_plan(const CalibrationInputs& in, const PlanRequest& r) 
   KvPlanSolve& s = out.plan.solve;
   s.max_len = r.max_len;
   s.budget_bytes = budget;
-  s.target_avg_bits = r.budget_bytes > 0 ? 0 : r.avg_bits;
+  s.target_avg_bits = r.budget_bytes > 0 ? 0 : request_bits(r);
   s.bytes = plan_bytes(out.plan, r.max_len);
   if (r.method == PlanMethod::fixed) s.budget_bytes = s.bytes;  // nothing was solved: its own bytes
   double sum = 0;

@@ -14,8 +14,10 @@
 //   combined   RateQuant finals on the ladder {2, 4, 8}, reached progressively from 16 bits; shrink
 //              costs w * D(b).
 //   fixed      a baseline with the calibration's smoothing: every component at the average bits as
-//              `--kv-method <quantizer>` would store it (b + 0.5: keys b + 1, values b); with
-//              `progressive`, finals on the ladder (3: K4/V2). For the ablations (docs/calibration.md).
+//              `--kv-method <quantizer>` would store it (b + 0.5: keys b + 1, values b), or at an
+//              explicit K/V split (k_bits, v_bits: e.g. K4/V2 at 3 bits, the uniform splits RateQuant
+//              is compared with); with `progressive`, finals on the ladder (3: K4/V2). For the
+//              ablations and baselines (docs/calibration.md).
 // Key smoothing scales from the calibration travel in every plan. Ablation switches: `direct`
 // writes a progressive method's finals as a fixed-width plan (quantized directly, no shift);
 // `force_beta` replaces every component's fitted beta (RateQuant with a wrong distortion slope).
@@ -44,6 +46,7 @@ struct PlanRequest {
   int64_t budget_bytes = 0;  // > 0: the budget; 0: the bytes of every component at avg_bits
   double avg_bits = 0;
   bool progressive = false;  // fixed only: pages start at 16 bits and shrink to the finals
+  int k_bits = 0, v_bits = 0;  // fixed only: an explicit K/V split (both or neither; avg_bits unused)
   bool direct = false;       // pmkvq / combined: the same finals, not progressive
   double force_beta = 0;     // ratequant / combined: > 1 replaces every fitted beta (ablation)
 };
@@ -56,8 +59,8 @@ double budget_avg_bits(const PlanRequest& r, int64_t budget);
 // for min-max codes, {1, 2, 3, 4} for turbo.
 std::vector<int> plan_candidate_bits(PlanMethod m, QuantMethod q);
 // Error unless the request can be solved: a min-max quantizer for the progressive methods,
-// per_head only with pmkvq, avg_bits within the candidate widths (when no budget), max_len in
-// [1, 2^24], window and sink >= 0.
+// per_head only with pmkvq, avg_bits within the candidate widths (when no budget), a K/V split only
+// for fixed (both widths ones the quantizer has), max_len in [1, 2^24], window and sink >= 0.
 void validate(const PlanRequest& r);
 // The request's plan with every component at `bits` (progressive for pmkvq and combined), page
 // size and defaults as `--kv-method <quantizer>` would build them.

@@ -71,45 +71,98 @@ void apply_smoothing(const SmoothingScales& s, int layer, int n, float* q, float
 
 namespace {
 
-// x [T, n_heads, hd] -> y: each head's [T, hd] column block through quantize_dequantize. Tokens past
-// the last whole token group (KIVI keys) stay exact, as in the cache's full-precision window.
-void fake_quantize_heads(const KvQuantizer& qz, const float* x, float* y, int T, int n_heads, int hd) {
+// x [T, n_heads, hd] -> y: rows [first, T) of each head's [T, hd] column block through
+// quantize_dequantize, token groups aligned at `first` (the cache's pages start after the sink);
+// rows before it (the fp16 sink) and past the last whole token group (KIVI keys) stay exact.
+void fake_quantize_heads(const KvQuantizer& qz, const float* x, float* y, int T, int n_heads, int hd, int first) {
   const int w = n_heads * hd;
-  const int nq = T / qz.token_granularity() * qz.token_granularity();
+  first = std::min(first, T);
+  const int nq = (T - first) / qz.token_granularity() * qz.token_granularity();
   std::vector<float> a((size_t)T * hd), b((size_t)T * hd);
   for (int h = 0; h < n_heads; ++h) {
     for (int t = 0; t < T; ++t) std::copy_n(x + (size_t)t * w + h * hd, hd, a.data() + (size_t)t * hd);
     b = a;
-    qz.quantize_dequantize(a.data(), nq, b.data());
+    qz.quantize_dequantize(a.data() + (size_t)first * hd, nq, b.data() + (size_t)first * hd);
     for (int t = 0; t < T; ++t) std::copy_n(b.data() + (size_t)t * hd, hd, y + (size_t)t * w + h * hd);
   }
 }
 
 int n_scored(int T, int stride) { return (T - 1) / stride + 1; }
 
-// Attention output [nq, n_head * hd] of the scored queries t_i = T-1 - (nq-1-i) stride against
-// keys k and values v [T, n_head_kv, hd].
-void scored_attention(const ModelConfig& c, int T, int stride, const float* q, const float* k, const float* v,
-                      float* out, std::vector<float>& S) {
-  const int qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, nq = n_scored(T, stride);
+// One layer's attention as the runtime computes it: the layer's sliding window and which (query,
+// key) pairs read quantized keys and values.
+struct LayerScope {
+  int window = 0;                     // 0: global
+  const QuantizedKeyRange* pairs = nullptr;  // null: every pair quantized
+  int layer = 0;
+  // Keys [k0, k1) that query t reads quantized.
+  void quantized(int t, int& k0, int& k1) const {
+    if (!pairs || !*pairs) {
+      k0 = 0;
+      k1 = t + 1;
+    } else {
+      (*pairs)(layer, t, k0, k1);
+    }
+  }
+};
+
+LayerScope scope_of(const ModelConfig& c, int layer, const SmoothingSearchOptions& o) {
+  LayerScope s;
+  s.window = layer < (int)c.layer_attn.size() ? c.layer_attn[layer].window : 0;
+  s.pairs = &o.quantized_pairs;
+  s.layer = layer;
+  return s;
+}
+
+// One sample's tensors: q [T, n_head, hd]; exact k, v and their quantized versions k_hat, v_hat
+// [T, n_head_kv, hd] (k_hat == k and v_hat == v for the exact attention).
+struct AttentionInputs {
+  int T;
+  const float *q, *k, *v, *k_hat, *v_hat;
+};
+
+// Attention output [nq, n_head * hd] of the scored queries t_i = T-1 - (nq-1-i) stride: query t
+// sees keys [window_start(W, t), t], reading k_hat / v_hat for the quantized pairs of `scope` and
+// k / v for the others (fp16 sink and window).
+void scored_attention(const ModelConfig& c, const LayerScope& scope, int stride, const AttentionInputs& x, float* out,
+                      std::vector<float>& S, std::vector<float>& S_hat) {
+  const int T = x.T, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, nq = n_scored(T, stride);
   const int t0 = T - 1 - (nq - 1) * stride;
+  const bool exact = x.k_hat == x.k && x.v_hat == x.v;
   const float sc = (float)(1.0 / std::sqrt((double)hd));
   S.resize((size_t)nq * T);
+  S_hat.resize(exact ? 0 : (size_t)nq * T);
   for (int h = 0; h < c.n_head; ++h) {
     const int g = h / c.group_size();
-    gemm(false, true, nq, T, hd, sc, q + (size_t)t0 * qd + h * hd, stride * qd, k + g * hd, kvd, 0.0f, S.data(), T);
+    const float* qh = x.q + (size_t)t0 * qd + h * hd;
+    gemm(false, true, nq, T, hd, sc, qh, stride * qd, x.k + g * hd, kvd, 0.0f, S.data(), T);
+    if (!exact) gemm(false, true, nq, T, hd, sc, qh, stride * qd, x.k_hat + g * hd, kvd, 0.0f, S_hat.data(), T);
     for (int i = 0; i < nq; ++i) {
-      const int t = t0 + i * stride;
+      const int t = t0 + i * stride, lo = window_start(scope.window, t);
       float* row = S.data() + (size_t)i * T;
-      float m = row[0];
-      for (int j = 1; j <= t; ++j) m = std::max(m, row[j]);
+      int k0 = 0, k1 = 0;
+      if (!exact) {  // the quantized pairs' scores come from k_hat
+        scope.quantized(t, k0, k1);
+        k0 = std::max(k0, lo);
+        k1 = std::min(k1, t + 1);
+        for (int j = k0; j < k1; ++j) row[j] = S_hat[(size_t)i * T + j];
+      }
+      float m = row[lo];
+      for (int j = lo + 1; j <= t; ++j) m = std::max(m, row[j]);
       double sum = 0;
-      for (int j = 0; j <= t; ++j) sum += (row[j] = std::exp(row[j] - m));
+      for (int j = lo; j <= t; ++j) sum += (row[j] = std::exp(row[j] - m));
       const float inv = (float)(1.0 / sum);
-      for (int j = 0; j <= t; ++j) row[j] *= inv;
-      for (int j = t + 1; j < T; ++j) row[j] = 0;
+      std::fill(row, row + lo, 0.0f);
+      for (int j = lo; j <= t; ++j) row[j] *= inv;
+      std::fill(row + t + 1, row + T, 0.0f);
+      if (!exact) {  // split the probabilities: quantized pairs read v_hat, the others v
+        float* hat = S_hat.data() + (size_t)i * T;
+        std::fill(hat, hat + T, 0.0f);
+        for (int j = k0; j < k1; ++j) std::swap(hat[j], row[j]);
+      }
     }
-    gemm(false, false, nq, hd, T, 1.0f, S.data(), T, v + g * hd, kvd, 0.0f, out + h * hd, qd);
+    gemm(false, false, nq, hd, T, 1.0f, S.data(), T, x.v + g * hd, kvd, 0.0f, out + h * hd, qd);
+    if (!exact) gemm(false, false, nq, hd, T, 1.0f, S_hat.data(), T, x.v_hat + g * hd, kvd, 1.0f, out + h * hd, qd);
   }
 }
 
@@ -127,24 +180,31 @@ void check_samples(const ModelConfig& c, const std::vector<AttentionSample>& sam
   }
 }
 
-PreparedLayer prepare(const ModelConfig& c, const std::vector<AttentionSample>& samples, const KvQuantizer& vq,
-                      int stride) {
+void check_options(const ModelConfig& c, int layer, const SmoothingSearchOptions& o) {
+  MPKV_CHECK(layer >= 0 && layer < c.n_layer, "smoothing search: layer " + std::to_string(layer) + " out of range");
+  MPKV_CHECK(o.query_stride >= 1, "smoothing search: query stride must be >= 1");
+  MPKV_CHECK(o.first_quantized >= 0, "smoothing search: the first quantized position must be >= 0");
+}
+
+PreparedLayer prepare(const ModelConfig& c, const LayerScope& scope, const std::vector<AttentionSample>& samples,
+                      const KvQuantizer& vq, const SmoothingSearchOptions& o) {
   PreparedLayer p;
-  std::vector<float> S;
+  std::vector<float> S, S_hat;
   for (const AttentionSample& s : samples) {
     const int T = s.n_tokens;
-    p.ref.emplace_back((size_t)n_scored(T, stride) * c.q_dim());
-    scored_attention(c, T, stride, s.q.data(), s.k.data(), s.v.data(), p.ref.back().data(), S);
+    p.ref.emplace_back((size_t)n_scored(T, o.query_stride) * c.q_dim());
+    const AttentionInputs exact{T, s.q.data(), s.k.data(), s.v.data(), s.k.data(), s.v.data()};
+    scored_attention(c, scope, o.query_stride, exact, p.ref.back().data(), S, S_hat);
     p.v_hat.emplace_back(s.v.size());
-    fake_quantize_heads(vq, s.v.data(), p.v_hat.back().data(), T, c.n_head_kv, c.head_dim);
+    fake_quantize_heads(vq, s.v.data(), p.v_hat.back().data(), T, c.n_head_kv, c.head_dim, o.first_quantized);
   }
   return p;
 }
 
-double mse_with(const ModelConfig& c, const std::vector<AttentionSample>& samples, const PreparedLayer& p,
-                const float* lambda, const KvQuantizer& kq, int stride) {
+double mse_with(const ModelConfig& c, const LayerScope& scope, const std::vector<AttentionSample>& samples,
+                const PreparedLayer& p, const float* lambda, const KvQuantizer& kq, const SmoothingSearchOptions& o) {
   const int kvd = c.kv_dim();
-  std::vector<float> ks, kh, out, S;
+  std::vector<float> ks, kh, out, S, S_hat;
   double se = 0;
   size_t count = 0;
   for (size_t si = 0; si < samples.size(); ++si) {
@@ -154,12 +214,13 @@ double mse_with(const ModelConfig& c, const std::vector<AttentionSample>& sample
     if (lambda)
       for (size_t i = 0; i < ks.size(); ++i) ks[i] /= lambda[i % kvd];
     kh.resize(ks.size());
-    fake_quantize_heads(kq, ks.data(), kh.data(), T, c.n_head_kv, c.head_dim);
+    fake_quantize_heads(kq, ks.data(), kh.data(), T, c.n_head_kv, c.head_dim, o.first_quantized);
     // q . (lambda Q(k / lambda)): the smoothed query against the smoothed quantized key.
     if (lambda)
       for (size_t i = 0; i < kh.size(); ++i) kh[i] *= lambda[i % kvd];
     out.resize(p.ref[si].size());
-    scored_attention(c, T, stride, s.q.data(), kh.data(), p.v_hat[si].data(), out.data(), S);
+    const AttentionInputs x{T, s.q.data(), s.k.data(), s.v.data(), kh.data(), p.v_hat[si].data()};
+    scored_attention(c, scope, o.query_stride, x, out.data(), S, S_hat);
     for (size_t i = 0; i < out.size(); ++i) {
       const double e = (double)out[i] - p.ref[si][i];
       se += e * e;
@@ -171,25 +232,27 @@ double mse_with(const ModelConfig& c, const std::vector<AttentionSample>& sample
 
 }  // namespace
 
-double attention_output_mse(const ModelConfig& c, const std::vector<AttentionSample>& samples, const float* lambda,
-                            const SmoothingSearchOptions& o) {
+double attention_output_mse(const ModelConfig& c, int layer, const std::vector<AttentionSample>& samples,
+                            const float* lambda, const SmoothingSearchOptions& o) {
   check_samples(c, samples);
-  MPKV_CHECK(o.query_stride >= 1, "smoothing search: query stride must be >= 1");
+  check_options(c, layer, o);
   const KvQuantizer kq(o.key), vq(o.value);
   BlasSingleThread blas_guard;
-  const PreparedLayer p = prepare(c, samples, vq, o.query_stride);
-  return mse_with(c, samples, p, lambda, kq, o.query_stride);
+  const LayerScope scope = scope_of(c, layer, o);
+  const PreparedLayer p = prepare(c, scope, samples, vq, o);
+  return mse_with(c, scope, samples, p, lambda, kq, o);
 }
 
-LayerAlphaSearch search_layer_alpha(const ModelConfig& c, const std::vector<AttentionSample>& samples,
+LayerAlphaSearch search_layer_alpha(const ModelConfig& c, int layer, const std::vector<AttentionSample>& samples,
                                     const float* max_abs, const SmoothingSearchOptions& o) {
   check_samples(c, samples);
+  check_options(c, layer, o);
   MPKV_CHECK(!o.alphas.empty(), "smoothing search: empty alpha grid");
-  MPKV_CHECK(o.query_stride >= 1, "smoothing search: query stride must be >= 1");
   for (double a : o.alphas) MPKV_CHECK(std::isfinite(a) && a >= 0 && a <= 1, "smoothing search: alpha outside [0, 1]");
   const KvQuantizer kq(o.key), vq(o.value);
   BlasSingleThread blas_guard;
-  const PreparedLayer p = prepare(c, samples, vq, o.query_stride);
+  const LayerScope scope = scope_of(c, layer, o);
+  const PreparedLayer p = prepare(c, scope, samples, vq, o);
   const int n = (int)o.alphas.size();
   LayerAlphaSearch r;
   r.mse.assign(n, 0.0);
@@ -197,10 +260,10 @@ LayerAlphaSearch search_layer_alpha(const ModelConfig& c, const std::vector<Atte
 #pragma omp parallel for schedule(dynamic, 1)
   for (int i = 0; i <= n; ++i) {
     if (i == n) {
-      r.mse_unsmoothed = mse_with(c, samples, p, nullptr, kq, o.query_stride);
+      r.mse_unsmoothed = mse_with(c, scope, samples, p, nullptr, kq, o);
     } else {
       const auto lambda = pair_lambda(max_abs, c.n_head_kv, c.head_dim, c.rope_style, o.alphas[i]);
-      r.mse[i] = mse_with(c, samples, p, lambda.data(), kq, o.query_stride);
+      r.mse[i] = mse_with(c, scope, samples, p, lambda.data(), kq, o);
     }
   }
   int best = 0;

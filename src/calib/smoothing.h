@@ -20,11 +20,15 @@
 // alpha is chosen per layer from 1.0, 0.95, ..., 0.05, 0 (0 = no smoothing) by the lowest mean squared error of the
 // attention output when keys (smoothed) and values go through the target quantizer (default
 // per-token uniform K4V4, round to nearest; `mpkv calibrate` scores at the plan's bits), against
-// unquantized attention.
+// unquantized attention. The attention is the runtime's: a sliding-window layer's queries see only
+// their window, and with SmoothingSearchOptions::quantized_pairs (calib::QuantizedPairs, what the
+// plan's cache quantizes) only those (query, key) pairs read quantized keys and values; the fp16
+// sink and window read exact ones (docs/calibration.md, "What the runtime quantizes").
 #pragma once
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "calib/activation_backward.h"
 #include "model/model_config.h"
 #include "quant/quant_options.h"
 
@@ -76,6 +80,12 @@ struct SmoothingSearchOptions {
   // Queries scored: t = T-1, T-1-stride, ... (each attends to all its keys). The MSE is an average,
   // so a subsample estimates it; the stride keeps the search at a few percent of calibration time.
   int query_stride = 16;
+  // What the runtime quantizes: query t reads quantized keys and values at [k0, k1) of
+  // quantized_pairs(layer, t, k0, k1) and exact ones elsewhere; rows are quantized from
+  // first_quantized (the sink) on, token groups aligned there as the cache aligns its pages.
+  // Unset: every pair reads quantized keys and values (the papers' harness, `--all-pairs`).
+  QuantizedKeyRange quantized_pairs;
+  int first_quantized = 0;
 };
 
 struct LayerAlphaSearch {
@@ -85,13 +95,14 @@ struct LayerAlphaSearch {
 };
 
 // Attention-output MSE of one layer's samples under the quantizers: keys quantized as
-// lambda * Q(k / lambda) (lambda nullptr = no smoothing), values as Q(v); mean over scored
-// queries, heads and channels. Single-threaded (callers parallelise over alphas).
-double attention_output_mse(const ModelConfig& c, const std::vector<AttentionSample>& samples, const float* lambda,
-                            const SmoothingSearchOptions& o);
+// lambda * Q(k / lambda) (lambda nullptr = no smoothing), values as Q(v), read where the runtime
+// reads them quantized (o.quantized_pairs); mean over scored queries, heads and channels.
+// Single-threaded (callers parallelise over alphas). `layer` picks the sliding window and the pairs.
+double attention_output_mse(const ModelConfig& c, int layer, const std::vector<AttentionSample>& samples,
+                            const float* lambda, const SmoothingSearchOptions& o);
 
 // Scores every alpha of the grid (in parallel) and picks the lowest MSE (ties: the larger alpha).
-LayerAlphaSearch search_layer_alpha(const ModelConfig& c, const std::vector<AttentionSample>& samples,
+LayerAlphaSearch search_layer_alpha(const ModelConfig& c, int layer, const std::vector<AttentionSample>& samples,
                                     const float* max_abs, const SmoothingSearchOptions& o);
 
 void to_json(nlohmann::json& j, const SmoothingScales& s);

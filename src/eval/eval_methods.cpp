@@ -53,6 +53,40 @@ EvalMethod named_plan(const std::string& name, const std::string& plan_dir) {
   return m;
 }
 
+// The fixed K/V splits at average bits b (keys first, more key bits first), widths from RateQuant's
+// candidates so each split holds the bytes of the calibrated plans at b.
+std::vector<std::pair<int, int>> kv_splits(double b) {
+  static const int widths[] = {8, 4, 3, 2};
+  std::vector<std::pair<int, int>> out;
+  for (int k : widths)
+    for (int v : widths)
+      if (std::fabs(k + v - 2 * b) < 1e-9) out.push_back({k, v});
+  return out;
+}
+
+// "split" at b: one method per split, the plan <plan_dir>/fixed_k<K>v<V>.json each.
+void add_splits(double b, const std::string& plan_dir, const std::string& model_path, EvalMatrix& r) {
+  const auto splits = kv_splits(b);
+  if (splits.empty()) {
+    r.skipped.push_back("split-" + format_bits(b) + ": no K/V split of the widths 2, 3, 4, 8 averages " + format_bits(b));
+    return;
+  }
+  for (const auto& [k, v] : splits) {
+    const std::string kv = "K" + std::to_string(k) + "/V" + std::to_string(v);
+    const std::string file = plan_dir + "/fixed_k" + std::to_string(k) + "v" + std::to_string(v) + ".json";
+    MPKV_CHECK(std::filesystem::exists(file),
+               "eval: plan " + file + " is missing; make it with: mpkv calibrate -m " + model_path +
+                   " --method fixed --k-bits " + std::to_string(k) + " --v-bits " + std::to_string(v) +
+                   " --report-in REPORT -o " + file + " (REPORT: the calibration the folder's plans came from)");
+    EvalMethod m;
+    m.method = "split";
+    m.bits = b;
+    m.label = "split-" + format_bits(b) + " (" + kv + ")";
+    m.kv.plan_file = file;
+    r.methods.push_back(m);
+  }
+}
+
 }  // namespace
 
 EvalMatrix eval_matrix(const std::vector<std::string>& methods, const std::vector<double>& bits,
@@ -120,9 +154,11 @@ EvalMatrix eval_matrix(const std::vector<std::string>& methods, const std::vecto
         m.label = name + "-" + format_bits(b);
         m.kv.plan_file = file;
         r.methods.push_back(m);
+      } else if (name == "split") {
+        add_splits(b, plan_dir, model_path, r);
       } else {
         throw Error("eval: unknown method '" + name +
-                    "' (f16, uniform, kivi, rotated, turbo, progressive, pmkvq, ratequant, combined, plan:NAME)");
+                    "' (f16, uniform, kivi, rotated, turbo, progressive, pmkvq, ratequant, combined, split, plan:NAME)");
       }
     }
   }

@@ -7,6 +7,11 @@
 //                                for both, 3 as K4/V2, 6 as K8/V4; other b cannot be expressed
 //                                without a per-component plan and are skipped (with the reason)
 //   pmkvq, ratequant, combined   the calibrated plan <plan_dir>/<method>_<b>.json (`mpkv calibrate`)
+//   split                        every fixed K/V split at b from the widths {2, 3, 4, 8} (2.5: K3/V2,
+//                                K2/V3; 3: K4/V2, K3/V3, K2/V4): the plans <plan_dir>/fixed_k<K>v<V>.json
+//                                (`mpkv calibrate --method fixed --k-bits K --v-bits V --report-in R`),
+//                                so they carry the quantizer and key smoothing of the calibrated plans
+//                                in the same folder and hold their bytes (docs/calibration.md)
 //   plan:NAME                    the plan file <plan_dir>/NAME.json, once, labelled NAME; its
 //                                nominal bits are the number after NAME's last '_' (ablation plans
 //                                such as fixed_uniform_3, ratequant_3_pi16; scripts/ablation.sh)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kvcache/run_budget.h"
 #include "util/error.h"
 
 namespace mpkv {
@@ -20,13 +21,10 @@ LockstepDecoder::LockstepDecoder(const Model& model, std::vector<EvalMethod> met
   for (int w = 0; w < n_streams; ++w) routed_.route(w, ref_.get(), w);
   for (size_t m = 0; m < methods_.size(); ++m) {
     KvCacheOptions& kv = methods_[m].kv;
+    // A progressive plan without a budget: just enough for every stream to reach max_len with its
+    // full pages at their final bits (kvcache/run_budget.h).
+    kv.budget_mib = run_budget_mib(kv, dims, n_streams, max_len);
     std::unique_ptr<PagedKvCache> c = make_kv_cache(kv, dims);  // validates the options
-    if (kv.budget_mib == 0 && c->plan().progressive) {
-      // Just enough for every stream to reach max_len with its full pages at their final bits.
-      const double bytes = (double)n_streams * c->sequence_bytes_bound(max_len);
-      kv.budget_mib = bytes / (1024.0 * 1024.0) + 1e-6;
-      c = make_kv_cache(kv, dims);
-    }
     for (int w = 0; w < n_streams; ++w)
       routed_.route((int)(m + 1) * n_streams + w, c.get(), w, c->plan().smoothing);
     caches_.push_back(std::move(c));

@@ -48,9 +48,16 @@ ExponentialFit fit_exponential(const std::vector<int>& bits, const std::vector<d
 
 double DistortionCurve::gaussian_bound(int b) const { return variance * std::pow(4.0, -b); }
 
-std::vector<int> default_distortion_bits(QuantMethod m) {
-  if (m == QuantMethod::turbo) return {1, 2, 3, 4};
-  return {2, 3, 4};
+std::vector<int> supported_distortion_bits(QuantMethod m) {
+  std::vector<int> out;
+  for (int b = 1; b <= 8; ++b) {
+    try {
+      validate(QuantOptions{m, KvRole::key, b, 64, 0});
+      out.push_back(b);
+    } catch (const Error&) {  // a width this quantizer does not have
+    }
+  }
+  return out;
 }
 
 DistortionCurve measure_distortion(const QuantOptions& base, const float* x, int n, const std::vector<int>& bits) {
@@ -101,7 +108,7 @@ std::vector<DistortionCurve> measure_distortion_all_methods(const float* x, int 
   const bool pow2 = head_dim > 0 && (head_dim & (head_dim - 1)) == 0;
   for (QuantMethod m : {QuantMethod::uniform, QuantMethod::kivi, QuantMethod::rotated, QuantMethod::turbo}) {
     if ((m == QuantMethod::rotated || m == QuantMethod::turbo) && !pow2) continue;
-    const std::vector<int> bits = default_distortion_bits(m);
+    const std::vector<int> bits = supported_distortion_bits(m);
     out.push_back(measure_distortion(QuantOptions{m, role, bits.front(), head_dim, 0}, x, n, bits));
   }
   return out;

@@ -34,9 +34,9 @@ struct DistortionCurve {
   double gaussian_bound(int b) const;
 };
 
-// Bit-widths measured by default: 2, 3, 4 for min-max quantizers (1-bit min-max error exceeds the
-// signal's variance, docs/algorithms.md §6) and 1..4 for turbo.
-std::vector<int> default_distortion_bits(QuantMethod m);
+// The widths in [1, 8] the quantizer supports, all measured and fitted: min-max codes {1, 2, 3, 4, 8},
+// turbo {1, 2, 3, 4} (`mpkv distortion`, calibration's per-component fits).
+std::vector<int> supported_distortion_bits(QuantMethod m);
 
 // x: [n, head_dim] samples (keys or values of one layer / KV head), row-major. For each b in
 // `bits`, quantizes with `base` at b bits (base.bits is ignored) and measures the MSE; then fits.
@@ -45,7 +45,7 @@ std::vector<int> default_distortion_bits(QuantMethod m);
 DistortionCurve measure_distortion(const QuantOptions& base, const float* x, int n, const std::vector<int>& bits);
 
 // measure_distortion for every method that applies to this head_dim (rotated and turbo need a
-// power of two and are left out otherwise), each at its default bit-widths and default group.
+// power of two and are left out otherwise), each at its supported bit-widths and default group.
 // What `mpkv distortion` runs per (layer, KV head, K|V).
 std::vector<DistortionCurve> measure_distortion_all_methods(const float* x, int n, int head_dim, KvRole role);
 

@@ -84,7 +84,19 @@ TEST(CliCalibrate, EveryMethodWritesAPlanThatGenerateAndPplRun) {
     r = run_cli("ppl -m " + m + " -f " + text + " -c 32 --chunks 2 -t 1 --kv-plan " + plan);
     EXPECT_EQ(r.exit_code, 0) << method << ": " << r.out;
     EXPECT_NE(r.out.find("PPL = "), std::string::npos) << r.out;
+    // A progressive plan runs under what one 32-token window needs (kvcache/run_budget.h), named in
+    // the summary; a fixed plan has no budget.
+    EXPECT_EQ(r.out.find(", budget ") != std::string::npos, method != "ratequant") << method << ": " << r.out;
   }
+  // A fixed K/V split from the same report: the RateQuant plan's budget, its smoothing, its widths.
+  const std::string split = dir() + "/cli_fixed_k3v2.json";
+  r = run_cli("calibrate -m " + m + " --method fixed --k-bits 3 --v-bits 2 -o " + split + " --report-in " + report +
+              " --window 4 --sink 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json f = read_json(split), q = read_json(dir() + "/cli_ratequant.json");
+  EXPECT_EQ(f["solve"]["bytes"], q["solve"]["budget_bytes"]);
+  EXPECT_EQ(f["smoothing"], q["smoothing"]);
+  for (const auto& c : f["components"]) EXPECT_EQ(c["bits"].get<int>(), c["role"] == "key" ? 3 : 2) << c;
 }
 
 TEST(CliCalibrate, PlanForAnotherModelIsAClearError) {
@@ -112,7 +124,11 @@ TEST(CliCalibrate, BadOptionsAndInfeasibleBudgetsAreErrorsWithoutOutput) {
   struct Case { std::string args, fragment; };
   for (const Case& c : std::vector<Case>{
            {" --method greedy --avg-bits 3", "--method 'greedy' is not one of pmkvq, ratequant, combined"},
-           {" --method pmkvq", "give exactly one of --avg-bits B or --kv-budget-mib M"},
+           {" --method pmkvq", "give exactly one of --avg-bits B, --kv-budget-mib M"},
+           {" --method fixed --k-bits 4", "needs both --k-bits and --v-bits"},
+           {" --method fixed --k-bits 4 --v-bits 2 --avg-bits 3", "give exactly one of"},
+           {" --method pmkvq --k-bits 4 --v-bits 2", "apply to --method fixed"},
+           {" --method fixed --k-bits 5 --v-bits 1", "bits"},
            {" --method pmkvq --avg-bits 3 --kv-budget-mib 1 --max-len 64", "give exactly one of"},
            {" --method ratequant --avg-bits 9", "--avg-bits 9"},
            {" --method ratequant --kv-budget-mib 1", "needs --max-len"},

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "calib/plan_allocation.h"
 #include "kvcache/paged_kv_cache.h"
@@ -200,6 +201,44 @@ TEST(PlanAllocation, AblationVariants) {
   r.method = PlanMethod::pmkvq;
   r.force_beta = 2;
   EXPECT_THROW(allocate_plan(in, r), Error);  // --force-beta is RateQuant's
+}
+
+// Fixed K/V splits (issue 12: RateQuant against the best uniform split with the same quantizer and
+// smoothing): every split at b holds exactly the bytes RateQuant's plan at b is solved for.
+TEST(PlanAllocation, FixedSplitsHoldTheBytesOfTheRateQuantBudget) {
+  CalibrationInputs in = synthetic_inputs(5);
+  in.smoothing.n_layer = kDims.n_layer;
+  in.smoothing.lambda.assign(kDims.n_layer, std::vector<float>(kDims.n_head_kv * kDims.head_dim, 1.5f));
+  for (const auto& [k, v, b] : {std::tuple{4, 2, 3.0}, {3, 3, 3.0}, {2, 4, 3.0}, {3, 2, 2.5}, {2, 3, 2.5}}) {
+    PlanRequest r = request(PlanMethod::fixed, 0);
+    r.k_bits = k;
+    r.v_bits = v;
+    const PlanAllocation a = allocate_plan(in, r);
+    EXPECT_FALSE(a.plan.progressive);
+    EXPECT_EQ(a.plan.smoothing, in.smoothing.lambda);
+    for (int l = 0; l < kDims.n_layer; ++l)
+      for (int h = 0; h < kDims.n_head_kv; ++h) {
+        EXPECT_EQ(a.plan.at(l, h, KvRole::key).bits, k);
+        EXPECT_EQ(a.plan.at(l, h, KvRole::value).bits, v);
+      }
+    EXPECT_DOUBLE_EQ(a.plan.solve.avg_bits, b);
+    const PlanRequest rq = request(PlanMethod::ratequant, b);
+    EXPECT_EQ(a.plan.solve.bytes, resolve_budget(rq)) << "K" << k << "/V" << v;
+    const PlanAllocation q = allocate_plan(in, rq);
+    EXPECT_LE(q.plan.solve.bytes, a.plan.solve.bytes);
+    EXPECT_EQ(q.plan.smoothing, a.plan.smoothing);
+  }
+  PlanRequest r = request(PlanMethod::fixed, 0);
+  r.k_bits = 4;  // without --v-bits
+  EXPECT_THROW(allocate_plan(in, r), Error);
+  r.v_bits = 5;  // not a width of the uniform quantizer
+  EXPECT_THROW(allocate_plan(in, r), Error);
+  r.v_bits = 2;
+  r.progressive = true;
+  EXPECT_THROW(allocate_plan(in, r), Error);
+  r.progressive = false;
+  r.method = PlanMethod::ratequant;
+  EXPECT_THROW(allocate_plan(in, r), Error);
 }
 
 TEST(PlanAllocation, RejectsWhatCannotBeSolved) {

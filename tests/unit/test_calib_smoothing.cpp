@@ -2,11 +2,15 @@
 // scales into W_q / W_k and their biases, key maxima, and the alpha search on keys with outliers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "calib/quantized_pairs.h"
 #include "calib/smoothing.h"
+#include "kvcache/kv_cache_factory.h"
+#include "quant/kv_quantizer.h"
 #include "model/ops.h"
 #include "util/error.h"
 
@@ -223,14 +227,14 @@ TEST(Smoothing, AlphaSearchPicksTheLowestErrorAndBeatsNoSmoothing) {
   SmoothingSearchOptions opt;
   opt.key.head_dim = opt.value.head_dim = 32;
   opt.query_stride = 3;
-  const LayerAlphaSearch r = search_layer_alpha(o.c, o.samples, o.max_abs.data(), opt);
+  const LayerAlphaSearch r = search_layer_alpha(o.c, 0, o.samples, o.max_abs.data(), opt);
   ASSERT_EQ(r.mse.size(), 21u);
   // The reported MSEs are those attention_output_mse gives for each alpha alone.
   for (int i : {0, 7, 19}) {
     const auto lam = pair_lambda(o.max_abs.data(), 2, 32, RopeStyle::adjacent, opt.alphas[i]);
-    EXPECT_NEAR(r.mse[i], attention_output_mse(o.c, o.samples, lam.data(), opt), 1e-12 + 1e-9 * r.mse[i]);
+    EXPECT_NEAR(r.mse[i], attention_output_mse(o.c, 0, o.samples, lam.data(), opt), 1e-12 + 1e-9 * r.mse[i]);
   }
-  EXPECT_NEAR(r.mse_unsmoothed, attention_output_mse(o.c, o.samples, nullptr, opt), 1e-12);
+  EXPECT_NEAR(r.mse_unsmoothed, attention_output_mse(o.c, 0, o.samples, nullptr, opt), 1e-12);
   EXPECT_NEAR(r.mse[20], r.mse_unsmoothed, 1e-12 + 1e-9 * r.mse_unsmoothed);  // alpha 0: lambda = 1
   double best = r.mse[0];
   for (double m : r.mse) best = std::min(best, m);
@@ -246,29 +250,155 @@ TEST(Smoothing, SixteenBitQuantizersGiveAlmostNoError) {
   opt.key.head_dim = opt.value.head_dim = 32;
   opt.key.bits = opt.value.bits = 16;
   const SmoothingSearchOptions opt4 = [&] { auto x = opt; x.key.bits = x.value.bits = 4; return x; }();
-  const double m16 = attention_output_mse(o.c, o.samples, nullptr, opt);
-  const double m4 = attention_output_mse(o.c, o.samples, nullptr, opt4);
+  const double m16 = attention_output_mse(o.c, 0, o.samples, nullptr, opt);
+  const double m4 = attention_output_mse(o.c, 0, o.samples, nullptr, opt4);
   EXPECT_LT(m16, 1e-6 * m4);
   EXPECT_GT(m4, 0.0);
+}
+
+// The attention-output MSE of the runtime's attention, written out per query: query t sees keys
+// [max(0, t - W + 1), t]; keys in [k0, k1) of `pairs` are lambda Q(k / lambda) and values Q(v), with
+// rows quantized per head from `first` on in whole token groups; every other key and value exact.
+double naive_runtime_mse(const OutlierLayer& o, const float* lambda, const QuantOptions& kq_o, const QuantOptions& vq_o,
+                         int stride, int window, int first, const QuantizedKeyRange& pairs) {
+  const ModelConfig& c = o.c;
+  const int hd = c.head_dim, kvd = c.n_head_kv * hd, qd = c.n_head * hd, group = c.n_head / c.n_head_kv;
+  const KvQuantizer kq(kq_o), vq(vq_o);
+  double se = 0;
+  size_t count = 0;
+  for (const AttentionSample& s : o.samples) {
+    const int T = s.n_tokens;
+    // Quantized rows per head: [first, first + whole groups).
+    std::vector<double> khat(s.k.begin(), s.k.end()), vhat(s.v.begin(), s.v.end());
+    for (int h = 0; h < c.n_head_kv; ++h)
+      for (int role = 0; role < 2; ++role) {
+        const KvQuantizer& q = role == 0 ? kq : vq;
+        const int n = (T - first) / q.token_granularity() * q.token_granularity();
+        std::vector<float> rows((size_t)n * hd), back(rows.size());
+        for (int t = 0; t < n; ++t)
+          for (int i = 0; i < hd; ++i) {
+            const float x = (role == 0 ? s.k : s.v)[(size_t)(first + t) * kvd + h * hd + i];
+            rows[(size_t)t * hd + i] = role == 0 && lambda ? x / lambda[h * hd + i] : x;
+          }
+        q.quantize_dequantize(rows.data(), n, back.data());
+        for (int t = 0; t < n; ++t)
+          for (int i = 0; i < hd; ++i) {
+            const double y = back[(size_t)t * hd + i];
+            (role == 0 ? khat : vhat)[(size_t)(first + t) * kvd + h * hd + i] =
+                role == 0 && lambda ? y * lambda[h * hd + i] : y;
+          }
+      }
+    for (int t = T - 1; t >= 0; t -= stride) {
+      const int lo = window > 0 ? std::max(0, t - window + 1) : 0;
+      int k0 = 0, k1 = 0;
+      pairs(0, t, k0, k1);
+      for (int h = 0; h < c.n_head; ++h) {
+        const int g = h / group;
+        std::vector<double> pe(t + 1), pq(t + 1);
+        for (int pass = 0; pass < 2; ++pass) {  // 0: exact, 1: the runtime's mix
+          std::vector<double>& p = pass ? pq : pe;
+          double m = -1e300, sum = 0;
+          for (int j = lo; j <= t; ++j) {
+            const bool quant = pass == 1 && j >= k0 && j < k1;
+            double d = 0;
+            for (int i = 0; i < hd; ++i)
+              d += (double)s.q[(size_t)t * qd + h * hd + i] *
+                   (quant ? khat[(size_t)j * kvd + g * hd + i] : (double)s.k[(size_t)j * kvd + g * hd + i]);
+            p[j] = d / std::sqrt((double)hd);
+            m = std::max(m, p[j]);
+          }
+          for (int j = lo; j <= t; ++j) sum += (p[j] = std::exp(p[j] - m));
+          for (int j = lo; j <= t; ++j) p[j] /= sum;
+        }
+        for (int i = 0; i < hd; ++i) {
+          double ye = 0, yq = 0;
+          for (int j = lo; j <= t; ++j) {
+            const bool quant = j >= k0 && j < k1;
+            ye += pe[j] * s.v[(size_t)j * kvd + g * hd + i];
+            yq += pq[j] * (quant ? vhat[(size_t)j * kvd + g * hd + i] : (double)s.v[(size_t)j * kvd + g * hd + i]);
+          }
+          se += (yq - ye) * (yq - ye);
+          ++count;
+        }
+      }
+    }
+  }
+  return se / (double)count;
+}
+
+// Issue 12: the alpha search scores only what the runtime quantizes (the sink and the fp16 window
+// read exact keys and values) and honours a sliding-window layer's window.
+TEST(Smoothing, SearchScoresOnlyTheRuntimesQuantizedPairs) {
+  OutlierLayer o = outlier_layer(11);
+  for (const int window : {0, 40}) {
+    o.c.layer_attn.assign(1, LayerAttention{});
+    o.c.layer_attn[0].window = window;
+    KvCacheOptions ko;
+    ko.method = "uniform";
+    ko.bits = 3;
+    ko.window = 24;
+    ko.sink = 1;
+    ko.page_tokens = 16;
+    const KvPlan plan = make_kv_plan(ko, o.c.kv_dims());
+    const QuantizedPairs pairs(plan);
+    SmoothingSearchOptions opt;
+    opt.key = {QuantMethod::uniform, KvRole::key, 3, 32, 0};
+    opt.value = {QuantMethod::uniform, KvRole::value, 3, 32, 0};
+    opt.query_stride = 5;
+    opt.quantized_pairs = pairs.range();
+    opt.first_quantized = pairs.sink();
+    int k0 = 0, k1 = 0;
+    pairs.keys(0, 95, k0, k1);
+    ASSERT_EQ(k0, 1);
+    ASSERT_GT(k1, k0);
+    ASSERT_LT(k1, 96 - 16) << "the fp16 window must hold the newest keys";
+    const auto lam = pair_lambda(o.max_abs.data(), 2, 32, RopeStyle::adjacent, 0.5);
+    for (const float* l : {(const float*)nullptr, lam.data()}) {
+      const double want = naive_runtime_mse(o, l, opt.key, opt.value, opt.query_stride, window, 1, opt.quantized_pairs);
+      const double got = attention_output_mse(o.c, 0, o.samples, l, opt);
+      EXPECT_NEAR(got, want, 1e-4 * want) << "window " << window;
+      EXPECT_GT(want, 0.0);
+    }
+    // Every pair quantized (no range) is the papers' harness: a larger error than the runtime's.
+    SmoothingSearchOptions all = opt;
+    all.quantized_pairs = nullptr;
+    all.first_quantized = 0;
+    const QuantizedKeyRange everything = [](int, int t, int& a, int& b) { a = 0; b = t + 1; };
+    const double all_want = naive_runtime_mse(o, nullptr, opt.key, opt.value, opt.query_stride, window, 0, everything);
+    EXPECT_NEAR(attention_output_mse(o.c, 0, o.samples, nullptr, all), all_want, 1e-4 * all_want);
+    EXPECT_GT(all_want, attention_output_mse(o.c, 0, o.samples, nullptr, opt));
+    // No quantized pair at all: no error, whatever the smoothing.
+    SmoothingSearchOptions none = opt;
+    none.quantized_pairs = [](int, int, int& a, int& b) { a = b = 0; };
+    EXPECT_EQ(attention_output_mse(o.c, 0, o.samples, lam.data(), none), 0.0);
+    const LayerAlphaSearch r = search_layer_alpha(o.c, 0, o.samples, o.max_abs.data(), opt);
+    const size_t i = std::find(opt.alphas.begin(), opt.alphas.end(), 0.5) - opt.alphas.begin();
+    ASSERT_LT(i, opt.alphas.size());
+    EXPECT_NEAR(r.mse[i], attention_output_mse(o.c, 0, o.samples, lam.data(), opt), 1e-12 + 1e-9 * r.mse[i]);
+  }
 }
 
 TEST(Smoothing, SearchRejectsBadInput) {
   const OutlierLayer o = outlier_layer(1);
   SmoothingSearchOptions opt;
   opt.key.head_dim = opt.value.head_dim = 32;
-  EXPECT_THROW(search_layer_alpha(o.c, {}, o.max_abs.data(), opt), Error);
+  EXPECT_THROW(search_layer_alpha(o.c, 0, {}, o.max_abs.data(), opt), Error);
   auto bad = opt;
   bad.alphas = {1.5};
-  EXPECT_THROW(search_layer_alpha(o.c, o.samples, o.max_abs.data(), bad), Error);
+  EXPECT_THROW(search_layer_alpha(o.c, 0, o.samples, o.max_abs.data(), bad), Error);
   bad = opt;
   bad.query_stride = 0;
-  EXPECT_THROW(search_layer_alpha(o.c, o.samples, o.max_abs.data(), bad), Error);
+  EXPECT_THROW(search_layer_alpha(o.c, 0, o.samples, o.max_abs.data(), bad), Error);
   bad = opt;
   bad.key.bits = 5;
-  EXPECT_THROW(search_layer_alpha(o.c, o.samples, o.max_abs.data(), bad), Error);
+  EXPECT_THROW(search_layer_alpha(o.c, 0, o.samples, o.max_abs.data(), bad), Error);
+  EXPECT_THROW(search_layer_alpha(o.c, 1, o.samples, o.max_abs.data(), opt), Error);  // one layer only
+  bad = opt;
+  bad.first_quantized = -1;
+  EXPECT_THROW(search_layer_alpha(o.c, 0, o.samples, o.max_abs.data(), bad), Error);
   auto samples = o.samples;
   samples[0].k.pop_back();
-  EXPECT_THROW(search_layer_alpha(o.c, samples, o.max_abs.data(), opt), Error);
+  EXPECT_THROW(search_layer_alpha(o.c, 0, samples, o.max_abs.data(), opt), Error);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include "kvcache/kv_cache_factory.h"
 #include "kvcache/page_pool.h"
+#include "kvcache/paged_kv_cache.h"
+#include "kvcache/run_budget.h"
 #include "test_support.h"
 #include "util/error.h"
 
@@ -204,6 +206,32 @@ TEST(KvCacheFactory, MethodsBecomePlans) {
   p = make_kv_plan(o, kDims);
   EXPECT_TRUE(p.progressive);
   EXPECT_EQ(p.at(0, 0, KvRole::value).quantizer, QuantMethod::uniform);
+}
+
+// A progressive plan without a budget, run for shorter sequences than it was solved for, gets what
+// those sequences need at their final bits (not the solved budget, under which nothing would shrink).
+TEST(KvRunBudget, ProgressiveWithoutBudgetGetsTheRunsBound) {
+  KvCacheOptions o;
+  o.method = "progressive";
+  o.bits = 2;
+  const KvPlan plan = make_kv_plan(o, kDims);
+  const PagedKvCache probe(kDims, plan, 0);
+  const double mib = 1024.0 * 1024.0;
+  for (const auto& [seqs, len] : {std::pair{1, 512}, {3, 2048}}) {
+    const double got = run_budget_mib(o, kDims, seqs, len);
+    const double want = seqs * (double)probe.sequence_bytes_bound(len);
+    EXPECT_GE(std::llround(got * mib), (long long)want) << seqs << " x " << len;
+    EXPECT_LE(got * mib, want + 2) << seqs << " x " << len;
+  }
+  EXPECT_LT(probe.sequence_bytes_bound(512), probe.sequence_bytes_bound(4096));
+  KvCacheOptions given = o;
+  given.budget_mib = 7.5;
+  EXPECT_EQ(run_budget_mib(given, kDims, 1, 512), 7.5);
+  KvCacheOptions fixed;
+  fixed.method = "uniform";
+  fixed.bits = 3;
+  EXPECT_EQ(run_budget_mib(fixed, kDims, 1, 512), 0.0);
+  EXPECT_THROW(run_budget_mib(o, kDims, 0, 512), Error);
 }
 
 TEST(PagePool, BudgetArithmetic) {

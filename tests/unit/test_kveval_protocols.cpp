@@ -6,7 +6,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <unistd.h>
 
 #include "eval/eval_methods.h"
 #include "eval/fake_quant_kv_cache.h"
@@ -352,6 +355,35 @@ TEST(EvalMatrix, Errors) {
   EXPECT_THROW(eval_matrix({"plan"}, {2}, ".", "m"), Error);
   EXPECT_THROW(eval_matrix({"plan:missing_3"}, {2}, "/nonexistent", "m"), Error);
   EXPECT_THROW(eval_matrix({"plan:../x_3"}, {2}, ".", "m"), Error);
+}
+
+// "split" runs every fixed K/V split at each bits from <plan_dir>/fixed_k<K>v<V>.json.
+TEST(EvalMatrix, FixedSplitsFromPlanFiles) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("mpkv_split_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"fixed_k3v2", "fixed_k2v3", "fixed_k4v2", "fixed_k3v3", "fixed_k2v4"})
+    std::ofstream(dir / (std::string(f) + ".json")) << "{}";
+  const EvalMatrix m = eval_matrix({"split"}, {2.5, 3, 7}, dir.string(), "m");
+  std::vector<std::string> labels, files;
+  for (const auto& e : m.methods) {
+    labels.push_back(e.label);
+    files.push_back(std::filesystem::path(e.kv.plan_file).filename().string());
+  }
+  EXPECT_EQ(labels, (std::vector<std::string>{"split-2.5 (K3/V2)", "split-2.5 (K2/V3)", "split-3 (K4/V2)",
+                                              "split-3 (K3/V3)", "split-3 (K2/V4)"}));
+  EXPECT_EQ(files, (std::vector<std::string>{"fixed_k3v2.json", "fixed_k2v3.json", "fixed_k4v2.json", "fixed_k3v3.json",
+                                             "fixed_k2v4.json"}));
+  EXPECT_EQ(m.methods[2].bits, 3.0);
+  ASSERT_EQ(m.skipped.size(), 1u);  // 7 bits: no split of {2, 3, 4, 8}
+  EXPECT_NE(m.skipped[0].find("split-7"), std::string::npos);
+  std::filesystem::remove(dir / "fixed_k2v4.json");
+  try {
+    eval_matrix({"split:3"}, {2}, dir.string(), "model.gguf");
+    FAIL() << "a missing split plan must be an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--method fixed --k-bits 2 --v-bits 4"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // plan:NAME runs <plan_dir>/NAME.json once (whatever the bits list), its bits from the name.

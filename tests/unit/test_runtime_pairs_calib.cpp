@@ -171,9 +171,9 @@ TEST(ComponentFits, PerComponentFitsWithR2AndPooledFallback) {
     kv.keys.push_back(x);
     kv.values.push_back(i == 3 ? std::vector<float>(256 * 16, 0.0f) : x);
   }
-  const std::vector<int> bits = supported_fit_bits(QuantMethod::uniform);
+  const std::vector<int> bits = supported_distortion_bits(QuantMethod::uniform);
   EXPECT_EQ(bits, (std::vector<int>{1, 2, 3, 4, 8}));
-  EXPECT_EQ(supported_fit_bits(QuantMethod::turbo), (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_EQ(supported_distortion_bits(QuantMethod::turbo), (std::vector<int>{1, 2, 3, 4}));
   const ComponentFits f = fit_components(kv, QuantMethod::uniform, {2, 3, 4, 8});
   for (int l = 0; l < 2; ++l)
     for (int h = 0; h < 2; ++h) {
