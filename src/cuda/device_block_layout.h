@@ -17,6 +17,9 @@ struct KvBlockLayout;
 
 namespace mpkv::cuda {
 
+// Layouts per component in the device layout table: [component][bits], bits 0..16.
+inline constexpr int kBitsSlots = 17;
+
 enum class BlockFormat : int32_t { f16_rows = 0, uniform_token = 1, uniform_channel = 2 };
 
 // Offsets are bytes from the block start; everything fits 32 bits (a block is one KV head of one

@@ -32,9 +32,6 @@ struct ComponentFormat {
   DeviceBlockLayout device_at[17];  // the same (fp16 rows: at [16])
 };
 
-// Slots per component in the device layout table: index bits 0..16.
-inline constexpr int kBitsSlots = 17;
-
 struct PageFormat {
   int n_head_kv = 0, head_dim = 0, page_tokens = 0;
   std::vector<ComponentFormat> blocks;  // [2 * n_head_kv]

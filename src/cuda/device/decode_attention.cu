@@ -1,0 +1,166 @@
+// Decode attention over mixed-width pages plus fp16 sink and window rows, flash-decoding style
+// (kernels.h has the launch shapes; docs/cuda.md the design): a split kernel writes one online-
+// softmax partial per (work item, query head), a merge kernel combines a sequence's items.
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "cuda/device/device_buffer.h"
+#include "cuda/device/kernels.h"
+#include "cuda/kv_math_hd.h"
+#include "util/error.h"
+
+namespace mpkv::cuda {
+
+namespace {
+
+constexpr int kThreads = kDecodeWarps * 32;
+constexpr int kMaxDecodeHeadDim = 32 * kMaxChannelsPerLane;
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// The K and V rows a warp reads next: blocks, their layouts and the row inside them.
+struct RowRef {
+  const uint8_t* k;
+  const uint8_t* v;
+  DeviceBlockLayout lk, lv;
+  int t;
+};
+
+// Row i of work item w for KV head h: first the sequence's fp16 rows (if the item has them), then
+// its pages' rows in order (only the sequence's last page may be partly filled).
+__device__ RowRef row_ref(const DecodeArgs& a, const WorkItem& w, int h, int nf, int i, const DeviceBlockLayout& f16) {
+  RowRef r;
+  if (i < nf) {
+    const size_t off = ((size_t)i * a.n_head_kv + h) * (size_t)a.head_dim * 2;
+    r.k = a.arena + a.f16_k[w.seq] + off;
+    r.v = a.arena + a.f16_v[w.seq] + off;
+    r.lk = r.lv = f16;
+    r.t = 0;
+    return r;
+  }
+  const int j = i - nf, p = w.page_begin + j / a.page_tokens;
+  r.t = j % a.page_tokens;
+  const int slot = a.page_indices[p];
+  const uint8_t* base = a.arena + a.slots.base[slot];
+  const size_t sk = (size_t)slot * a.n_blocks + 2 * h;
+  r.lk = a.layouts[(2 * h) * kBitsSlots + a.slots.bits[sk]];
+  r.lv = a.layouts[(2 * h + 1) * kBitsSlots + a.slots.bits[sk + 1]];
+  r.k = base + a.slots.block_off[sk];
+  r.v = base + a.slots.block_off[sk + 1];
+  return r;
+}
+
+__global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeArgs a) {
+  const WorkItem w = a.work[blockIdx.x];
+  const int h = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int d = a.head_dim, G = a.n_head / a.n_head_kv, cpl = d / 32, c0 = lane * cpl;
+  DeviceBlockLayout f16;  // one fp16 row [1][head_dim]
+  f16.format = BlockFormat::f16_rows;
+  f16.head_dim = d;
+  f16.tokens = 1;
+
+  float q[kMaxGroup][kMaxChannelsPerLane], acc[kMaxGroup][kMaxChannelsPerLane], m[kMaxGroup], l[kMaxGroup];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMaxChannelsPerLane; ++k) {
+      acc[g][k] = 0.0f;
+      q[g][k] = (g < G && k < cpl) ? a.q[((size_t)w.seq * a.n_head + h * G + g) * d + c0 + k] * a.scale : 0.0f;
+    }
+  }
+  const int nf = w.with_f16 ? a.f16_rows[w.seq] : 0;
+  const int np = w.page_end - w.page_begin;
+  const bool has_last = w.page_end == a.page_indptr[w.seq + 1];
+  const int page_rows = np == 0 ? 0 : (np - 1) * a.page_tokens + (has_last ? a.last_page_len[w.seq] : a.page_tokens);
+
+  for (int i = warp; i < nf + page_rows; i += kDecodeWarps) {
+    const RowRef r = row_ref(a, w, h, nf, i, f16);
+    float x[kMaxChannelsPerLane], s[kMaxGroup];
+#pragma unroll
+    for (int k = 0; k < kMaxChannelsPerLane; ++k) x[k] = k < cpl ? dequant_at(r.lk, r.k, r.t, c0 + k) : 0.0f;
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      float part = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kMaxChannelsPerLane; ++k) part += q[g][k] * x[k];
+      s[g] = g < G ? warp_sum(part) : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kMaxChannelsPerLane; ++k) x[k] = k < cpl ? dequant_at(r.lv, r.v, r.t, c0 + k) : 0.0f;
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= G) break;
+      const float mn = fmaxf(m[g], s[g]);
+      const float rescale = expf(m[g] - mn);  // 0 for the first row (m = -inf)
+      const float p = expf(s[g] - mn);
+      l[g] = l[g] * rescale + p;
+#pragma unroll
+      for (int k = 0; k < kMaxChannelsPerLane; ++k) acc[g][k] = acc[g][k] * rescale + p * x[k];
+      m[g] = mn;
+    }
+  }
+
+  // The four warps' states meet in shared memory; thread e then merges channel e % d of head e / d.
+  __shared__ float sm_m[kDecodeWarps][kMaxGroup], sm_l[kDecodeWarps][kMaxGroup];
+  __shared__ float sm_acc[kDecodeWarps][kMaxGroup][kMaxDecodeHeadDim];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= G) break;
+    if (lane == 0) sm_m[warp][g] = m[g], sm_l[warp][g] = l[g];
+#pragma unroll
+    for (int k = 0; k < kMaxChannelsPerLane; ++k)
+      if (k < cpl) sm_acc[warp][g][c0 + k] = acc[g][k];
+  }
+  __syncthreads();
+  float* part = a.partial + ((size_t)blockIdx.x * a.n_head + (size_t)h * G) * (2 + d);
+  for (int e = threadIdx.x; e < G * d; e += kThreads) {
+    const int g = e / d, c = e % d;
+    float mm = -INFINITY, ll = 0.0f, aa = 0.0f;
+    for (int wi = 0; wi < kDecodeWarps; ++wi) {
+      const MergeWeights mw = merge_weights(mm, sm_m[wi][g]);
+      ll = ll * mw.wa + sm_l[wi][g] * mw.wb;
+      aa = aa * mw.wa + sm_acc[wi][g][c] * mw.wb;
+      mm = mw.m;
+    }
+    float* pg = part + (size_t)g * (2 + d);
+    pg[2 + c] = aa;
+    if (c == 0) pg[0] = mm, pg[1] = ll;
+  }
+}
+
+__global__ void decode_merge_kernel(DecodeArgs a) {
+  const int b = blockIdx.x, hq = blockIdx.y, d = a.head_dim;
+  const int i0 = a.work_indptr[b], i1 = a.work_indptr[b + 1];
+  for (int c = threadIdx.x; c < d; c += blockDim.x) {
+    float m = -INFINITY, l = 0.0f, acc = 0.0f;
+    for (int i = i0; i < i1; ++i) {
+      const float* p = a.partial + ((size_t)i * a.n_head + hq) * (2 + d);
+      const MergeWeights mw = merge_weights(m, p[0]);
+      l = l * mw.wa + p[1] * mw.wb;
+      acc = acc * mw.wa + p[2 + c] * mw.wb;
+      m = mw.m;
+    }
+    a.out[((size_t)b * a.n_head + hq) * d + c] = acc / l;
+  }
+}
+
+}  // namespace
+
+void launch_decode(const DecodeArgs& a) {
+  MPKV_ASSERT(a.head_dim % 32 == 0 && a.head_dim <= kMaxDecodeHeadDim, "decode: head_dim must be a multiple of 32 up to 256");
+  MPKV_ASSERT(a.n_head % a.n_head_kv == 0 && a.n_head / a.n_head_kv <= kMaxGroup, "decode: GQA group above 8");
+  if (a.n_work == 0) return;
+  decode_split_kernel<<<dim3(a.n_work, a.n_head_kv), kThreads>>>(a);
+  cuda_check(cudaGetLastError(), "decode split launch");
+  decode_merge_kernel<<<dim3(a.batch, a.n_head), 128>>>(a);
+  cuda_check(cudaGetLastError(), "decode merge launch");
+}
+
+}  // namespace mpkv::cuda

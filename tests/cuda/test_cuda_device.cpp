@@ -1,0 +1,299 @@
+// The CUDA kernels against the CPU reference on the same pages (docs/cuda.md, "Verification").
+// Every test skips when no CUDA device is present (this binary is built wherever nvcc is, run
+// for real by scripts/device_check.sh on a GPU machine).
+//
+// Tolerances, by what may differ:
+//   fp16 conversions, group parameters, append, shrink: none (the same integer / IEEE-rounded
+//     operations; bytes must be identical)
+//   decode attention: the CPU reference (attend_segments with the scalar kernels) and the device
+//     sum the same dequantized values in other orders, and expf differs from std::exp by a few
+//     ulp: |device - cpu| <= kDecodeTol * (1 + |cpu|).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention/paged_attention.h"
+#include "cuda/device/device_buffer.h"
+#include "cuda/device/device_page_store.h"
+#include "cuda/device/kernels.h"
+#include "cuda/page_format.h"
+#include "cuda/page_table.h"
+#include "quant/uniform_params.h"
+#include "util/fp16.h"
+
+namespace mpkv::cuda {
+namespace {
+
+constexpr float kDecodeTol = 2e-4f;
+constexpr uint64_t kArenaBytes = 256ull << 20;
+
+class CudaDevice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  }
+};
+
+std::vector<uint16_t> random_rows(size_t n, uint32_t seed, float sd = 2.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sd);
+  std::vector<uint16_t> v(n);
+  for (auto& h : v) h = fp32_to_fp16(nd(rng));
+  return v;
+}
+
+bool same_half_result(uint16_t a, uint16_t b) {
+  const bool na = (a & 0x7c00u) == 0x7c00u && (a & 0x3ffu), nb = (b & 0x7c00u) == 0x7c00u && (b & 0x3ffu);
+  return na || nb ? na == nb : a == b;  // NaN payloads may differ
+}
+
+TEST_F(CudaDevice, HalfConversionsMatchTheHost) {
+  const std::vector<float> dev = device_half_to_float_all();
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float want = fp16_to_fp32((uint16_t)h);
+    if (std::isnan(want)) ASSERT_TRUE(std::isnan(dev[h])) << h;
+    else ASSERT_EQ(fp32_to_bits(dev[h]), fp32_to_bits(want)) << h;
+  }
+  std::vector<float> x;
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 200000; ++i) x.push_back(fp32_from_bits(bits(rng)));
+  for (float f : {0.0f, -0.0f, 65504.0f, 65520.0f, -65520.0f, 5.96e-8f, 2.98e-8f, 1e-30f, -1e-30f}) x.push_back(f);
+  std::vector<uint16_t> rn, down, up;
+  device_float_to_half(x, rn, down, up);
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_TRUE(same_half_result(rn[i], fp32_to_fp16(x[i]))) << x[i];
+    if (std::isnan(x[i])) continue;
+    ASSERT_EQ(down[i], fp16_round_down(x[i])) << x[i];
+    ASSERT_EQ(up[i], fp16_round_up(x[i])) << x[i];
+  }
+}
+
+TEST_F(CudaDevice, GroupParamsMatchTheHost) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> mag(-8.0f, 5.0f);
+  std::vector<float> lo, hi;
+  for (int i = 0; i < 100000; ++i) {
+    float a = nd(rng) * std::pow(10.0f, mag(rng)), b = nd(rng) * std::pow(10.0f, mag(rng));
+    lo.push_back(std::min(a, b));
+    hi.push_back(std::max(a, b));
+  }
+  for (int bits : {1, 2, 3, 4, 8, 16}) {
+    std::vector<uint16_t> s, z;
+    device_group_params(lo, hi, bits, s, z);
+    for (size_t i = 0; i < lo.size(); ++i) {
+      const UniformGroupParams want = uniform_group_params(lo[i], hi[i], bits);
+      ASSERT_EQ(s[i], want.scale_h) << lo[i] << " " << hi[i] << " bits " << bits;
+      ASSERT_EQ(z[i], want.zero_h) << lo[i] << " " << hi[i] << " bits " << bits;
+    }
+  }
+}
+
+// Formats covering every device format: uniform 2/4/8/16 (one plan per width), KIVI keys, fp16
+// blocks, and a progressive plan whose pages sit at different widths.
+struct NamedFormat {
+  std::string name;
+  PageFormat f;
+};
+std::vector<NamedFormat> formats(int n_head_kv, int d, int P) {
+  std::vector<NamedFormat> out;
+  for (int bits : {2, 4, 8, 16}) {
+    const ComponentSpec u{false, GroupAxis::token, d, bits, bits};
+    out.push_back({"uniform" + std::to_string(bits), make_page_format(n_head_kv, d, P, {u, u})});
+  }
+  const ComponentSpec g32{false, GroupAxis::token, 32, 4, 4};
+  out.push_back({"uniform4_g32", make_page_format(n_head_kv, d, P, {g32, g32})});
+  for (int bits : {2, 4}) {
+    const ComponentSpec k{false, GroupAxis::channel, 32, bits, bits}, v{false, GroupAxis::token, d, bits, bits};
+    out.push_back({"kivi" + std::to_string(bits), make_page_format(n_head_kv, d, P, {k, v})});
+  }
+  const ComponentSpec f16{true, GroupAxis::token, 0, 16, 16};
+  out.push_back({"f16", make_page_format(n_head_kv, d, P, {f16, f16})});
+  const ComponentSpec prog{false, GroupAxis::token, d, 16, 2};
+  const ComponentSpec kprog{false, GroupAxis::channel, 32, 16, 2};
+  std::vector<ComponentSpec> mixed;
+  for (int h = 0; h < n_head_kv; ++h) {
+    mixed.push_back(h % 2 ? kprog : prog);
+    mixed.push_back(h % 3 == 2 ? f16 : prog);
+  }
+  out.push_back({"progressive_mixed", make_page_format(n_head_kv, d, P, mixed)});
+  return out;
+}
+
+// The page's blocks one halving down where they can still shrink.
+std::vector<uint8_t> halved_bits(const PageFormat& f, const std::vector<uint8_t>& bits) {
+  std::vector<uint8_t> to = bits;
+  for (int b = 0; b < f.n_blocks(); ++b)
+    if (!f.blocks[b].spec.f16 && to[b] > f.blocks[b].spec.final_bits) to[b] /= 2;
+  return to;
+}
+
+TEST_F(CudaDevice, AppendWritesTheCpuQuantizersBytes) {
+  const int nkv = 2, d = 64, P = 64;
+  for (const NamedFormat& nf : formats(nkv, d, P)) {
+    const PageFormat& f = nf.f;
+    const std::vector<uint16_t> k = random_rows((size_t)P * nkv * d, 1), v = random_rows((size_t)P * nkv * d, 2);
+    const HostPage want = write_host_page(f, k.data(), v.data(), P);
+    DevicePageStore store(f, kArenaBytes);
+    const int slot = store.new_page();
+    // Two appends of 32 rows (whole KIVI token groups), the second from input rows 32..63.
+    store.append({{slot, 0, 32, 0}, {slot, 32, 32, 32}}, k.data(), v.data(), P);
+    const HostPage got = store.download_page(slot, P);
+    EXPECT_EQ(got.bytes, want.bytes) << nf.name;
+  }
+}
+
+TEST_F(CudaDevice, InPlaceShrinkGivesTheCpuShrinksBytes) {
+  const int nkv = 3, d = 64, P = 64;
+  const ComponentSpec prog{false, GroupAxis::token, d, 16, 1}, kprog{false, GroupAxis::channel, 32, 16, 2},
+      f16{true, GroupAxis::token, 0, 16, 16};
+  const PageFormat f = make_page_format(nkv, d, P, {prog, prog, kprog, f16, f16, prog});
+  std::vector<HostPage> cpu;
+  DevicePageStore store(f, kArenaBytes);
+  std::vector<int> slots;
+  for (int i = 0; i < 5; ++i) {
+    const std::vector<uint16_t> k = random_rows((size_t)P * nkv * d, 10 + i), v = random_rows((size_t)P * nkv * d, 20 + i);
+    cpu.push_back(write_host_page(f, k.data(), v.data(), P));
+    slots.push_back(store.upload_page(cpu.back()));
+  }
+  for (int step = 0; step < 4; ++step) {
+    std::vector<std::vector<uint8_t>> to;
+    for (HostPage& p : cpu) {
+      to.push_back(halved_bits(f, p.bits));
+      shrink_host_page(f, p, to.back());
+    }
+    const uint64_t before = store.arena_used();
+    DevicePageStore::PreparedShrink s = store.prepare_shrink(slots, to);
+    store.run_shrink(s);
+    store.commit_shrink(s);
+    EXPECT_LT(store.arena_used(), before);
+    for (size_t i = 0; i < cpu.size(); ++i) EXPECT_EQ(store.download_page(slots[i], P).bytes, cpu[i].bytes) << step;
+  }
+}
+
+// One sequence of a decode test: fp16 sink, pages (each shrunk `halvings` times), fp16 window.
+struct SeqCase {
+  int sink, pages, last_fill, window, halvings;
+};
+
+// CPU reference: attend_segments with the scalar kernels over sink, pages and window, per KV head,
+// then out = (acc_model + acc_code) / l (no rotation here, so the two halves just add).
+std::vector<float> cpu_decode(const PageFormat& f, int n_head, const std::vector<uint16_t>& k16,
+                              const std::vector<uint16_t>& v16, int sink, const std::vector<HostPage>& pages,
+                              int window, const float* q) {
+  const int d = f.head_dim, nkv = f.n_head_kv, group = n_head / nkv;
+  const size_t row = (size_t)nkv * d;
+  const PagedAttentionKernels& K = paged_attention_kernels_for(Isa::scalar);
+  std::vector<float> out((size_t)n_head * d);
+  for (int h = 0; h < nkv; ++h) {
+    std::vector<AttnSegment> segs;
+    auto add_rows = [&](int pos0, int row0, int n) {
+      for (int i = 0; i < n; i += kMaxKernelRows) {
+        AttnSegment g;
+        g.pos0 = pos0 + i;
+        g.n = std::min(kMaxKernelRows, n - i);
+        g.k16 = k16.data() + (size_t)(row0 + i) * row + (size_t)h * d;
+        g.v16 = v16.data() + (size_t)(row0 + i) * row + (size_t)h * d;
+        g.stride = row;
+        segs.push_back(g);
+      }
+    };
+    add_rows(0, 0, sink);
+    int pos = sink;
+    for (const HostPage& p : pages) {
+      append_host_segments(f, p, h, pos, segs);
+      pos += p.filled;
+    }
+    add_rows(pos, sink, window);
+    const int total = pos + window;
+    std::vector<float> qs((size_t)group * d);
+    for (int g = 0; g < group; ++g)
+      for (int c = 0; c < d; ++c) qs[(size_t)g * d + c] = q[(size_t)(h * group + g) * d + c] / std::sqrt((float)d);
+    std::vector<int> visible(group, total);
+    AttnQueries aq;
+    aq.q_model = aq.q_code = qs.data();
+    aq.ldq = d;
+    aq.nq = group;
+    aq.visible = visible.data();
+    std::vector<float> m(group), l(group), acc((size_t)group * 2 * d), scratch((size_t)group * kMaxKernelRows);
+    const SoftmaxPartialView st{m.data(), l.data(), acc.data()};
+    softmax_partial_clear(st, group, d);
+    attend_segments(K, d, aq, segs.data(), segs.size(), scratch.data(), st);
+    for (int g = 0; g < group; ++g)
+      for (int c = 0; c < d; ++c)
+        out[(size_t)(h * group + g) * d + c] = (acc[(size_t)g * 2 * d + c] + acc[(size_t)g * 2 * d + d + c]) / l[g];
+  }
+  return out;
+}
+
+void check_decode(int nkv, int n_head, int d, int P, const std::vector<SeqCase>& cases, int target_items) {
+  for (const NamedFormat& nf : formats(nkv, d, P)) {
+    const PageFormat& f = nf.f;
+    DevicePageStore store(f, kArenaBytes);
+    std::vector<SequenceView> views;
+    std::vector<float> want, q;
+    uint32_t seed = 100;
+    for (const SeqCase& c : cases) {
+      // The sequence's fp16 rows: sink rows then window rows, [rows][nkv][d]; page rows separate.
+      const int f16_rows = c.sink + c.window;
+      const std::vector<uint16_t> k16 = random_rows((size_t)std::max(1, f16_rows) * nkv * d, seed++),
+                                  v16 = random_rows((size_t)std::max(1, f16_rows) * nkv * d, seed++);
+      SequenceView sv;
+      std::vector<HostPage> pages;
+      for (int p = 0; p < c.pages; ++p) {
+        const int n = p + 1 == c.pages ? c.last_fill : P;
+        const std::vector<uint16_t> pk = random_rows((size_t)n * nkv * d, seed++), pv = random_rows((size_t)n * nkv * d, seed++);
+        HostPage hp = write_host_page(f, pk.data(), pv.data(), n);
+        for (int s = 0; s < c.halvings; ++s) shrink_host_page(f, hp, halved_bits(f, hp.bits));
+        sv.page_slots.push_back(store.upload_page(hp));
+        pages.push_back(std::move(hp));
+      }
+      sv.last_page_len = c.last_fill;
+      sv.f16_rows = f16_rows;
+      if (f16_rows > 0) {
+        sv.f16_k = store.upload_rows(k16.data(), f16_rows);
+        sv.f16_v = store.upload_rows(v16.data(), f16_rows);
+      }
+      views.push_back(sv);
+      std::mt19937 rng(seed++);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      std::vector<float> qs((size_t)n_head * d);
+      for (float& x : qs) x = nd(rng);
+      const std::vector<float> ref = cpu_decode(f, n_head, k16, v16, c.sink, pages, c.window, qs.data());
+      want.insert(want.end(), ref.begin(), ref.end());
+      q.insert(q.end(), qs.begin(), qs.end());
+    }
+    const BatchTable t = build_batch_table(views, P, target_items);
+    DecodeStep step(store, t, n_head);
+    step.set_queries(q);
+    step.run();
+    const std::vector<float> got = step.output();
+    ASSERT_EQ(got.size(), want.size());
+    float worst = 0.0f;
+    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]) / (1.0f + std::abs(want[i])));
+    EXPECT_LE(worst, kDecodeTol) << nf.name << " (" << step.n_work() << " work items)";
+  }
+}
+
+const std::vector<SeqCase> kMixedBatch = {
+    {1, 5, 64, 20, 0},   // full pages at their initial bits
+    {4, 3, 32, 0, 1},    // partial last page, one halving (progressive pages at 8 bits)
+    {1, 0, 0, 7, 0},     // no pages yet: fp16 rows only
+    {0, 9, 64, 3, 3},    // three halvings (progressive pages at 2 bits)
+};
+
+TEST_F(CudaDevice, DecodeMatchesTheCpuReferenceOneItemPerSequence) { check_decode(2, 6, 64, 64, kMixedBatch, 1); }
+
+TEST_F(CudaDevice, DecodeMatchesTheCpuReferenceSplitIntoPageItems) { check_decode(2, 6, 64, 64, kMixedBatch, 1000); }
+
+TEST_F(CudaDevice, DecodeMatchesAtHeadDim128AndGroup8) {
+  check_decode(1, 8, 128, 64, {{1, 4, 64, 30, 2}, {2, 2, 32, 5, 1}}, 3);
+}
+
+}  // namespace
+}  // namespace mpkv::cuda
