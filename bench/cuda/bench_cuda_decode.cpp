@@ -32,14 +32,6 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-std::vector<uint16_t> random_rows(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<uint16_t> v(n);
-  for (auto& h : v) h = fp32_to_fp16(nd(rng));
-  return v;
-}
-
 // Device copy bandwidth (bytes read + written per second) of a 2 GiB device-to-device cudaMemcpy.
 double copy_bandwidth() {
   const size_t n = 1ull << 30;
@@ -89,8 +81,8 @@ struct Timing {
 Timing time_decode(const Width& w, int batch, int context, int target_items) {
   const int pages = (context - kF16Rows) / kPage, f16_rows = context - pages * kPage;
   std::vector<HostPage> templates;
-  const std::vector<uint16_t> k = random_rows((size_t)kPage * kHeadsKv * kHeadDim, 1),
-                              v = random_rows((size_t)kPage * kHeadsKv * kHeadDim, 2);
+  const std::vector<uint16_t> k = random_half_rows((size_t)kPage * kHeadsKv * kHeadDim, 1),
+                              v = random_half_rows((size_t)kPage * kHeadsKv * kHeadDim, 2);
   double page_bytes = 0;
   for (int h : w.halvings) {
     HostPage p = write_host_page(w.f, k.data(), v.data(), kPage);
@@ -108,7 +100,7 @@ Timing time_decode(const Width& w, int batch, int context, int target_items) {
   DevicePageStore store(w.f, arena);
   std::vector<int> tslots;
   for (const HostPage& p : templates) tslots.push_back(store.upload_page(p));
-  const std::vector<uint16_t> rows = random_rows((size_t)f16_rows * kHeadsKv * kHeadDim, 3);
+  const std::vector<uint16_t> rows = random_half_rows((size_t)f16_rows * kHeadsKv * kHeadDim, 3);
   std::vector<SequenceView> seqs(batch);
   for (SequenceView& s : seqs) {
     for (int i = 0; i < pages; ++i) {
@@ -159,8 +151,8 @@ void decode_table(const char* title, const std::vector<Width>& ws, const std::ve
 void shrink_table(int n_pages) {
   const ComponentSpec prog{false, GroupAxis::token, kHeadDim, 16, 1};
   const PageFormat f = make_page_format(kHeadsKv, kHeadDim, kPage, {prog, prog});
-  const std::vector<uint16_t> k = random_rows((size_t)kPage * kHeadsKv * kHeadDim, 4),
-                              v = random_rows((size_t)kPage * kHeadsKv * kHeadDim, 5);
+  const std::vector<uint16_t> k = random_half_rows((size_t)kPage * kHeadsKv * kHeadDim, 4),
+                              v = random_half_rows((size_t)kPage * kHeadsKv * kHeadDim, 5);
   const HostPage p = write_host_page(f, k.data(), v.data(), kPage);
   DevicePageStore store(f, (uint64_t)n_pages * (p.bytes.size() + kArenaAlign) + (1 << 20));
   std::vector<int> slots{store.upload_page(p)};

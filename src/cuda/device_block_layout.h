@@ -84,4 +84,28 @@ MPKV_HD float dequant_at(const DeviceBlockLayout& L, const uint8_t* blk, int t, 
   return mul_add_unfused((float)code_at(L, blk, t, c), scale_at(L, blk, pi), zero_at(L, blk, pi));
 }
 
+// x[k] = x_hat(t, c0 + k) for k < n <= MaxN: dequant_at for n consecutive channels of one row (a
+// decode lane's share), reading each scale and zero once per run of channels that share it (token
+// axis: a channel group; channel axis: every channel has its own). Identical values to dequant_at.
+// MaxN is a compile-time bound so the device keeps x in registers (loops unrolled, k < n guarded).
+template <int MaxN>
+MPKV_HD void dequant_run(const DeviceBlockLayout& L, const uint8_t* blk, int t, int c0, int n, float (&x)[MaxN]) {
+  if (L.format == BlockFormat::f16_rows) {
+    const uint8_t* row = blk + 2 * ((size_t)t * L.head_dim + c0);
+    MPKV_UNROLL
+    for (int k = 0; k < MaxN; ++k)
+      if (k < n) x[k] = half_to_float(load_u16(row + 2 * k));
+    return;
+  }
+  uint32_t pi = param_index_at(L, t, c0);
+  float s = scale_at(L, blk, pi), z = zero_at(L, blk, pi);
+  MPKV_UNROLL
+  for (int k = 0; k < MaxN; ++k) {
+    if (k >= n) break;
+    const uint32_t pk = param_index_at(L, t, c0 + k);
+    if (pk != pi) pi = pk, s = scale_at(L, blk, pi), z = zero_at(L, blk, pi);
+    x[k] = mul_add_unfused((float)code_at(L, blk, t, c0 + k), s, z);
+  }
+}
+
 }  // namespace mpkv::cuda

@@ -14,6 +14,12 @@
 #else
 #define MPKV_HD inline
 #endif
+// Unrolls a loop in device code only (the host compiler would warn about the pragma).
+#if defined(__CUDA_ARCH__)
+#define MPKV_UNROLL _Pragma("unroll")
+#else
+#define MPKV_UNROLL
+#endif
 
 #if !defined(__CUDA_ARCH__)
 #include <cmath>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 
 #include "cuda/shrink_moves.h"
@@ -112,6 +113,14 @@ void shrink_host_page(const PageFormat& f, HostPage& p, const std::vector<uint8_
   }
   p.bytes = std::move(out);
   p.bits = to_bits;
+}
+
+std::vector<uint16_t> random_half_rows(size_t n, uint32_t seed, float sd) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sd);
+  std::vector<uint16_t> v(n);
+  for (auto& h : v) h = fp32_to_fp16(nd(rng));
+  return v;
 }
 
 void append_host_segments(const PageFormat& f, const HostPage& p, int h, int pos0, std::vector<AttnSegment>& out) {

@@ -69,6 +69,10 @@ HostPage write_host_page(const PageFormat& f, const uint16_t* k16, const uint16_
 // through shrink_ref into a new buffer, blocks repacked (PagedKvCache::shrink_page).
 void shrink_host_page(const PageFormat& f, HostPage& p, const std::vector<uint8_t>& to_bits);
 
+// n fp16 values drawn from N(0, sd^2) with a fixed seed: synthetic K/V rows for the tests and the
+// benchmark (the same rows for the same seed everywhere).
+std::vector<uint16_t> random_half_rows(size_t n, uint32_t seed, float sd = 2.0f);
+
 // Segments of KV head h over the page (for attend_segments, the CPU reference of the device
 // attention), positions from pos0.
 void append_host_segments(const PageFormat& f, const HostPage& p, int h, int pos0, std::vector<AttnSegment>& out);

@@ -38,14 +38,6 @@ class CudaDevice : public ::testing::Test {
   }
 };
 
-std::vector<uint16_t> random_rows(size_t n, uint32_t seed, float sd = 2.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, sd);
-  std::vector<uint16_t> v(n);
-  for (auto& h : v) h = fp32_to_fp16(nd(rng));
-  return v;
-}
-
 bool same_half_result(uint16_t a, uint16_t b) {
   const bool na = (a & 0x7c00u) == 0x7c00u && (a & 0x3ffu), nb = (b & 0x7c00u) == 0x7c00u && (b & 0x3ffu);
   return na || nb ? na == nb : a == b;  // NaN payloads may differ
@@ -137,7 +129,7 @@ TEST_F(CudaDevice, AppendWritesTheCpuQuantizersBytes) {
   const int nkv = 2, d = 64, P = 64;
   for (const NamedFormat& nf : formats(nkv, d, P)) {
     const PageFormat& f = nf.f;
-    const std::vector<uint16_t> k = random_rows((size_t)P * nkv * d, 1), v = random_rows((size_t)P * nkv * d, 2);
+    const std::vector<uint16_t> k = random_half_rows((size_t)P * nkv * d, 1), v = random_half_rows((size_t)P * nkv * d, 2);
     const HostPage want = write_host_page(f, k.data(), v.data(), P);
     DevicePageStore store(f, kArenaBytes);
     const int slot = store.new_page();
@@ -157,7 +149,7 @@ TEST_F(CudaDevice, InPlaceShrinkGivesTheCpuShrinksBytes) {
   DevicePageStore store(f, kArenaBytes);
   std::vector<int> slots;
   for (int i = 0; i < 5; ++i) {
-    const std::vector<uint16_t> k = random_rows((size_t)P * nkv * d, 10 + i), v = random_rows((size_t)P * nkv * d, 20 + i);
+    const std::vector<uint16_t> k = random_half_rows((size_t)P * nkv * d, 10 + i), v = random_half_rows((size_t)P * nkv * d, 20 + i);
     cpu.push_back(write_host_page(f, k.data(), v.data(), P));
     slots.push_back(store.upload_page(cpu.back()));
   }
@@ -241,13 +233,13 @@ void check_decode(int nkv, int n_head, int d, int P, const std::vector<SeqCase>&
     for (const SeqCase& c : cases) {
       // The sequence's fp16 rows: sink rows then window rows, [rows][nkv][d]; page rows separate.
       const int f16_rows = c.sink + c.window;
-      const std::vector<uint16_t> k16 = random_rows((size_t)std::max(1, f16_rows) * nkv * d, seed++),
-                                  v16 = random_rows((size_t)std::max(1, f16_rows) * nkv * d, seed++);
+      const std::vector<uint16_t> k16 = random_half_rows((size_t)std::max(1, f16_rows) * nkv * d, seed++),
+                                  v16 = random_half_rows((size_t)std::max(1, f16_rows) * nkv * d, seed++);
       SequenceView sv;
       std::vector<HostPage> pages;
       for (int p = 0; p < c.pages; ++p) {
         const int n = p + 1 == c.pages ? c.last_fill : P;
-        const std::vector<uint16_t> pk = random_rows((size_t)n * nkv * d, seed++), pv = random_rows((size_t)n * nkv * d, seed++);
+        const std::vector<uint16_t> pk = random_half_rows((size_t)n * nkv * d, seed++), pv = random_half_rows((size_t)n * nkv * d, seed++);
         HostPage hp = write_host_page(f, pk.data(), pv.data(), n);
         for (int s = 0; s < c.halvings; ++s) shrink_host_page(f, hp, halved_bits(f, hp.bits));
         sv.page_slots.push_back(store.upload_page(hp));

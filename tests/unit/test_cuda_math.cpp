@@ -109,6 +109,16 @@ TEST(CudaMath, DequantizedValuesMatchDequantizeRefIncludingLadderScales) {
         for (int c = 0; c < d; ++c)
           ASSERT_EQ(fp32_to_bits(dequant_at(D, blk.data(), t, c)), fp32_to_bits(want[(size_t)t * d + c]))
               << "bits " << H.bits << " scale_mult " << H.scale_mult;
+      // A decode lane's runs of 2 and 4 channels (head_dim 64 and 128 over 32 lanes), and runs of
+      // 16 that cross channel groups of 8.
+      for (int n : {2, 4, 16})
+        for (int t = 0; t < P; ++t)
+          for (int c0 = 0; c0 < d; c0 += n) {
+            float run[16];
+            dequant_run(D, blk.data(), t, c0, n, run);
+            for (int k = 0; k < n; ++k)
+              ASSERT_EQ(fp32_to_bits(run[k]), fp32_to_bits(want[(size_t)t * d + c0 + k])) << "run of " << n;
+          }
       if (H.bits == 1) break;
       const KvBlockLayout half = halved_layout(H);
       std::vector<uint8_t> next(half.bytes);
@@ -128,6 +138,9 @@ TEST(CudaMath, F16RowsDecodeAsStored) {
   const uint8_t* blk = reinterpret_cast<const uint8_t*>(rows.data());
   for (int t = 0; t < P; ++t)
     for (int c = 0; c < d; ++c) ASSERT_EQ(dequant_at(D, blk, t, c), fp16_to_fp32(rows[(size_t)t * d + c]));
+  float run[8];
+  dequant_run(D, blk, 2, 8, 8, run);
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(run[k], fp16_to_fp32(rows[(size_t)2 * d + 8 + k]));
   EXPECT_EQ(D.bytes, (uint32_t)(P * d * 2));
 }
 

@@ -17,14 +17,6 @@
 namespace mpkv::cuda {
 namespace {
 
-std::vector<uint16_t> random_rows(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 2.0f);
-  std::vector<uint16_t> v(n);
-  for (auto& h : v) h = fp32_to_fp16(nd(rng));
-  return v;
-}
-
 // Two KV heads with different plans: head 0 progressive uniform K and V (16 -> 2), head 1 KIVI
 // keys (channel axis, 16 -> 4) and fp16 values.
 PageFormat mixed_format(int P) {
@@ -62,7 +54,7 @@ TEST(CudaPages, BlockOffsetsFollowCurrentBits) {
 TEST(CudaPages, InPlaceShrinkMovesGiveTheCpuShrink) {
   const int P = 64;
   const PageFormat f = mixed_format(P);
-  const std::vector<uint16_t> k = random_rows((size_t)P * 2 * 64, 1), v = random_rows((size_t)P * 2 * 64, 2);
+  const std::vector<uint16_t> k = random_half_rows((size_t)P * 2 * 64, 1), v = random_half_rows((size_t)P * 2 * 64, 2);
   for (uint32_t chunk : {1u, 7u, 512u, 1u << 20}) {
     HostPage cpu = write_host_page(f, k.data(), v.data(), P);
     std::vector<uint8_t> inplace = cpu.bytes;

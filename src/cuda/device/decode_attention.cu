@@ -55,6 +55,10 @@ __device__ RowRef row_ref(const DecodeArgs& a, const WorkItem& w, int h, int nf,
   return r;
 }
 
+// MG, MC: compile-time bounds of the GQA group and of the channels per lane (head_dim / 32), so the
+// queries, accumulators and row values stay in registers; launch_decode picks the smallest
+// instantiation that fits.
+template <int MG, int MC>
 __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeArgs a) {
   const WorkItem w = a.work[blockIdx.x];
   const int h = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -64,13 +68,13 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeArgs a) {
   f16.head_dim = d;
   f16.tokens = 1;
 
-  float q[kMaxGroup][kMaxChannelsPerLane], acc[kMaxGroup][kMaxChannelsPerLane], m[kMaxGroup], l[kMaxGroup];
+  float q[MG][MC], acc[MG][MC], m[MG], l[MG];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+  for (int g = 0; g < MG; ++g) {
     m[g] = -INFINITY;
     l[g] = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kMaxChannelsPerLane; ++k) {
+    for (int k = 0; k < MC; ++k) {
       acc[g][k] = 0.0f;
       q[g][k] = (g < G && k < cpl) ? a.q[((size_t)w.seq * a.n_head + h * G + g) * d + c0 + k] * a.scale : 0.0f;
     }
@@ -82,40 +86,40 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeArgs a) {
 
   for (int i = warp; i < nf + page_rows; i += kDecodeWarps) {
     const RowRef r = row_ref(a, w, h, nf, i, f16);
-    float x[kMaxChannelsPerLane], s[kMaxGroup];
+    float x[MC], s[MG];
 #pragma unroll
-    for (int k = 0; k < kMaxChannelsPerLane; ++k) x[k] = k < cpl ? dequant_at(r.lk, r.k, r.t, c0 + k) : 0.0f;
+    for (int k = 0; k < MC; ++k) x[k] = 0.0f;
+    dequant_run(r.lk, r.k, r.t, c0, cpl, x);
 #pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) {
+    for (int g = 0; g < MG; ++g) {
       float part = 0.0f;
 #pragma unroll
-      for (int k = 0; k < kMaxChannelsPerLane; ++k) part += q[g][k] * x[k];
+      for (int k = 0; k < MC; ++k) part += q[g][k] * x[k];
       s[g] = g < G ? warp_sum(part) : 0.0f;
     }
+    dequant_run(r.lv, r.v, r.t, c0, cpl, x);
 #pragma unroll
-    for (int k = 0; k < kMaxChannelsPerLane; ++k) x[k] = k < cpl ? dequant_at(r.lv, r.v, r.t, c0 + k) : 0.0f;
-#pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) {
+    for (int g = 0; g < MG; ++g) {
       if (g >= G) break;
       const float mn = fmaxf(m[g], s[g]);
       const float rescale = expf(m[g] - mn);  // 0 for the first row (m = -inf)
       const float p = expf(s[g] - mn);
       l[g] = l[g] * rescale + p;
 #pragma unroll
-      for (int k = 0; k < kMaxChannelsPerLane; ++k) acc[g][k] = acc[g][k] * rescale + p * x[k];
+      for (int k = 0; k < MC; ++k) acc[g][k] = acc[g][k] * rescale + p * x[k];
       m[g] = mn;
     }
   }
 
   // The four warps' states meet in shared memory; thread e then merges channel e % d of head e / d.
-  __shared__ float sm_m[kDecodeWarps][kMaxGroup], sm_l[kDecodeWarps][kMaxGroup];
-  __shared__ float sm_acc[kDecodeWarps][kMaxGroup][kMaxDecodeHeadDim];
+  __shared__ float sm_m[kDecodeWarps][MG], sm_l[kDecodeWarps][MG];
+  __shared__ float sm_acc[kDecodeWarps][MG][32 * MC];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+  for (int g = 0; g < MG; ++g) {
     if (g >= G) break;
     if (lane == 0) sm_m[warp][g] = m[g], sm_l[warp][g] = l[g];
 #pragma unroll
-    for (int k = 0; k < kMaxChannelsPerLane; ++k)
+    for (int k = 0; k < MC; ++k)
       if (k < cpl) sm_acc[warp][g][c0 + k] = acc[g][k];
   }
   __syncthreads();
@@ -157,7 +161,10 @@ void launch_decode(const DecodeArgs& a) {
   MPKV_ASSERT(a.head_dim % 32 == 0 && a.head_dim <= kMaxDecodeHeadDim, "decode: head_dim must be a multiple of 32 up to 256");
   MPKV_ASSERT(a.n_head % a.n_head_kv == 0 && a.n_head / a.n_head_kv <= kMaxGroup, "decode: GQA group above 8");
   if (a.n_work == 0) return;
-  decode_split_kernel<<<dim3(a.n_work, a.n_head_kv), kThreads>>>(a);
+  const dim3 grid(a.n_work, a.n_head_kv);
+  const bool small = a.n_head / a.n_head_kv <= 4 && a.head_dim <= 128;  // Llama / Qwen / SmolLM2 shapes
+  if (small) decode_split_kernel<4, 4><<<grid, kThreads>>>(a);
+  else decode_split_kernel<kMaxGroup, kMaxChannelsPerLane><<<grid, kThreads>>>(a);
   cuda_check(cudaGetLastError(), "decode split launch");
   decode_merge_kernel<<<dim3(a.batch, a.n_head), 128>>>(a);
   cuda_check(cudaGetLastError(), "decode merge launch");
