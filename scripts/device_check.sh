@@ -48,7 +48,8 @@ step "environment"
   echo "AVX-512 flags: $(grep -o 'avx512[a-z]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
-command -v nvcc >/dev/null || { echo "device_check: nvcc is not on PATH (try PATH=/usr/local/cuda/bin:\$PATH)"; exit 1; }
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=/usr/local/cuda/bin:$PATH; fi
+command -v nvcc >/dev/null || { echo "device_check: no nvcc (not on PATH, not in /usr/local/cuda/bin)"; exit 1; }
 
 CUDA_TARGETS=(test_cuda_device bench_cuda_decode test_cuda_math test_cuda_pages)
 # CPU_TESTS (space-separated) replaces the list, for a dry run of this script on a small machine.

@@ -29,12 +29,13 @@ BatchTable build_batch_table(const std::vector<SequenceView>& seqs, int page_tok
     t.f16_k.push_back(s.f16_k);
     t.f16_v.push_back(s.f16_v);
     t.f16_rows.push_back(s.f16_rows);
-    // Items: [p0, p0 + k), [p0 + k, p0 + 2k), ...; the first also takes the fp16 rows.
-    int first = 1;
-    for (int i = 0; i < np || first; i += t.pages_per_item) {
-      const int32_t a = p0 + std::min(i, np), e = p0 + std::min(i + t.pages_per_item, np);
-      t.work.push_back({(int32_t)b, a, e, first});
-      first = 0;
+    // ceil(np / pages_per_item) items of equal size (within one page), so a sequence just over a
+    // multiple of pages_per_item does not get a nearly empty last item; the first also takes the
+    // fp16 rows, and a sequence without pages gets that one item.
+    const int items = std::max(1, (np + t.pages_per_item - 1) / t.pages_per_item);
+    for (int k = 0; k < items; ++k) {
+      const int32_t a = p0 + (int32_t)((int64_t)k * np / items), e = p0 + (int32_t)((int64_t)(k + 1) * np / items);
+      t.work.push_back({(int32_t)b, a, e, k == 0 ? 1 : 0});
     }
     t.work_indptr.push_back((int32_t)t.work.size());
   }

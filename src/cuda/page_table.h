@@ -37,9 +37,10 @@ struct BatchTable {
   int pages_per_item = 1;
 };
 
-// Builds the table; pages are split into items of pages_per_item = ceil(total pages / target_items)
-// (at least 1) so that a batch gets about target_items items per KV head whatever its shape: one
-// long sequence is split across the GPU, many short ones take one item each. Error for a sequence
+// Builds the table; with pages_per_item = ceil(total pages / target_items) (at least 1), a sequence of
+// np pages gets ceil(np / pages_per_item) items of (nearly) equal size, so a batch has about
+// target_items items per KV head whatever its shape: one long sequence is split across the GPU, many
+// short ones take one item each. Error for a sequence
 // with no rows, or last_page_len outside [1, page_tokens].
 BatchTable build_batch_table(const std::vector<SequenceView>& seqs, int page_tokens, int target_items);
 

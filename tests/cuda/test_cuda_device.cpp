@@ -111,7 +111,7 @@ std::vector<NamedFormat> formats(int n_head_kv, int d, int P) {
   std::vector<ComponentSpec> mixed;
   for (int h = 0; h < n_head_kv; ++h) {
     mixed.push_back(h % 2 ? kprog : prog);
-    mixed.push_back(h % 3 == 2 ? f16 : prog);
+    mixed.push_back(h % 3 == 1 ? f16 : prog);  // head 1: fp16 values beside KIVI keys
   }
   out.push_back({"progressive_mixed", make_page_format(n_head_kv, d, P, mixed)});
   return out;

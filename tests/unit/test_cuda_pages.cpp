@@ -111,6 +111,9 @@ TEST(CudaPages, BatchTableHasFlashinferShapeAndSplitsEveryPageOnce) {
     EXPECT_EQ(t.work[t.work_indptr[b]].with_f16, 1);
   }
   EXPECT_EQ(seen.size(), 11u);
+  // 10 pages at 3 per item: 4 items of 2 or 3 pages (equal within one page), not 3, 3, 3, 1.
+  EXPECT_EQ(t.work_indptr[1] - t.work_indptr[0], 4);
+  for (int i = t.work_indptr[0]; i < t.work_indptr[1]; ++i) EXPECT_GE(t.work[i].page_end - t.work[i].page_begin, 2);
   EXPECT_EQ(std::set<int32_t>(seen.begin(), seen.end()).size(), 11u);
 }
 
