@@ -14,6 +14,8 @@ namespace mpkv::cuda {
 // kernel keeps in registers: head_dim <= 256, group <= 8.
 inline constexpr int kMaxGroup = 8;
 inline constexpr int kMaxChannelsPerLane = 8;
+// Warps per decode block; warp w takes rows w, w + kDecodeWarps, ... of a work item.
+inline constexpr int kDecodeWarps = 4;
 
 // Where each page lives: arena offset base[slot]; block b at base + block_off[slot * n_blocks + b]
 // with bits[slot * n_blocks + b] (the layout: layouts[b * kBitsSlots + bits]).

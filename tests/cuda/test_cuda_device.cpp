@@ -18,6 +18,7 @@
 #include "attention/paged_attention.h"
 #include "cuda/device/device_buffer.h"
 #include "cuda/device/device_page_store.h"
+#include "cuda/decode_reference.h"
 #include "cuda/device/kernels.h"
 #include "cuda/page_format.h"
 #include "cuda/page_table.h"
@@ -86,48 +87,9 @@ TEST_F(CudaDevice, GroupParamsMatchTheHost) {
   }
 }
 
-// Formats covering every device format: uniform 2/4/8/16 (one plan per width), KIVI keys, fp16
-// blocks, and a progressive plan whose pages sit at different widths.
-struct NamedFormat {
-  std::string name;
-  PageFormat f;
-};
-std::vector<NamedFormat> formats(int n_head_kv, int d, int P) {
-  std::vector<NamedFormat> out;
-  for (int bits : {2, 4, 8, 16}) {
-    const ComponentSpec u{false, GroupAxis::token, d, bits, bits};
-    out.push_back({"uniform" + std::to_string(bits), make_page_format(n_head_kv, d, P, {u, u})});
-  }
-  const ComponentSpec g32{false, GroupAxis::token, 32, 4, 4};
-  out.push_back({"uniform4_g32", make_page_format(n_head_kv, d, P, {g32, g32})});
-  for (int bits : {2, 4}) {
-    const ComponentSpec k{false, GroupAxis::channel, 32, bits, bits}, v{false, GroupAxis::token, d, bits, bits};
-    out.push_back({"kivi" + std::to_string(bits), make_page_format(n_head_kv, d, P, {k, v})});
-  }
-  const ComponentSpec f16{true, GroupAxis::token, 0, 16, 16};
-  out.push_back({"f16", make_page_format(n_head_kv, d, P, {f16, f16})});
-  const ComponentSpec prog{false, GroupAxis::token, d, 16, 2};
-  const ComponentSpec kprog{false, GroupAxis::channel, 32, 16, 2};
-  std::vector<ComponentSpec> mixed;
-  for (int h = 0; h < n_head_kv; ++h) {
-    mixed.push_back(h % 2 ? kprog : prog);
-    mixed.push_back(h % 3 == 1 ? f16 : prog);  // head 1: fp16 values beside KIVI keys
-  }
-  out.push_back({"progressive_mixed", make_page_format(n_head_kv, d, P, mixed)});
-  return out;
-}
-
-// The page's blocks one halving down where they can still shrink.
-std::vector<uint8_t> halved_bits(const PageFormat& f, const std::vector<uint8_t>& bits) {
-  std::vector<uint8_t> to = bits;
-  for (int b = 0; b < f.n_blocks(); ++b)
-    if (!f.blocks[b].spec.f16 && to[b] > f.blocks[b].spec.final_bits) to[b] /= 2;
-  return to;
-}
-
 TEST_F(CudaDevice, AppendWritesTheCpuQuantizersBytes) {
   const int nkv = 2, d = 64, P = 64;
-  for (const NamedFormat& nf : formats(nkv, d, P)) {
+  for (const NamedFormat& nf : decode_test_formats(nkv, d, P)) {
     const PageFormat& f = nf.f;
     const std::vector<uint16_t> k = random_half_rows((size_t)P * nkv * d, 1), v = random_half_rows((size_t)P * nkv * d, 2);
     const HostPage want = write_host_page(f, k.data(), v.data(), P);
@@ -168,106 +130,33 @@ TEST_F(CudaDevice, InPlaceShrinkGivesTheCpuShrinksBytes) {
   }
 }
 
-// One sequence of a decode test: fp16 sink, pages (each shrunk `halvings` times), fp16 window.
-struct SeqCase {
-  int sink, pages, last_fill, window, halvings;
-};
-
-// CPU reference: attend_segments with the scalar kernels over sink, pages and window, per KV head,
-// then out = (acc_model + acc_code) / l (no rotation here, so the two halves just add).
-std::vector<float> cpu_decode(const PageFormat& f, int n_head, const std::vector<uint16_t>& k16,
-                              const std::vector<uint16_t>& v16, int sink, const std::vector<HostPage>& pages,
-                              int window, const float* q) {
-  const int d = f.head_dim, nkv = f.n_head_kv, group = n_head / nkv;
-  const size_t row = (size_t)nkv * d;
-  const PagedAttentionKernels& K = paged_attention_kernels_for(Isa::scalar);
-  std::vector<float> out((size_t)n_head * d);
-  for (int h = 0; h < nkv; ++h) {
-    std::vector<AttnSegment> segs;
-    auto add_rows = [&](int pos0, int row0, int n) {
-      for (int i = 0; i < n; i += kMaxKernelRows) {
-        AttnSegment g;
-        g.pos0 = pos0 + i;
-        g.n = std::min(kMaxKernelRows, n - i);
-        g.k16 = k16.data() + (size_t)(row0 + i) * row + (size_t)h * d;
-        g.v16 = v16.data() + (size_t)(row0 + i) * row + (size_t)h * d;
-        g.stride = row;
-        segs.push_back(g);
-      }
-    };
-    add_rows(0, 0, sink);
-    int pos = sink;
-    for (const HostPage& p : pages) {
-      append_host_segments(f, p, h, pos, segs);
-      pos += p.filled;
-    }
-    add_rows(pos, sink, window);
-    const int total = pos + window;
-    std::vector<float> qs((size_t)group * d);
-    for (int g = 0; g < group; ++g)
-      for (int c = 0; c < d; ++c) qs[(size_t)g * d + c] = q[(size_t)(h * group + g) * d + c] / std::sqrt((float)d);
-    std::vector<int> visible(group, total);
-    AttnQueries aq;
-    aq.q_model = aq.q_code = qs.data();
-    aq.ldq = d;
-    aq.nq = group;
-    aq.visible = visible.data();
-    std::vector<float> m(group), l(group), acc((size_t)group * 2 * d), scratch((size_t)group * kMaxKernelRows);
-    const SoftmaxPartialView st{m.data(), l.data(), acc.data()};
-    softmax_partial_clear(st, group, d);
-    attend_segments(K, d, aq, segs.data(), segs.size(), scratch.data(), st);
-    for (int g = 0; g < group; ++g)
-      for (int c = 0; c < d; ++c)
-        out[(size_t)(h * group + g) * d + c] = (acc[(size_t)g * 2 * d + c] + acc[(size_t)g * 2 * d + d + c]) / l[g];
-  }
-  return out;
-}
-
+// Pages written and shrunk on the host (make_decode_scenario), uploaded byte for byte, attended on
+// the device, compared with the CPU reference.
 void check_decode(int nkv, int n_head, int d, int P, const std::vector<SeqCase>& cases, int target_items) {
-  for (const NamedFormat& nf : formats(nkv, d, P)) {
+  for (const NamedFormat& nf : decode_test_formats(nkv, d, P)) {
     const PageFormat& f = nf.f;
+    const DecodeScenario sc = make_decode_scenario(f, n_head, cases, 100);
     DevicePageStore store(f, kArenaBytes);
     std::vector<SequenceView> views;
-    std::vector<float> want, q;
-    uint32_t seed = 100;
-    for (const SeqCase& c : cases) {
-      // The sequence's fp16 rows: sink rows then window rows, [rows][nkv][d]; page rows separate.
-      const int f16_rows = c.sink + c.window;
-      const std::vector<uint16_t> k16 = random_half_rows((size_t)std::max(1, f16_rows) * nkv * d, seed++),
-                                  v16 = random_half_rows((size_t)std::max(1, f16_rows) * nkv * d, seed++);
+    for (const ScenarioSeq& s : sc.seqs) {
       SequenceView sv;
-      std::vector<HostPage> pages;
-      for (int p = 0; p < c.pages; ++p) {
-        const int n = p + 1 == c.pages ? c.last_fill : P;
-        const std::vector<uint16_t> pk = random_half_rows((size_t)n * nkv * d, seed++), pv = random_half_rows((size_t)n * nkv * d, seed++);
-        HostPage hp = write_host_page(f, pk.data(), pv.data(), n);
-        for (int s = 0; s < c.halvings; ++s) shrink_host_page(f, hp, halved_bits(f, hp.bits));
-        sv.page_slots.push_back(store.upload_page(hp));
-        pages.push_back(std::move(hp));
-      }
-      sv.last_page_len = c.last_fill;
-      sv.f16_rows = f16_rows;
-      if (f16_rows > 0) {
-        sv.f16_k = store.upload_rows(k16.data(), f16_rows);
-        sv.f16_v = store.upload_rows(v16.data(), f16_rows);
+      for (const HostPage& p : s.pages) sv.page_slots.push_back(store.upload_page(p));
+      sv.last_page_len = s.pages.empty() ? 0 : s.pages.back().filled;
+      sv.f16_rows = s.sink + s.window;
+      if (sv.f16_rows > 0) {
+        sv.f16_k = store.upload_rows(s.k16.data(), sv.f16_rows);
+        sv.f16_v = store.upload_rows(s.v16.data(), sv.f16_rows);
       }
       views.push_back(sv);
-      std::mt19937 rng(seed++);
-      std::normal_distribution<float> nd(0.0f, 1.0f);
-      std::vector<float> qs((size_t)n_head * d);
-      for (float& x : qs) x = nd(rng);
-      const std::vector<float> ref = cpu_decode(f, n_head, k16, v16, c.sink, pages, c.window, qs.data());
-      want.insert(want.end(), ref.begin(), ref.end());
-      q.insert(q.end(), qs.begin(), qs.end());
     }
-    const BatchTable t = build_batch_table(views, P, target_items);
-    DecodeStep step(store, t, n_head);
-    step.set_queries(q);
+    DecodeStep step(store, build_batch_table(views, P, target_items), n_head);
+    step.set_queries(sc.q);
     step.run();
     const std::vector<float> got = step.output();
-    ASSERT_EQ(got.size(), want.size());
+    ASSERT_EQ(got.size(), sc.want.size());
     float worst = 0.0f;
-    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]) / (1.0f + std::abs(want[i])));
+    for (size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, std::abs(got[i] - sc.want[i]) / (1.0f + std::abs(sc.want[i])));
     EXPECT_LE(worst, kDecodeTol) << nf.name << " (" << step.n_work() << " work items)";
   }
 }

@@ -7,6 +7,7 @@
 
 #include "cuda/device/device_buffer.h"
 #include "cuda/device/kernels.h"
+#include "cuda/decode_rows_hd.h"
 #include "cuda/kv_math_hd.h"
 #include "util/error.h"
 
@@ -23,38 +24,6 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// The K and V rows a warp reads next: blocks, their layouts and the row inside them.
-struct RowRef {
-  const uint8_t* k;
-  const uint8_t* v;
-  DeviceBlockLayout lk, lv;
-  int t;
-};
-
-// Row i of work item w for KV head h: first the sequence's fp16 rows (if the item has them), then
-// its pages' rows in order (only the sequence's last page may be partly filled).
-__device__ RowRef row_ref(const DecodeArgs& a, const WorkItem& w, int h, int nf, int i, const DeviceBlockLayout& f16) {
-  RowRef r;
-  if (i < nf) {
-    const size_t off = ((size_t)i * a.n_head_kv + h) * (size_t)a.head_dim * 2;
-    r.k = a.arena + a.f16_k[w.seq] + off;
-    r.v = a.arena + a.f16_v[w.seq] + off;
-    r.lk = r.lv = f16;
-    r.t = 0;
-    return r;
-  }
-  const int j = i - nf, p = w.page_begin + j / a.page_tokens;
-  r.t = j % a.page_tokens;
-  const int slot = a.page_indices[p];
-  const uint8_t* base = a.arena + a.slots.base[slot];
-  const size_t sk = (size_t)slot * a.n_blocks + 2 * h;
-  r.lk = a.layouts[(2 * h) * kBitsSlots + a.slots.bits[sk]];
-  r.lv = a.layouts[(2 * h + 1) * kBitsSlots + a.slots.bits[sk + 1]];
-  r.k = base + a.slots.block_off[sk];
-  r.v = base + a.slots.block_off[sk + 1];
-  return r;
-}
-
 // MG, MC: compile-time bounds of the GQA group and of the channels per lane (head_dim / 32), so the
 // queries, accumulators and row values stay in registers; launch_decode picks the smallest
 // instantiation that fits.
@@ -63,10 +32,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeArgs a) {
   const WorkItem w = a.work[blockIdx.x];
   const int h = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int d = a.head_dim, G = a.n_head / a.n_head_kv, cpl = d / 32, c0 = lane * cpl;
-  DeviceBlockLayout f16;  // one fp16 row [1][head_dim]
-  f16.format = BlockFormat::f16_rows;
-  f16.head_dim = d;
-  f16.tokens = 1;
+  const DeviceBlockLayout f16 = f16_row_layout(d);
 
   float q[MG][MC], acc[MG][MC], m[MG], l[MG];
 #pragma unroll
@@ -79,12 +45,9 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeArgs a) {
       q[g][k] = (g < G && k < cpl) ? a.q[((size_t)w.seq * a.n_head + h * G + g) * d + c0 + k] * a.scale : 0.0f;
     }
   }
-  const int nf = w.with_f16 ? a.f16_rows[w.seq] : 0;
-  const int np = w.page_end - w.page_begin;
-  const bool has_last = w.page_end == a.page_indptr[w.seq + 1];
-  const int page_rows = np == 0 ? 0 : (np - 1) * a.page_tokens + (has_last ? a.last_page_len[w.seq] : a.page_tokens);
-
-  for (int i = warp; i < nf + page_rows; i += kDecodeWarps) {
+  int nf = 0;
+  const int rows = item_rows(a, w, &nf);
+  for (int i = warp; i < rows; i += kDecodeWarps) {
     const RowRef r = row_ref(a, w, h, nf, i, f16);
     float x[MC], s[MG];
 #pragma unroll
@@ -101,13 +64,7 @@ __global__ void __launch_bounds__(kThreads) decode_split_kernel(DecodeArgs a) {
 #pragma unroll
     for (int g = 0; g < MG; ++g) {
       if (g >= G) break;
-      const float mn = fmaxf(m[g], s[g]);
-      const float rescale = expf(m[g] - mn);  // 0 for the first row (m = -inf)
-      const float p = expf(s[g] - mn);
-      l[g] = l[g] * rescale + p;
-#pragma unroll
-      for (int k = 0; k < MC; ++k) acc[g][k] = acc[g][k] * rescale + p * x[k];
-      m[g] = mn;
+      softmax_row_update(s[g], x, m[g], l[g], acc[g]);
     }
   }
 

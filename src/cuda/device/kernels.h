@@ -22,7 +22,6 @@ inline constexpr int kAppendThreads = 128;
 inline constexpr int kShrinkThreads = 256;
 inline constexpr int kShrinkBytesPerThread = 4;
 inline constexpr uint32_t kShrinkChunk = kShrinkThreads * kShrinkBytesPerThread;
-inline constexpr int kDecodeWarps = 4;
 
 void launch_append(const AppendArgs& a);
 void launch_shrink(const ShrinkArgs& a);

@@ -1,0 +1,67 @@
+// The decode attention kernels' algorithm, run on the CPU (src/cuda/decode_host.h: the kernels' own
+// row indexing, page table, work split, per-warp online softmax and merges; only the lanes and
+// shuffles are left out), against the CPU reference (attend_segments over the same pages).
+// The device test (tests/cuda) checks the kernels themselves against the same reference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cuda/decode_host.h"
+#include "cuda/decode_reference.h"
+#include "cuda/page_table.h"
+
+namespace mpkv::cuda {
+namespace {
+
+// Summation order differs from the reference (per-warp partials, then merges): a few ulp per step.
+constexpr float kDecodeTol = 2e-4f;
+
+float worst_error(int nkv, int n_head, int d, int P, const std::vector<SeqCase>& cases, int target_items,
+                  const NamedFormat& nf) {
+  const DecodeScenario sc = make_decode_scenario(nf.f, n_head, cases, 100);
+  HostStore store(nf.f);
+  std::vector<SequenceView> views;
+  for (const ScenarioSeq& s : sc.seqs) {
+    SequenceView sv;
+    for (const HostPage& p : s.pages) sv.page_slots.push_back(store.add_page(p));
+    sv.last_page_len = s.pages.empty() ? 0 : s.pages.back().filled;
+    sv.f16_rows = s.sink + s.window;
+    if (sv.f16_rows > 0) {
+      sv.f16_k = store.add_rows(s.k16.data(), sv.f16_rows);
+      sv.f16_v = store.add_rows(s.v16.data(), sv.f16_rows);
+    }
+    views.push_back(sv);
+  }
+  const std::vector<float> got = decode_on_host(store, build_batch_table(views, P, target_items), n_head, sc.q);
+  EXPECT_EQ(got.size(), sc.want.size());
+  float worst = 0.0f;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - sc.want[i]) / (1.0f + std::abs(sc.want[i])));
+  return worst;
+}
+
+const std::vector<SeqCase> kMixedBatch = {
+    {1, 5, 64, 20, 0},  // full pages at their initial bits
+    {4, 3, 32, 0, 1},   // partial last page, one halving
+    {1, 0, 0, 7, 0},    // no pages yet: fp16 rows only
+    {0, 9, 64, 3, 3},   // three halvings (progressive pages at 2 bits)
+};
+
+TEST(CudaDecodeHost, MatchesTheCpuReferenceOneItemPerSequence) {
+  for (const NamedFormat& nf : decode_test_formats(2, 64, 64))
+    EXPECT_LE(worst_error(2, 6, 64, 64, kMixedBatch, 1, nf), kDecodeTol) << nf.name;
+}
+
+TEST(CudaDecodeHost, MatchesTheCpuReferenceSplitIntoPageItems) {
+  for (const NamedFormat& nf : decode_test_formats(2, 64, 64))
+    EXPECT_LE(worst_error(2, 6, 64, 64, kMixedBatch, 1000, nf), kDecodeTol) << nf.name;
+}
+
+TEST(CudaDecodeHost, MatchesAtHeadDim128AndGroup8) {
+  for (const NamedFormat& nf : decode_test_formats(1, 128, 64))
+    EXPECT_LE(worst_error(1, 8, 128, 64, {{1, 4, 64, 30, 2}, {2, 2, 32, 5, 1}}, 3, nf), kDecodeTol) << nf.name;
+}
+
+}  // namespace
+}  // namespace mpkv::cuda
