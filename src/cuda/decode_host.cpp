@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "cuda/append_hd.h"
 #include "cuda/decode_rows_hd.h"
 #include "util/error.h"
 
@@ -34,6 +35,39 @@ int HostStore::add_page(const HostPage& p) {
     bits.push_back(p.bits[b]);
   }
   return slot;
+}
+
+int HostStore::new_page() {
+  HostPage p;
+  for (const ComponentFormat& c : f.blocks) p.bits.push_back((uint8_t)c.spec.init_bits);
+  p.bytes.assign(f.page_bytes(p.bits.data()), 0);
+  return add_page(p);
+}
+
+HostPage HostStore::page(int slot, int filled) const {
+  HostPage p;
+  p.filled = filled;
+  p.bits.assign(bits.begin() + (size_t)slot * f.n_blocks(), bits.begin() + (size_t)(slot + 1) * f.n_blocks());
+  const uint8_t* start = arena.data() + base[slot];
+  p.bytes.assign(start, start + f.page_bytes(p.bits.data()));
+  return p;
+}
+
+void append_on_host(HostStore& s, const std::vector<AppendTask>& tasks, const uint16_t* k16, const uint16_t* v16) {
+  AppendArgs a;
+  a.arena = s.arena.data();
+  a.slots = {s.base.data(), s.block_off.data(), s.bits.data()};
+  a.layouts = s.layouts.data();
+  a.n_blocks = s.f.n_blocks();
+  a.n_head_kv = s.f.n_head_kv;
+  a.head_dim = s.f.head_dim;
+  a.k16 = k16;
+  a.v16 = v16;
+  for (const AppendTask& task : tasks)
+    for (int b = 0; b < a.n_blocks; ++b) {
+      const DeviceBlockLayout L = append_layout(a, task, b);
+      for (int u = 0; u < append_units(L, task.n); ++u) append_unit(a, task, b, L, u);
+    }
 }
 
 uint64_t HostStore::add_rows(const uint16_t* rows, int n) {

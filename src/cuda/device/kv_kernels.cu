@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/device/device_buffer.h"
+#include "cuda/append_hd.h"
 #include "cuda/device/kernels.h"
 #include "cuda/kv_math_hd.h"
 
@@ -12,32 +13,9 @@ namespace {
 
 __global__ void append_kernel(AppendArgs a) {
   const AppendTask task = a.tasks[blockIdx.x];
-  const int b = blockIdx.y, h = b / 2, d = a.head_dim;
-  const size_t sb = (size_t)task.slot * a.n_blocks + b;
-  const DeviceBlockLayout L = a.layouts[b * kBitsSlots + a.slots.bits[sb]];
-  uint8_t* blk = a.arena + a.slots.base[task.slot] + a.slots.block_off[sb];
-  const uint16_t* src = (b % 2 == 0 ? a.k16 : a.v16) + (size_t)task.src_row0 * a.n_head_kv * d + (size_t)h * d;
-  const size_t row = (size_t)a.n_head_kv * d;
-  auto value = [&](int i, int c) { return half_to_float(src[(size_t)i * row + c]); };
-  if (L.format == BlockFormat::f16_rows) {
-    uint16_t* rows = reinterpret_cast<uint16_t*>(blk);
-    for (int u = threadIdx.x; u < task.n * d; u += blockDim.x) {
-      const int i = u / d, c = u % d;
-      rows[(size_t)(task.t0 + i) * d + c] = src[(size_t)i * row + c];
-    }
-  } else if (L.format == BlockFormat::uniform_token) {
-    const int per_row = d / L.group;
-    for (int u = threadIdx.x; u < task.n * per_row; u += blockDim.x) {
-      const int i = u / per_row, g0 = (u % per_row) * L.group;
-      quantize_token_group(L, blk, task.t0 + i, g0, [&](int c) { return value(i, c); });
-    }
-  } else {
-    const int runs = d / 8, groups = task.n / L.group;
-    for (int u = threadIdx.x; u < groups * runs; u += blockDim.x) {
-      const int i0 = (u / runs) * L.group, c0 = (u % runs) * 8;
-      quantize_channel_run(L, blk, task.t0 + i0, c0, [&](int i, int c) { return value(i0 + i, c); });
-    }
-  }
+  const int b = blockIdx.y;
+  const DeviceBlockLayout L = append_layout(a, task, b);
+  for (int u = threadIdx.x; u < append_units(L, task.n); u += blockDim.x) append_unit(a, task, b, L, u);
 }
 
 // One page per thread block; shrink_moves.h explains why reading a whole chunk, synchronising and
