@@ -25,7 +25,7 @@ void align_arena(std::vector<uint8_t>& arena) { arena.resize((arena.size() + 255
 
 HostStore::HostStore(const PageFormat& format) : f(format), layouts(format.device_layout_table()) {}
 
-int HostStore::add_page(const HostPage& p) {
+int HostStore::upload_page(const HostPage& p) {
   align_arena(arena);
   const int slot = (int)base.size();
   base.push_back(arena.size());
@@ -41,7 +41,7 @@ int HostStore::new_page() {
   HostPage p;
   for (const ComponentFormat& c : f.blocks) p.bits.push_back((uint8_t)c.spec.init_bits);
   p.bytes.assign(f.page_bytes(p.bits.data()), 0);
-  return add_page(p);
+  return upload_page(p);
 }
 
 HostPage HostStore::page(int slot, int filled) const {
@@ -70,7 +70,7 @@ void append_on_host(HostStore& s, const std::vector<AppendTask>& tasks, const ui
     }
 }
 
-uint64_t HostStore::add_rows(const uint16_t* rows, int n) {
+uint64_t HostStore::upload_rows(const uint16_t* rows, int n) {
   align_arena(arena);
   const uint64_t off = arena.size();
   const uint8_t* b = reinterpret_cast<const uint8_t*>(rows);

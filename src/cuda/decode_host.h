@@ -19,11 +19,11 @@ namespace mpkv::cuda {
 struct HostStore {
   explicit HostStore(const PageFormat& format);
   // Places a page / fp16 rows [n][n_head_kv][head_dim] in the arena: its slot / arena offset.
-  int add_page(const HostPage& p);
+  int upload_page(const HostPage& p);
   // A page at the components' initial bits, zeroed (for append_on_host).
   int new_page();
   HostPage page(int slot, int filled) const;
-  uint64_t add_rows(const uint16_t* rows, int n);
+  uint64_t upload_rows(const uint16_t* rows, int n);
 
   const PageFormat& f;
   std::vector<uint8_t> arena;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda/page_format.h"
+#include "cuda/page_table.h"
 
 namespace mpkv::cuda {
 
@@ -42,6 +43,25 @@ struct NamedFormat {
   PageFormat f;
 };
 std::vector<NamedFormat> decode_test_formats(int n_head_kv, int head_dim, int page_tokens);
+
+// Puts a scenario's pages and fp16 rows into a store (DevicePageStore or HostStore: both have
+// upload_page and upload_rows) and returns its sequences as build_batch_table takes them.
+template <class Store>
+std::vector<SequenceView> place_scenario(Store& store, const DecodeScenario& sc) {
+  std::vector<SequenceView> views;
+  for (const ScenarioSeq& s : sc.seqs) {
+    SequenceView sv;
+    for (const HostPage& p : s.pages) sv.page_slots.push_back(store.upload_page(p));
+    sv.last_page_len = s.pages.empty() ? 0 : s.pages.back().filled;
+    sv.f16_rows = s.sink + s.window;
+    if (sv.f16_rows > 0) {
+      sv.f16_k = store.upload_rows(s.k16.data(), sv.f16_rows);
+      sv.f16_v = store.upload_rows(s.v16.data(), sv.f16_rows);
+    }
+    views.push_back(sv);
+  }
+  return views;
+}
 
 // The page one halving down where its blocks can still shrink.
 std::vector<uint8_t> halved_bits(const PageFormat& f, const std::vector<uint8_t>& bits);

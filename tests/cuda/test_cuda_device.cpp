@@ -137,18 +137,7 @@ void check_decode(int nkv, int n_head, int d, int P, const std::vector<SeqCase>&
     const PageFormat& f = nf.f;
     const DecodeScenario sc = make_decode_scenario(f, n_head, cases, 100);
     DevicePageStore store(f, kArenaBytes);
-    std::vector<SequenceView> views;
-    for (const ScenarioSeq& s : sc.seqs) {
-      SequenceView sv;
-      for (const HostPage& p : s.pages) sv.page_slots.push_back(store.upload_page(p));
-      sv.last_page_len = s.pages.empty() ? 0 : s.pages.back().filled;
-      sv.f16_rows = s.sink + s.window;
-      if (sv.f16_rows > 0) {
-        sv.f16_k = store.upload_rows(s.k16.data(), sv.f16_rows);
-        sv.f16_v = store.upload_rows(s.v16.data(), sv.f16_rows);
-      }
-      views.push_back(sv);
-    }
+    const std::vector<SequenceView> views = place_scenario(store, sc);
     DecodeStep step(store, build_batch_table(views, P, target_items), n_head);
     step.set_queries(sc.q);
     step.run();

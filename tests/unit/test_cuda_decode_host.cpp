@@ -22,18 +22,7 @@ float worst_error(int nkv, int n_head, int d, int P, const std::vector<SeqCase>&
                   const NamedFormat& nf) {
   const DecodeScenario sc = make_decode_scenario(nf.f, n_head, cases, 100);
   HostStore store(nf.f);
-  std::vector<SequenceView> views;
-  for (const ScenarioSeq& s : sc.seqs) {
-    SequenceView sv;
-    for (const HostPage& p : s.pages) sv.page_slots.push_back(store.add_page(p));
-    sv.last_page_len = s.pages.empty() ? 0 : s.pages.back().filled;
-    sv.f16_rows = s.sink + s.window;
-    if (sv.f16_rows > 0) {
-      sv.f16_k = store.add_rows(s.k16.data(), sv.f16_rows);
-      sv.f16_v = store.add_rows(s.v16.data(), sv.f16_rows);
-    }
-    views.push_back(sv);
-  }
+  const std::vector<SequenceView> views = place_scenario(store, sc);
   const std::vector<float> got = decode_on_host(store, build_batch_table(views, P, target_items), n_head, sc.q);
   EXPECT_EQ(got.size(), sc.want.size());
   float worst = 0.0f;
