@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "attention/paged_attention.h"
+#include "util/error.h"
 
 namespace mpkv::cuda {
 
@@ -30,6 +32,18 @@ std::vector<NamedFormat> decode_test_formats(int n_head_kv, int d, int P) {
   }
   out.push_back({"progressive_mixed", make_page_format(n_head_kv, d, P, mixed)});
   return out;
+}
+
+std::vector<SeqCase> decode_test_batch() {
+  return {{1, 5, 64, 20, 0}, {4, 3, 32, 0, 1}, {1, 0, 0, 7, 0}, {0, 9, 64, 3, 3}};
+}
+
+float worst_relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  MPKV_CHECK(got.size() == want.size(), "worst_relative_error: " + std::to_string(got.size()) + " values against " +
+                                            std::to_string(want.size()));
+  float worst = 0.0f;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]) / (1.0f + std::abs(want[i])));
+  return worst;
 }
 
 std::vector<uint8_t> halved_bits(const PageFormat& f, const std::vector<uint8_t>& bits) {

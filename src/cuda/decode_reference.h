@@ -33,6 +33,14 @@ struct DecodeScenario {
   std::vector<float> want;  // the reference output, same shape
 };
 
+// A batch covering the table's cases: full pages at their initial bits (sink 1, window 20); a
+// partial last page shrunk once (sink 4, no window); no pages yet (7 fp16 rows); pages shrunk
+// three times (no sink, window 3).
+std::vector<SeqCase> decode_test_batch();
+
+// max_i |got_i - want_i| / (1 + |want_i|) (Error when the sizes differ).
+float worst_relative_error(const std::vector<float>& got, const std::vector<float>& want);
+
 DecodeScenario make_decode_scenario(const PageFormat& f, int n_head, const std::vector<SeqCase>& cases, uint32_t seed);
 
 // Page formats covering every device format, for tests: uniform 2/4/8/16 (one plan per width),

@@ -18,38 +18,26 @@ namespace {
 // Summation order differs from the reference (per-warp partials, then merges): a few ulp per step.
 constexpr float kDecodeTol = 2e-4f;
 
-float worst_error(int nkv, int n_head, int d, int P, const std::vector<SeqCase>& cases, int target_items,
-                  const NamedFormat& nf) {
+float worst_error(const NamedFormat& nf, int n_head, const std::vector<SeqCase>& cases, int target_items) {
   const DecodeScenario sc = make_decode_scenario(nf.f, n_head, cases, 100);
   HostStore store(nf.f);
-  const std::vector<SequenceView> views = place_scenario(store, sc);
-  const std::vector<float> got = decode_on_host(store, build_batch_table(views, P, target_items), n_head, sc.q);
-  EXPECT_EQ(got.size(), sc.want.size());
-  float worst = 0.0f;
-  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - sc.want[i]) / (1.0f + std::abs(sc.want[i])));
-  return worst;
+  const BatchTable t = build_batch_table(place_scenario(store, sc), nf.f.page_tokens, target_items);
+  return worst_relative_error(decode_on_host(store, t, n_head, sc.q), sc.want);
 }
-
-const std::vector<SeqCase> kMixedBatch = {
-    {1, 5, 64, 20, 0},  // full pages at their initial bits
-    {4, 3, 32, 0, 1},   // partial last page, one halving
-    {1, 0, 0, 7, 0},    // no pages yet: fp16 rows only
-    {0, 9, 64, 3, 3},   // three halvings (progressive pages at 2 bits)
-};
 
 TEST(CudaDecodeHost, MatchesTheCpuReferenceOneItemPerSequence) {
   for (const NamedFormat& nf : decode_test_formats(2, 64, 64))
-    EXPECT_LE(worst_error(2, 6, 64, 64, kMixedBatch, 1, nf), kDecodeTol) << nf.name;
+    EXPECT_LE(worst_error(nf, 6, decode_test_batch(), 1), kDecodeTol) << nf.name;
 }
 
 TEST(CudaDecodeHost, MatchesTheCpuReferenceSplitIntoPageItems) {
   for (const NamedFormat& nf : decode_test_formats(2, 64, 64))
-    EXPECT_LE(worst_error(2, 6, 64, 64, kMixedBatch, 1000, nf), kDecodeTol) << nf.name;
+    EXPECT_LE(worst_error(nf, 6, decode_test_batch(), 1000), kDecodeTol) << nf.name;
 }
 
 TEST(CudaDecodeHost, MatchesAtHeadDim128AndGroup8) {
   for (const NamedFormat& nf : decode_test_formats(1, 128, 64))
-    EXPECT_LE(worst_error(1, 8, 128, 64, {{1, 4, 64, 30, 2}, {2, 2, 32, 5, 1}}, 3, nf), kDecodeTol) << nf.name;
+    EXPECT_LE(worst_error(nf, 8, {{1, 4, 64, 30, 2}, {2, 2, 32, 5, 1}}, 3), kDecodeTol) << nf.name;
 }
 
 // The append kernel's units write the CPU quantizer's bytes (two tasks into one page, the second
