@@ -8,8 +8,8 @@
 #
 # Usage: OUT=<dir> scripts/device_check.sh [build-dir]     (defaults: OUT=out/device_check, build-device)
 # Output ($OUT): log.txt (everything), env.txt, build.log, test_cuda_device.txt, test_cuda_math.txt,
-#   test_cuda_pages.txt, bench.md (the microbenchmark's tables), cpu_kernels.txt, ctest_avx512.txt,
-#   summary.txt. A full run takes a few minutes on 16 cores and an H200 (build ~2-3 min, bench ~2 min,
+#   test_cuda_pages.txt, test_cuda_decode_host.txt, bench.md (the microbenchmark's tables),
+#   cpu_kernels.txt, ctest_avx512.txt, summary.txt. A full run takes a few minutes on 16 cores and an H200 (build ~2-3 min, bench ~2 min,
 #   estimates: not yet measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +51,7 @@ cat "$OUT/env.txt"
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=/usr/local/cuda/bin:$PATH; fi
 command -v nvcc >/dev/null || { echo "device_check: no nvcc (not on PATH, not in /usr/local/cuda/bin)"; exit 1; }
 
-CUDA_TARGETS=(test_cuda_device bench_cuda_decode test_cuda_math test_cuda_pages)
+CUDA_TARGETS=(test_cuda_device bench_cuda_decode test_cuda_math test_cuda_pages test_cuda_decode_host)
 # CPU_TESTS (space-separated) replaces the list, for a dry run of this script on a small machine.
 DEFAULT_CPU_TESTS="test_quant_kernels test_quant_shift test_quant_layout test_util_fp16 test_attention_f16
   test_kvcache_attention_kernels test_kvcache_attention_q8 test_kvcache_shrunk_attention
@@ -72,6 +72,7 @@ check test_cuda_device 300 "$BUILD/test_cuda_device"
 grep -q "SKIPPED" "$OUT/test_cuda_device.txt" && { echo "   device tests SKIPPED: no usable GPU"; failed+=(no_gpu); }
 check test_cuda_math 120 "$BUILD/test_cuda_math"
 check test_cuda_pages 120 "$BUILD/test_cuda_pages"
+check test_cuda_decode_host 120 "$BUILD/test_cuda_decode_host"
 
 # CPU kernel tests in the background while the GPU benchmark runs (they need no GPU).
 step "CPU kernel tests in the background (default ISA: the best this CPU has)"
