@@ -9,8 +9,10 @@
 # Usage: OUT=<dir> scripts/device_check.sh [build-dir]     (defaults: OUT=out/device_check, build-device)
 # Output ($OUT): log.txt (everything), env.txt, build.log, test_cuda_device.txt, test_cuda_math.txt,
 #   test_cuda_pages.txt, test_cuda_decode_host.txt, bench.md (the microbenchmark's tables),
-#   cpu_kernels.txt, ctest_avx512.txt, summary.txt. A full run takes a few minutes on 16 cores and an H200 (build ~2-3 min, bench ~2 min,
-#   estimates: not yet measured).
+#   cpu_kernels.txt, ctest_avx512.txt, summary.txt.
+# Duration on 16 cores and an H200: not measured yet (expected a few minutes: the build is a handful
+# of libraries and tests, the bench about 200 configurations). The bench is bounded at 420 s and
+# prints row by row, so a run stopped early keeps what it measured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/device_check}
