@@ -62,10 +62,10 @@ DEFAULT_CPU_TESTS="test_quant_kernels test_quant_shift test_quant_layout test_ut
 CPU_KERNEL_TESTS=(${CPU_TESTS:-$DEFAULT_CPU_TESTS})
 
 step "configure ($BUILD, Release, MPKV_CUDA=ON)"
-timeout 300 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMPKV_CUDA=ON > "$OUT/build.log" 2>&1 ||
+timeout 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMPKV_CUDA=ON > "$OUT/build.log" 2>&1 ||
   { tail -n 40 "$OUT/build.log"; echo "device_check: configure failed"; exit 1; }
 step "build ${CUDA_TARGETS[*]} ${CPU_KERNEL_TESTS[*]} (-j$JOBS)"
-timeout 900 cmake --build "$BUILD" -j "$JOBS" --target "${CUDA_TARGETS[@]}" "${CPU_KERNEL_TESTS[@]}" >> "$OUT/build.log" 2>&1 ||
+timeout 360 cmake --build "$BUILD" -j "$JOBS" --target "${CUDA_TARGETS[@]}" "${CPU_KERNEL_TESTS[@]}" >> "$OUT/build.log" 2>&1 ||
   { grep -E 'error|Error' "$OUT/build.log" | head -40; echo "device_check: build failed"; exit 1; }
 echo "   built in $BUILD"
 
