@@ -3,7 +3,11 @@
 cache holds), from `mpkv eval --json` (decode rows), with llama.cpp's KV types as reference points.
 
 Usage:
-  scripts/plot_eval_ci.py --eval EVAL.json [--peer PEER.json] --title TITLE --out OUT.png
+  scripts/plot_eval_ci.py --eval EVAL.json [--eval EVAL2.json ...] [--peer PEER.json ...] --title TITLE --out OUT.png
+
+Several --eval files (runs on the same windows, e.g. an earlier run and a later one with more rows)
+are drawn together; a label already drawn is not drawn again. Several --peer files likewise (each
+has its own f16 row, against which its other rows' dPPL is taken).
 
 EVAL.json rows need "stored_bits_per_element", "ppl_delta_pct", "kl_mean" and "ci95" (`mpkv eval`
 since the bootstrap intervals). PEER.json is `bench/peer_llamacpp.py eval --json`: its rows are
@@ -21,13 +25,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--eval", required=True)
-    p.add_argument("--peer")
+    p.add_argument("--eval", required=True, action="append")
+    p.add_argument("--peer", action="append", default=[])
     p.add_argument("--title", required=True)
     p.add_argument("--out", required=True)
     a = p.parse_args()
-    ev = json.load(open(a.eval))
-    rows = [r for r in ev["rows"] if r.get("protocol") == "decode" and r["method"] != "f16"]
+    evs = [json.load(open(f)) for f in a.eval]
+    rows, seen = [], set()
+    for ev in evs:
+        for r in ev["rows"]:
+            if r.get("protocol") == "decode" and r["method"] != "f16" and r["label"] not in seen:
+                seen.add(r["label"])
+                rows.append(r)
     fig, (ax_p, ax_k) = plt.subplots(1, 2, figsize=(12, 4.8))
     for r in rows:
         x = r["stored_bits_per_element"]
@@ -37,12 +46,13 @@ def main():
         lo, hi = r["ci95"]["kl_mean"]
         ax_k.errorbar([x], [r["kl_mean"]], yerr=[[r["kl_mean"] - lo], [hi - r["kl_mean"]]], fmt="o", capsize=4,
                       label=r["label"])
-    if a.peer:
-        peer = json.load(open(a.peer))
+    drawn = set()
+    for peer in (json.load(open(f)) for f in a.peer):
         ref = next(r for r in peer["rows"] if r["kv_type"] == "f16")
         for r in peer["rows"]:
-            if r["kv_type"] == "f16":
+            if r["kv_type"] == "f16" or r["kv_type"] in drawn:
                 continue
+            drawn.add(r["kv_type"])
             d = 100 * (r["ppl"] / ref["ppl"] - 1)
             ax_p.plot([r["bits"]], [d], "s", color="gray")
             ax_p.annotate("llama.cpp " + r["kv_type"], (r["bits"], d), fontsize=8)
@@ -56,7 +66,7 @@ def main():
     ax_k.set_yscale("log")
     ax_p.legend(fontsize=8)
     fig.suptitle(a.title, fontsize=10)
-    fig.text(0.01, 0.01, ev["command"][:200], fontsize=6)
+    fig.text(0.01, 0.01, " | ".join(ev["command"][:200] for ev in evs)[:400], fontsize=5)
     fig.tight_layout(rect=(0, 0.03, 1, 0.95))
     fig.savefig(a.out, dpi=110)
 

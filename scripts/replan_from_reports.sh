@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Rewrites the committed plans from their saved calibration reports (no calibration pass, about a
 # second per plan): docs/results/plans/{pmkvq,ratequant,combined}_{2,2.5,3,4}.json from
-# calibration_report_smollm2.json (uniform quantizer) and docs/results/plans_kivi/*_2.5.json from
-# calibration_report_kivi.json, with the flags scripts/calibrate_all.sh and docs/results/eval.md used.
+# calibration_report_smollm2.json (uniform quantizer) and docs/results/plans_kivi/ from
+# calibration_report_kivi.json (scripts/eval_smollm2_8k.sh plans), with the flags their scripts used.
 # Run it when the allocation stage changes (src/calib/plan_allocation.*); PNGs are redrawn with
 # scripts/plot_plan.py (which pip-installs matplotlib when missing).
 # Usage: scripts/replan_from_reports.sh [BUILD_DIR]   (default build)
@@ -23,8 +23,5 @@ for m in pmkvq ratequant combined; do
     replan "$OUT" "$OUT/calibration_report_smollm2.json" uniform $m $b | tee -a "$OUT/replan_log.txt"
   done
 done
-K=docs/results/plans_kivi
-: > "$K/replan_log.txt"
-for m in pmkvq ratequant combined; do
-  replan "$K" "$K/calibration_report_kivi.json" kivi $m 2.5 | tee -a "$K/replan_log.txt"
-done
+# docs/results/plans_kivi (KIVI quantizer, solved for 8192 tokens): the plans stage of eval_smollm2_8k.sh.
+scripts/eval_smollm2_8k.sh "${1:-build}" plans
