@@ -677,28 +677,32 @@ void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, s
   alignas(32) int32_t a32[NJ][kMaxQ8Dim];  // slot order
   for (int j = 0; j < NJ; ++j) std::fill(a32[j], a32[j] + d, 0);
   const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
+  // Two passes per chunk, vectors m = 0, 1 and then 2, 3: 2 x NJ s16 accumulators stay in
+  // registers (4 x NJ = 12 did not fit in 16 and were spilled to the stack every row pair); the
+  // second pass decodes the rows again, which costs less than the spills did.
   for (int c = 0; c < chunks; ++c) {
-    for (int i0 = 0; i0 < n; i0 += 2 * kPairsPerWiden) {
-      const int i1 = std::min(n, i0 + 2 * kPairsPerWiden);
-      __m256i s16[NJ][4];
-      for (int j = 0; j < NJ; ++j)
-        for (int m = 0; m < 4; ++m) s16[j][m] = _mm256_setzero_si256();
-      for (int i = i0; i < i1; i += 2) {
-        const uint8_t* r0 = codes + (size_t)i * L.row_bytes;
-        const uint8_t* r1 = i + 1 < n ? r0 + L.row_bytes : r0;
-        __m256i p[4];
-        load_code_pairs<BITS>(r0, r1, c, p);
-        for (int m = 0; m < 4; ++m)
-          for (int j = 0; j < NJ; ++j)
-            s16[j][m] = _mm256_add_epi16(s16[j][m], _mm256_maddubs_epi16(p[m], wpair[j][i / 2]));
-      }
-      for (int j = 0; j < NJ; ++j) {
-        for (int m = 0; m < 4; ++m) {
-          int32_t* lo = &a32[j][64 * c + 16 * m];
-          const __m256i wl = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(s16[j][m]));
-          const __m256i wh = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(s16[j][m], 1));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(lo), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo)), wl));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(lo + 8), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo + 8)), wh));
+    for (int mh = 0; mh < 4; mh += 2) {
+      for (int i0 = 0; i0 < n; i0 += 2 * kPairsPerWiden) {
+        const int i1 = std::min(n, i0 + 2 * kPairsPerWiden);
+        __m256i s16[NJ][2];
+        for (int j = 0; j < NJ; ++j) s16[j][0] = s16[j][1] = _mm256_setzero_si256();
+        for (int i = i0; i < i1; i += 2) {
+          const uint8_t* r0 = codes + (size_t)i * L.row_bytes;
+          const uint8_t* r1 = i + 1 < n ? r0 + L.row_bytes : r0;
+          __m256i p[4];
+          load_code_pairs<BITS>(r0, r1, c, p);  // the other half's vectors are dead code
+          for (int m = 0; m < 2; ++m)
+            for (int j = 0; j < NJ; ++j)
+              s16[j][m] = _mm256_add_epi16(s16[j][m], _mm256_maddubs_epi16(p[mh + m], wpair[j][i / 2]));
+        }
+        for (int j = 0; j < NJ; ++j) {
+          for (int m = 0; m < 2; ++m) {
+            int32_t* lo = &a32[j][64 * c + 16 * (mh + m)];
+            const __m256i wl = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(s16[j][m]));
+            const __m256i wh = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(s16[j][m], 1));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(lo), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo)), wl));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(lo + 8), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo + 8)), wh));
+          }
         }
       }
     }
