@@ -13,6 +13,41 @@ void softmax_partial_clear(SoftmaxPartialView s, int nq, int head_dim) {
   std::fill(s.acc, s.acc + (size_t)nq * 2 * head_dim, 0.0f);
 }
 
+namespace {
+// One line into the caches. GCC treats __builtin_prefetch as free of side effects and deletes a
+// loop that does nothing else (-O3: the whole prefetch_bytes loop vanished), hence the asm.
+inline void prefetch_line(const uint8_t* p) {
+#if defined(__x86_64__)
+  asm volatile("prefetcht0 %0" : : "m"(*p));
+#else
+  __builtin_prefetch(p, 0, 3);
+#endif
+}
+
+// Every 64-byte line of [p, p + bytes).
+void prefetch_bytes(const uint8_t* p, size_t bytes) {
+  if (bytes == 0) return;
+  const uint8_t* end = p + bytes;
+  for (const uint8_t* a = p; a < end; a += 64) prefetch_line(a);
+  prefetch_line(end - 1);  // the last line, when p is not line-aligned
+}
+
+// Rows [t0, t0 + n) of one packed block: their codes and the scales / zeros they use.
+void prefetch_rows(const PackedBlockView& b, int t0, int n) {
+  const KvBlockLayout& L = *b.layout;
+  prefetch_bytes(b.data + L.codes_offset + (size_t)t0 * L.row_bytes, (size_t)n * L.row_bytes);
+  const size_t p0 = L.param_index(t0, 0), p1 = L.param_index(t0 + n - 1, L.head_dim - 1) + 1;
+  prefetch_bytes(b.data + L.scales_offset + 2 * p0, 2 * (p1 - p0));
+  if (L.n_zeros) prefetch_bytes(b.data + L.zeros_offset + 2 * p0, 2 * (p1 - p0));
+}
+}  // namespace
+
+void prefetch_segment(const AttnSegment& g) {
+  if (g.n <= 0) return;
+  if (g.k_packed) prefetch_rows(g.k, g.t0, g.n);
+  if (g.v_packed) prefetch_rows(g.v, g.t0, g.n);
+}
+
 void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q, const AttnSegment* segs,
                      size_t n_segs, float* scratch, SoftmaxPartialView st) {
   const int nq = q.nq;
@@ -26,6 +61,7 @@ void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q
     // arithmetic may depend on the row count (8-row folds vs. a tail), so the count must not depend
     // on which other queries share the call (batch-invariant results; see paged_attention.h).
     if (g.pos0 >= max_visible) break;
+    if (si + 1 < n_segs && segs[si + 1].pos0 < max_visible) prefetch_segment(segs[si + 1]);
     const int n = g.n;
     // Scores [nq, n] at row stride lds.
     if (g.k_packed && q.q8 && q8_scores_apply(*g.k.layout)) {

@@ -48,6 +48,10 @@ struct AttnQueries {
 Q8Queries quantize_queries_q8(const float* q, size_t ldq, int nq, int d, std::vector<int8_t>& storage,
                               std::vector<float>& params);
 
+// Queries [j0, j0 + nq) of `all` (the same int8 values, scales and sums: each query is quantized on
+// its own, so quantizing a whole head's queries once serves every work unit of that head).
+Q8Queries q8_queries_rows(const Q8Queries& all, int j0, int nq);
+
 // Partial state of the queries over the segments: m[nq], l[nq] and acc[nq, 2 * head_dim], where
 // acc[j][0, d) sums fp16 (model-space) values and acc[j][d, 2d) packed values in the V code space;
 // the caller un-rotates the second half and adds it to the first after normalising. Segments must
@@ -57,6 +61,14 @@ Q8Queries quantize_queries_q8(const float* q, size_t ldq, int nq, int d, std::ve
 // length, so neither nq nor the other queries' horizons change any query's arithmetic.
 void attend_segments(const PagedAttentionKernels& kernels, int head_dim, const AttnQueries& q,
                      const AttnSegment* segments, size_t n_segments, float* scratch, SoftmaxPartialView state);
+
+// Asks the CPU to start loading the packed bytes one segment reads (its rows' codes, scales and
+// zeros of K and V; fp16 rows are left to the hardware prefetcher, which follows their fixed
+// stride). Why: a page's blocks are small (a 64-row 2-bit block: 1 KiB of codes, 128 bytes each of
+// scales and zeros) and scattered, so the hardware prefetcher, which needs a few misses to find
+// a stream, gives up at every block edge; without this the q8 kernels spent about half of their
+// time waiting on the first loads of each block (perf, docs/results/kv_cache.md section 1c).
+void prefetch_segment(const AttnSegment& g);
 
 // Sets the state to "nothing seen": m = -inf, l = 0, acc = 0 (width 2 * head_dim).
 void softmax_partial_clear(SoftmaxPartialView s, int nq, int head_dim);

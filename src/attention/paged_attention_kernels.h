@@ -44,10 +44,13 @@
 //                      The cost is the weights' rounding, at most step / 2 per row, which next to
 //                      the codes' own rounding (S / 2 per element at 2^bits - 1 steps) is small
 //                      (tested against float weights with its own tolerance).
-//                      The in-page layout stays token-major (kv_block_layout.h): pairing rows in
-//                      registers costs 14 (4-bit) / 25 (2-bit) shuffle and mask ops per row pair
-//                      and 64 channels, against a layout change that the quantizer, shrink and
-//                      their exhaustive tests would all have had to follow.
+//                      The in-page layout stays token-major (kv_block_layout.h): the two rows'
+//                      bytes are interleaved in registers and the code fields masked in place
+//                      (a few unpack / shift / mask ops per row pair and 64 channels, see
+//                      paged_attention_kernels_avx2.cpp; 25 shuffles before), which leaves the
+//                      int32 sums in a permuted channel order that is undone once per call; a
+//                      token-interleaved page layout would save those few ops but the quantizer,
+//                      shrink and their exhaustive tests would all have had to follow it.
 //
 // Precision of the int8 paths: they apply to every 2/4/8/16-bit key page, so young pages at 16 or 8
 // bits are scored with the query's int8 rounding too (|error| <= scale / 2 per query component, the

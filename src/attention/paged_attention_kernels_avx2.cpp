@@ -592,51 +592,67 @@ constexpr bool kByteFriendly = BITS == 2 || BITS == 4 || BITS == 8 || BITS == 16
 //
 // Rows i and i + 1 are decoded together into 4 vectors of byte pairs (code_i[c], code_i+1[c]), so
 // one maddubs against the broadcast weight pair (w8_i, w8_i+1) adds both rows' products for 16
-// channels into s16 lanes. Per 64 channels, vector m holds channels (s16 lanes 0-7 | 8-15):
-//   4 bits  [8m, 8m + 8) | [32 + 8m, 32 + 8m + 8)
-//   2 bits  [16m, 16m + 8) | [16m + 8, 16m + 16)
+// channels into s16 lanes. The two rows' bytes are interleaved first (one unpack per half: byte pair
+// b = (row i byte b, row i+1 byte b)), then each code field is masked out in place, so no shuffle
+// follows the decode (4 bits: 2 unpacks + 6 shift / mask ops per row pair and 64 channels; 2 bits:
+// 3 + 7). The price is a channel order of the s16 lanes that is not the natural one; the int32 sums
+// are kept in that "slot" order (slot 16 m + p = lane p of vector m, per 64 channels) and put back
+// in channel order once per call (unpermute_slots):
+//   4 bits  lane p = 8 L + q of vector m = 2 h + k: byte b = 16 L + 8 h + q, channel 2 b + k
+//   2 bits  lane p of vector m: byte p, field m, channel 4 p + m
 // The s16 sums are widened into int32 before they can overflow: a pair adds at most
 // 2 x (2^bits - 1) x 127, so 8 pairs at 4 bits (30480) and 32 pairs at 2 bits (24384).
 template <int BITS>
 inline void load_code_pairs(const uint8_t* r0, const uint8_t* r1, int c, __m256i* p) {
   if constexpr (BITS == 4) {
-    const __m256i lo4 = _mm256_set1_epi8(0x0F);
-    __m256i n[2][2];  // [row][half]: the row's codes in channel order, [0, 16) | [32, 48) and [16, 32) | [48, 64)
-    const uint8_t* rows[2] = {r0, r1};
-    for (int r = 0; r < 2; ++r) {
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + 32 * c));
-      const __m256i e = _mm256_and_si256(x, lo4), o = _mm256_and_si256(_mm256_srli_epi16(x, 4), lo4);
-      n[r][0] = _mm256_unpacklo_epi8(e, o);
-      n[r][1] = _mm256_unpackhi_epi8(e, o);
-    }
-    p[0] = _mm256_unpacklo_epi8(n[0][0], n[1][0]);
-    p[1] = _mm256_unpackhi_epi8(n[0][0], n[1][0]);
-    p[2] = _mm256_unpacklo_epi8(n[0][1], n[1][1]);
-    p[3] = _mm256_unpackhi_epi8(n[0][1], n[1][1]);
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + 32 * c));
+    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + 32 * c));
+    const __m256i lo = _mm256_unpacklo_epi8(x, y), hi = _mm256_unpackhi_epi8(x, y);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    p[0] = _mm256_and_si256(lo, m4);
+    p[1] = _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
+    p[2] = _mm256_and_si256(hi, m4);
+    p[3] = _mm256_and_si256(_mm256_srli_epi16(hi, 4), m4);
   } else {
-    // Row i in the low 128 bits, row i + 1 in the high; the four 2-bit fields as byte planes.
-    const __m256i x = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + 16 * c))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + 16 * c)), 1);
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + 16 * c));
+    const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + 16 * c));
+    const __m256i v = _mm256_set_m128i(_mm_unpackhi_epi8(x, y), _mm_unpacklo_epi8(x, y));
     const __m256i m2 = _mm256_set1_epi8(0x03);
-    const __m256i f0 = _mm256_and_si256(x, m2), f1 = _mm256_and_si256(_mm256_srli_epi16(x, 2), m2);
-    const __m256i f2 = _mm256_and_si256(_mm256_srli_epi16(x, 4), m2), f3 = _mm256_and_si256(_mm256_srli_epi16(x, 6), m2);
-    const __m256i a = _mm256_unpacklo_epi8(f0, f1), b = _mm256_unpacklo_epi8(f2, f3);
-    const __m256i a2 = _mm256_unpackhi_epi8(f0, f1), b2 = _mm256_unpackhi_epi8(f2, f3);
-    // Channel order per row (lane): [0, 16), [16, 32), [32, 48), [48, 64).
-    const __m256i nat[4] = {_mm256_unpacklo_epi16(a, b), _mm256_unpackhi_epi16(a, b), _mm256_unpacklo_epi16(a2, b2),
-                            _mm256_unpackhi_epi16(a2, b2)};
-    // Qwords [i lo, i hi, i+1 lo, i+1 hi] -> [i lo, i+1 lo | i hi, i+1 hi], then bytes paired per lane.
-    const __m256i pair = _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11,
-                                          4, 12, 5, 13, 6, 14, 7, 15);
-    for (int m = 0; m < 4; ++m) p[m] = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(nat[m], 0xD8), pair);
+    p[0] = _mm256_and_si256(v, m2);
+    p[1] = _mm256_and_si256(_mm256_srli_epi16(v, 2), m2);
+    p[2] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m2);
+    p[3] = _mm256_and_si256(_mm256_srli_epi16(v, 6), m2);
   }
 }
 
+// 64 floats of one chunk from slot order (f[k] = slots 8k .. 8k + 7) to channel order (o[k] =
+// channels 8k .. 8k + 7), by the maps of load_code_pairs.
 template <int BITS>
-constexpr int pair_channel_lo(int m) { return BITS == 4 ? 8 * m : 16 * m; }
-template <int BITS>
-constexpr int pair_channel_hi(int m) { return BITS == 4 ? 32 + 8 * m : 16 * m + 8; }
+inline void unpermute_slots(const __m256* f, __m256* o) {
+  if constexpr (BITS == 4) {
+    // f[4h + L] (k = 0) and f[4h + 2 + L] (k = 1) hold channels 32 L + 16 h + 2 q + k, q < 8.
+    for (int L = 0; L < 2; ++L) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256 e = f[4 * h + L], od = f[4 * h + 2 + L];
+        const __m256 lo = _mm256_unpacklo_ps(e, od), hi = _mm256_unpackhi_ps(e, od);
+        o[4 * L + 2 * h] = _mm256_permute2f128_ps(lo, hi, 0x20);
+        o[4 * L + 2 * h + 1] = _mm256_permute2f128_ps(lo, hi, 0x31);
+      }
+    }
+  } else {
+    // f[2m + h] holds channels 32 h + 4 p' + m, p' < 8: a 4 x 8 transpose per h.
+    for (int h = 0; h < 2; ++h) {
+      const __m256 t0 = _mm256_unpacklo_ps(f[h], f[2 + h]), t1 = _mm256_unpacklo_ps(f[4 + h], f[6 + h]);
+      const __m256 t2 = _mm256_unpackhi_ps(f[h], f[2 + h]), t3 = _mm256_unpackhi_ps(f[4 + h], f[6 + h]);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t1, 0x44), u1 = _mm256_shuffle_ps(t0, t1, 0xEE);
+      const __m256 u2 = _mm256_shuffle_ps(t2, t3, 0x44), u3 = _mm256_shuffle_ps(t2, t3, 0xEE);
+      o[4 * h] = _mm256_permute2f128_ps(u0, u1, 0x20);
+      o[4 * h + 1] = _mm256_permute2f128_ps(u2, u3, 0x20);
+      o[4 * h + 2] = _mm256_permute2f128_ps(u0, u1, 0x31);
+      o[4 * h + 3] = _mm256_permute2f128_ps(u2, u3, 0x31);
+    }
+  }
+}
 
 template <int BITS, int NJ>
 void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, size_t ldw, int t0, int n, float* acc,
@@ -646,44 +662,60 @@ void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, s
   alignas(32) int8_t w8[NJ][kMaxKernelRows + 32];
   float step[NJ], bz[NJ];
   for (int j = 0; j < NJ; ++j) step[j] = fold_params_q8(L, blk, (size_t)t0, w + j * ldw, n, w8[j], &bz[j]);
-  alignas(32) int32_t a32[NJ][kMaxQ8Dim];
+  // Each query's weight pairs broadcast once per call, so the inner loop reads them as memory
+  // operands and its 4 x NJ s16 accumulators keep the registers.
+  alignas(32) __m256i wpair[NJ][kMaxKernelRows / 2];
+  const int pairs = (n + 1) / 2;
+  for (int j = 0; j < NJ; ++j) {
+    if (n % 2) w8[j][n] = 0;  // odd tail: row n - 1 pairs with itself at weight 0
+    for (int i = 0; i < pairs; ++i) {
+      int16_t wp;
+      std::memcpy(&wp, &w8[j][2 * i], 2);
+      wpair[j][i] = _mm256_set1_epi16(wp);
+    }
+  }
+  alignas(32) int32_t a32[NJ][kMaxQ8Dim];  // slot order
   for (int j = 0; j < NJ; ++j) std::fill(a32[j], a32[j] + d, 0);
   const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
+  // Two passes per chunk, vectors m = 0, 1 and then 2, 3: 2 x NJ s16 accumulators stay in
+  // registers (4 x NJ = 12 did not fit in 16 and were spilled to the stack every row pair); the
+  // second pass decodes the rows again, which costs less than the spills did.
   for (int c = 0; c < chunks; ++c) {
-    for (int i0 = 0; i0 < n; i0 += 2 * kPairsPerWiden) {
-      const int i1 = std::min(n, i0 + 2 * kPairsPerWiden);
-      __m256i s16[NJ][4];
-      for (int j = 0; j < NJ; ++j)
-        for (int m = 0; m < 4; ++m) s16[j][m] = _mm256_setzero_si256();
-      for (int i = i0; i < i1; i += 2) {
-        const uint8_t* r0 = codes + (size_t)i * L.row_bytes;
-        const uint8_t* r1 = i + 1 < n ? r0 + L.row_bytes : r0;  // odd tail: paired with itself, weight 0
-        __m256i p[4];
-        load_code_pairs<BITS>(r0, r1, c, p);
-        for (int j = 0; j < NJ; ++j) {
-          int16_t wp;
-          std::memcpy(&wp, &w8[j][i], 2);
-          const __m256i wv = _mm256_set1_epi16(wp);
-          for (int m = 0; m < 4; ++m) s16[j][m] = _mm256_add_epi16(s16[j][m], _mm256_maddubs_epi16(p[m], wv));
+    for (int mh = 0; mh < 4; mh += 2) {
+      for (int i0 = 0; i0 < n; i0 += 2 * kPairsPerWiden) {
+        const int i1 = std::min(n, i0 + 2 * kPairsPerWiden);
+        __m256i s16[NJ][2];
+        for (int j = 0; j < NJ; ++j) s16[j][0] = s16[j][1] = _mm256_setzero_si256();
+        for (int i = i0; i < i1; i += 2) {
+          const uint8_t* r0 = codes + (size_t)i * L.row_bytes;
+          const uint8_t* r1 = i + 1 < n ? r0 + L.row_bytes : r0;
+          __m256i p[4];
+          load_code_pairs<BITS>(r0, r1, c, p);  // the other half's vectors are dead code
+          for (int m = 0; m < 2; ++m)
+            for (int j = 0; j < NJ; ++j)
+              s16[j][m] = _mm256_add_epi16(s16[j][m], _mm256_maddubs_epi16(p[mh + m], wpair[j][i / 2]));
         }
-      }
-      for (int j = 0; j < NJ; ++j) {
-        for (int m = 0; m < 4; ++m) {
-          int32_t* lo = &a32[j][64 * c + pair_channel_lo<BITS>(m)];
-          int32_t* hi = &a32[j][64 * c + pair_channel_hi<BITS>(m)];
-          const __m256i wl = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(s16[j][m]));
-          const __m256i wh = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(s16[j][m], 1));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(lo), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo)), wl));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(hi), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(hi)), wh));
+        for (int j = 0; j < NJ; ++j) {
+          for (int m = 0; m < 2; ++m) {
+            int32_t* lo = &a32[j][64 * c + 16 * (mh + m)];
+            const __m256i wl = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(s16[j][m]));
+            const __m256i wh = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(s16[j][m], 1));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(lo), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo)), wl));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(lo + 8), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo + 8)), wh));
+          }
         }
       }
     }
   }
   for (int j = 0; j < NJ; ++j) {
     const __m256 sv = _mm256_set1_ps(step[j]), zv = _mm256_set1_ps(bz[j]);
-    for (int c = 0; c < d; c += 8) {
-      const __m256 add = _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(&a32[j][c]))), zv);
-      _mm256_storeu_ps(acc + j * ldacc + c, _mm256_add_ps(_mm256_loadu_ps(acc + j * ldacc + c), add));
+    for (int c = 0; c < chunks; ++c) {
+      __m256 f[8], o[8];
+      for (int k = 0; k < 8; ++k)
+        f[k] = _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(&a32[j][64 * c + 8 * k]))), zv);
+      unpermute_slots<BITS>(f, o);
+      float* out = acc + j * ldacc + 64 * c;
+      for (int k = 0; k < 8; ++k) _mm256_storeu_ps(out + 8 * k, _mm256_add_ps(_mm256_loadu_ps(out + 8 * k), o[k]));
     }
   }
 }

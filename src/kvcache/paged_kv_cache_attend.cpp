@@ -67,6 +67,11 @@ struct PagedKvCache::SpanWork {
   // Queries per KV head, [n_head_kv][n_tokens * group][head_dim] (j = token * group + g), scaled by
   // 1/sqrt(head_dim), in model space (qm) and in the keys' code space (qc, rotated quantizers).
   std::vector<float> qm, qc;
+  // The qc queries quantized to int8 (when q8_queries_), once per KV head for all of its units
+  // (a unit takes the rows j0 .. j0 + nq of its head's: each query is quantized on its own).
+  std::vector<Q8Queries> q8;
+  std::vector<std::vector<int8_t>> q8_bytes;
+  std::vector<std::vector<float>> q8_params;
   std::vector<int> visible;  // per query j: cache rows it sees (causal)
   std::vector<AttendUnit> units;
   std::vector<float> state;  // softmax partials: per unit nq * (2 + 2 * head_dim) floats
@@ -94,8 +99,6 @@ void PagedKvCache::attend_batch_impl(int layer, const std::vector<AttendSpan>& s
   // One unit per chunk: units differ in length, so whoever is free takes the next one.
   parallel_for((int64_t)all_units.size(), 1, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> scratch;
-    thread_local std::vector<int8_t> q8_bytes;
-    thread_local std::vector<float> q8_params;
     scratch.resize((size_t)std::max(kMaxQueriesPerCall, group) * kMaxKernelRows);
     for (int64_t i = i0; i < i1; ++i) {
       SpanWork& w = work[all_units[i].first];
@@ -112,8 +115,13 @@ void PagedKvCache::attend_batch_impl(int layer, const std::vector<AttendSpan>& s
       aq.visible = &w.visible[u.j0];
       Q8Queries q8;
       if (q8_queries_) {
-        q8 = quantize_queries_q8(aq.q_code, aq.ldq, u.nq, d, q8_bytes, q8_params);
+        q8 = q8_queries_rows(w.q8[u.h], u.j0, u.nq);
         aq.q8 = &q8;
+      }
+      if (i + 1 < i1) {  // the next unit's first segment (its later ones are prefetched as it runs)
+        const SpanWork& wn = work[all_units[i + 1].first];
+        const AttendUnit& un = wn.units[all_units[i + 1].second];
+        prefetch_segment(wn.segs[un.list][un.s0]);
       }
       attend_segments(*kern_, d, aq, w.segs[u.list].data() + u.s0, u.s1 - u.s0, scratch.data(), st);
     }
@@ -171,6 +179,13 @@ void PagedKvCache::plan_span(int layer, int seq, int n_tokens, const float* q, S
         if (kq && kq->rotates()) kq->to_code_space(dc);
       }
     }
+  }
+  w.q8.clear();
+  if (q8_queries_) {
+    w.q8_bytes.resize(nkv);
+    w.q8_params.resize(nkv);
+    for (int h = 0; h < nkv; ++h)
+      w.q8.push_back(quantize_queries_q8(&w.qc[(size_t)h * nqt * d], d, nqt, d, w.q8_bytes[h], w.q8_params[h]));
   }
 
   // A sliding-window layer gives each query token its own segment lists, starting where its window
