@@ -6,7 +6,8 @@
 # first look. Output: docs/results/plans_gemma3_kivi/quantizer_check_log.txt (PPL per row).
 # FULL=1 also re-runs uniform-3 and the uniform-quantizer plans themselves (docs/results/calibration.md has
 # their PPL from the same command; f16 here checks the build still gives its 11.364).
-# Usage: [FULL=1] scripts/gemma3_quantizer_check.sh [BUILD_DIR] [THREADS]   (default build, 1)
+# STOP_AT=<epoch seconds>: rows not started by then are logged as not run (rows run in priority order).
+# Usage: [FULL=1] [STOP_AT=...] scripts/gemma3_quantizer_check.sh [BUILD_DIR] [THREADS]   (default build, 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -20,17 +21,18 @@ mkdir -p "$SWAP" "$(dirname "$LOG")"
 : > "$LOG"
 row() {  # LABEL KV-OPTIONS...
   local label=$1; shift
+  if [ -n "${STOP_AT:-}" ] && [ "$(date +%s)" -ge "$STOP_AT" ]; then echo "$label: not run (STOP_AT)" | tee -a "$LOG"; return; fi
   echo "\$ mpkv ppl -m $MODEL -f $WIKI -c 2048 --chunks 1 -t $THREADS $*" >> "$LOG"
   local ppl
   ppl=$("$MPKV" ppl -m $MODEL -f $WIKI -c 2048 --chunks 1 -t "$THREADS" "$@" 2>/dev/null | grep -i 'ppl\|perplexity' | tail -1)
   echo "$label: $ppl" | tee -a "$LOG"
 }
 row "f16" --kv-method f16
-[ "${FULL:-0}" = 1 ] && row "uniform-3 (K3/V3)" --kv-method uniform --kv-bits 3
-row "kivi-3 (K3/V3)" --kv-method kivi --kv-bits 3
+if [ "${FULL:-0}" = 1 ]; then row "uniform-3 (K3/V3)" --kv-method uniform --kv-bits 3; fi
 for m in pmkvq combined ratequant; do
   src=docs/results/plans_gemma3/${m}_3.json
   sed 's/"quantizer": "uniform"/"quantizer": "kivi"/' "$src" > "$SWAP/${m}_3.json"
-  [ "${FULL:-0}" = 1 ] && row "$m-3 uniform-quantizer plan" --kv-plan "$src"
+  if [ "${FULL:-0}" = 1 ]; then row "$m-3 uniform-quantizer plan" --kv-plan "$src"; fi
   row "$m-3 same bits, KIVI quantizer" --kv-plan "$SWAP/${m}_3.json"
+  if [ $m = pmkvq ]; then row "kivi-3 (K3/V3)" --kv-method kivi --kv-bits 3; fi
 done
