@@ -3,7 +3,10 @@
 cache holds), from `mpkv eval --json` (decode rows), with llama.cpp's KV types as reference points.
 
 Usage:
-  scripts/plot_eval_ci.py --eval EVAL.json [--peer PEER.json] --title TITLE --out OUT.png
+  scripts/plot_eval_ci.py --eval EVAL.json [EVAL2.json ...] [--peer PEER.json] --title TITLE --out OUT.png
+
+Several EVAL files (runs on the same tokens, each with its own f16 row) are drawn together; a label
+already drawn from an earlier file is skipped.
 
 EVAL.json rows need "stored_bits_per_element", "ppl_delta_pct", "kl_mean" and "ci95" (`mpkv eval`
 since the bootstrap intervals). PEER.json is `bench/peer_llamacpp.py eval --json`: its rows are
@@ -21,13 +24,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--eval", required=True)
+    p.add_argument("--eval", required=True, nargs="+")
     p.add_argument("--peer")
     p.add_argument("--title", required=True)
     p.add_argument("--out", required=True)
     a = p.parse_args()
-    ev = json.load(open(a.eval))
-    rows = [r for r in ev["rows"] if r.get("protocol") == "decode" and r["method"] != "f16"]
+    evs = [json.load(open(f)) for f in a.eval]
+    rows, seen = [], set()
+    for ev in evs:
+        for r in ev["rows"]:
+            if r.get("protocol") == "decode" and r["method"] != "f16" and r["label"] not in seen:
+                rows.append(r)
+                seen.add(r["label"])
     fig, (ax_p, ax_k) = plt.subplots(1, 2, figsize=(12, 4.8))
     for r in rows:
         x = r["stored_bits_per_element"]
@@ -56,7 +64,7 @@ def main():
     ax_k.set_yscale("log")
     ax_p.legend(fontsize=8)
     fig.suptitle(a.title, fontsize=10)
-    fig.text(0.01, 0.01, ev["command"][:200], fontsize=6)
+    fig.text(0.01, 0.01, " ; ".join(ev["command"][:200] for ev in evs)[:400], fontsize=6)
     fig.tight_layout(rect=(0, 0.03, 1, 0.95))
     fig.savefig(a.out, dpi=110)
 
