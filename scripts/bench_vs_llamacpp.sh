@@ -27,11 +27,11 @@ python3 - "$out" "$ROUNDS" "$THREADS" "$REPS" "$MODEL" "$DEPTHS" "$OUT" "${SYNTH
 import json, os, sys, statistics, platform, subprocess
 out, rounds, threads, reps, model, depths, dest = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
 synthetic, decode_goal = sys.argv[8] == "1", float(sys.argv[9])
-def med(engine, key):
+def med(engine, key, field="tok_s"):  # field: tok_s (wall) or cpu_tok_s (decode only)
     vals = []
     for r in range(1, rounds + 1):
         j = json.load(open(f"{out}/{engine}_{r}.json"))
-        vals.append(j["prefill"]["tok_s"] if key == "prefill" else next(d["tok_s"] for d in j["decode"] if d["context"] == key))
+        vals.append(j["prefill"][field] if key == "prefill" else next(d[field] for d in j["decode"] if d["context"] == key))
     return statistics.median(vals)
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 rows = [("prefill 512 tokens", "prefill", 0.3)] + [(f"decode 32 @ depth {d}", int(d), decode_goal) for d in depths.split(",")]
@@ -42,10 +42,15 @@ lines = ["# Engine speed: mpkv vs llama.cpp", "",
          f"median of {reps} run(s). llama.cpp is llama-cpp-python (built from source on this machine), called "
          "token by token from Python for decode, flash attention off (its default)."
          + (" mpkv's decode contexts hold random K/V (--synthetic), llama.cpp's prefilled ones." if synthetic else ""), "",
-         "| measure | mpkv tok/s | llama.cpp tok/s | ratio | goal |", "|---|---|---|---|---|"]
+         "| measure | mpkv tok/s | llama.cpp tok/s | ratio | goal | mpkv tok/CPU-s | llama.cpp tok/CPU-s | CPU ratio |",
+         "|---|---|---|---|---|---|---|---|"]
 for name, key, goal in rows:
     m, l = med("mpkv", key), med("llama", key)
-    lines.append(f"| {name} | {m:.1f} | {l:.1f} | {m / l:.2f}x | >= {goal}x |")
+    cpu = ""
+    if key != "prefill":  # tokens per CPU-second of the process: what a shared machine's load distorts least
+        mc, lc = med("mpkv", key, "cpu_tok_s"), med("llama", key, "cpu_tok_s")
+        cpu = f" {mc:.1f} | {lc:.1f} | {mc / lc:.2f}x |"
+    lines.append(f"| {name} | {m:.1f} | {l:.1f} | {m / l:.2f}x | >= {goal}x |{cpu or ' | | |'}")
 lines.append("")
 lines.append(f"Load average at the end: {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[2]:.2f} (15 min).")
 lines.append("")
