@@ -27,12 +27,14 @@ row() {  # LABEL KV-OPTIONS...
   ppl=$("$MPKV" ppl -m $MODEL -f $WIKI -c 2048 --chunks 1 -t "$THREADS" "$@" 2>/dev/null | grep -i 'ppl\|perplexity' | tail -1)
   echo "$label: $ppl" | tee -a "$LOG"
 }
+swap() {  # METHOD: the 3-bit uniform-quantizer plan, every component switched to KIVI
+  sed 's/"quantizer": "uniform"/"quantizer": "kivi"/' docs/results/plans_gemma3/$1_3.json > "$SWAP/$1_3.json"
+  if [ "${FULL:-0}" = 1 ]; then row "$1-3 uniform-quantizer plan" --kv-plan docs/results/plans_gemma3/$1_3.json; fi
+  row "$1-3 same bits, KIVI quantizer" --kv-plan "$SWAP/$1_3.json"
+}
+swap pmkvq
 row "f16" --kv-method f16
+row "kivi-3 (K3/V3)" --kv-method kivi --kv-bits 3
 if [ "${FULL:-0}" = 1 ]; then row "uniform-3 (K3/V3)" --kv-method uniform --kv-bits 3; fi
-for m in pmkvq combined ratequant; do
-  src=docs/results/plans_gemma3/${m}_3.json
-  sed 's/"quantizer": "uniform"/"quantizer": "kivi"/' "$src" > "$SWAP/${m}_3.json"
-  if [ "${FULL:-0}" = 1 ]; then row "$m-3 uniform-quantizer plan" --kv-plan "$src"; fi
-  row "$m-3 same bits, KIVI quantizer" --kv-plan "$SWAP/${m}_3.json"
-  if [ $m = pmkvq ]; then row "kivi-3 (K3/V3)" --kv-method kivi --kv-bits 3; fi
-done
+swap combined
+swap ratequant
