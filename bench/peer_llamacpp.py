@@ -164,18 +164,20 @@ def cmd_bench(a):
     res["prefill"] = {"tokens": a.prompt, "tok_s": pf[len(pf) // 2]}
     res["decode"] = []
     for depth in a.depth:  # as `mpkv bench -d`: fill `depth` tokens, then time n_gen single-token steps
-        dv = []
+        dv, cpu = [], []  # tokens per wall second; per CPU-second of the process (as `mpkv bench`)
         for _ in range(a.reps):
             llm.reset()
             if depth:
                 llm.eval(ids[:depth])
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for i in range(a.n_gen):
                 llm.eval([ids[depth + i]])
             dv.append(a.n_gen / (time.perf_counter() - t0))
-        dv.sort()
-        print(f"decode {a.n_gen:4d} @ depth {depth:5d} {dv[len(dv) // 2]:8.1f} tok/s")
-        res["decode"].append({"context": depth, "depth": depth, "tok_s": dv[len(dv) // 2], "tok_s_runs": dv})
+            cpu.append(a.n_gen / (time.process_time() - c0))
+        med, cmed = sorted(dv)[len(dv) // 2], sorted(cpu)[len(cpu) // 2]
+        print(f"decode {a.n_gen:4d} @ depth {depth:5d} {med:8.1f} tok/s ({cmed:.1f} tok per CPU-second)")
+        res["decode"].append({"context": depth, "depth": depth, "tok_s": med, "tok_s_runs": dv,
+                              "cpu_tok_s": cmed, "cpu_tok_s_runs": cpu})
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=2)
@@ -293,6 +295,31 @@ def log_softmax_rows(scores):
     return x
 
 
+def scored_log_softmax(llm, window, first, last, rows=256):
+    """Decodes `window` from an empty cache in batches of llm.n_batch (as Llama.eval does) and yields
+    (position, float64 log-softmax rows) for positions [first, last), `rows` at a time, plus the
+    seconds spent in llama.cpp's decode. Llama.eval would keep n_ctx x n_vocab float32 logits in
+    Llama.scores: 8.6 GB for Gemma 3's 262144-entry vocabulary at 8K, twice that with the float64
+    copy; here at most one batch of logits (llama.cpp's own buffer) and `rows` float64 rows live."""
+    n_vocab = llm.n_vocab()
+    llm.reset()
+    llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+    decode_s = 0.0
+    for i in range(0, len(window), llm.n_batch):
+        batch = window[i:i + llm.n_batch]
+        llm._batch.set_batch(batch=batch, n_past=i, logits_all=True)
+        t0 = time.time()
+        llm._ctx.decode(llm._batch)
+        decode_s += time.time() - t0
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(batch), n_vocab))
+        lo, hi = max(i, first), min(i + len(batch), last)
+        for r in range(lo, hi, rows):
+            yield r, log_softmax_rows(logits[r - i:min(hi, r + rows) - i]), decode_s
+            decode_s = 0.0
+    if decode_s:
+        yield last, np.zeros((0, n_vocab)), decode_s
+
+
 def nearest_rank(values, q):
     """Nearest-rank percentile: the ceil(q/100 * n)-th smallest value."""
     v = np.sort(np.asarray(values, dtype=np.float64))
@@ -326,17 +353,23 @@ def cmd_eval(a):
         # With --flash-attn, one extra run of f16 without it: llama.cpp's own numerical noise floor for KL / top-1.
         for t, fa in [(t, a.flash_attn) for t in a.kv_types] + ([(FLOOR, False)] if a.flash_attn else []):
             llm = load(a.model, n_ctx, a.threads, True, "f16" if t == FLOOR else t, fa)
-            llm.reset()
-            t0 = time.time()
-            llm.eval(window)
-            dt = time.time() - t0
-            ls = log_softmax_rows(np.asarray(llm.scores[first:last]))
+            is_ref = ref_ls is None  # f16: the reference, kept (float32) for this window's other types
+            if is_ref:
+                ref_ls = np.empty((last - first, llm.n_vocab()), dtype=np.float32)
+                ref_top = np.empty(last - first, dtype=np.int64)
+            nll, kl = np.empty(last - first), np.zeros(last - first)
+            top, dt = np.empty(last - first, dtype=np.int64), 0.0
+            for pos, ls, secs in scored_log_softmax(llm, window, first, last):
+                dt += secs
+                j = slice(pos - first, pos - first + len(ls))
+                nll[j] = -ls[np.arange(len(ls)), targets[j]]
+                top[j] = ls.argmax(axis=1)
+                if is_ref:  # KL of the reference with itself stays 0
+                    ref_ls[j], ref_top[j] = ls, top[j]
+                    continue
+                ref = ref_ls[j].astype(np.float64)
+                kl[j] = (np.exp(ref) * (ref - ls)).sum(axis=1)
             del llm
-            nll = -ls[np.arange(len(targets)), targets]
-            top = ls.argmax(axis=1)
-            if ref_ls is None:  # f16: the reference, kept for this window's other types
-                ref_ls, ref_top = ls, top
-            kl = (np.exp(ref_ls) * (ref_ls - ls)).sum(axis=1)
             r = acc[t]
             r["nll"].extend(nll.tolist())
             r["kl"].extend(kl.tolist())
@@ -344,7 +377,6 @@ def cmd_eval(a):
             r["seconds"] += dt
             print(f"eval window {w + 1}/{a.windows} kv {t}{'' if fa else ' (no flash attn)'}: {dt:.1f} s, ppl {math.exp(float(nll.mean())):.4f}, "
                   f"kl {float(kl.mean()):.3e}, top1 {float((top == ref_top).mean()):.4f}", file=sys.stderr, flush=True)
-            del ls
         del ref_ls
     def summary(t):
         r = acc[t]

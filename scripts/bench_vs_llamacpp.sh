@@ -1,42 +1,59 @@
 #!/usr/bin/env bash
 # Engine speed side by side with llama.cpp (llama-cpp-python) on the same GGUF, thread count and
-# token ids: prefill of a 512-token prompt, decode of 32 tokens at depths 128 and 4096, f16 KV cache.
-# The two engines run alternately ROUNDS times (each run reports a median of REPS, default 3); the table
-# quotes the median over rounds. Usage: scripts/bench_vs_llamacpp.sh [THREADS=2] [ROUNDS=2] [BUILD=build]
-# Writes docs/results/engine_speed.md.
+# token ids: prefill of a 512-token prompt, decode of 32 tokens at depths DEPTHS (default 128,4096), f16 KV
+# cache. The two engines run alternately ROUNDS times (each run reports a median of REPS, default 3); the
+# table quotes the median over rounds. Both fill the decode depths by untimed prefill; SYNTHETIC=1 lets mpkv
+# fill them with random K/V instead (`mpkv bench --synthetic`: same decode work, no 8K prefill per run).
+# Usage: [MODEL=...] [DEPTHS=128,4096] [OUT=...] [REPS=3] [SYNTHETIC=0] [DECODE_GOAL=0.7] scripts/bench_vs_llamacpp.sh
+# [THREADS=2] [ROUNDS=2] [BUILD=build]. Writes OUT (default docs/results/engine_speed.md, SmolLM2's table);
+# Gemma 3: MODEL=models/gemma-3-270m-q4_k_m.gguf DEPTHS=128,8192 SYNTHETIC=1 DECODE_GOAL=1.0
+#   OUT=docs/results/speed/gemma3_vs_llamacpp.md (issue 13's goal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=${1:-2}; ROUNDS=${2:-2}; BUILD=${3:-build}; REPS=${REPS:-3}
-MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
-scripts/get_model.sh
+MODEL=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+DEPTHS=${DEPTHS:-128,4096}
+OUT=${OUT:-docs/results/engine_speed.md}
+FILL=(); [ "${SYNTHETIC:-0}" = 1 ] && FILL=(--synthetic)
+case "$MODEL" in *gemma-3-270m*) scripts/get_model.sh gemma3-270m ;; *) scripts/get_model.sh ;; esac
 scripts/install_peer.sh
 out=$(mktemp -d)
 for r in $(seq 1 "$ROUNDS"); do
-  "$BUILD"/mpkv bench -m "$MODEL" -t "$THREADS" -d 128,4096 -r "$REPS" --json "$out/mpkv_$r.json"
-  python3 bench/peer_llamacpp.py bench -m "$MODEL" -t "$THREADS" -d 128,4096 -r "$REPS" --json "$out/llama_$r.json"
+  OMP_WAIT_POLICY=passive "$BUILD"/mpkv bench -m "$MODEL" -t "$THREADS" -d "$DEPTHS" "${FILL[@]}" -r "$REPS" \
+    --json "$out/mpkv_$r.json"
+  python3 bench/peer_llamacpp.py bench -m "$MODEL" -t "$THREADS" -d "$DEPTHS" -r "$REPS" --json "$out/llama_$r.json"
 done
-python3 - "$out" "$ROUNDS" "$THREADS" "$REPS" <<'PY'
-import json, sys, statistics, platform, subprocess
-out, rounds, threads, reps = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-def med(engine, key):
+python3 - "$out" "$ROUNDS" "$THREADS" "$REPS" "$MODEL" "$DEPTHS" "$OUT" "${SYNTHETIC:-0}" "${DECODE_GOAL:-0.7}" <<'PY'
+import json, os, sys, statistics, platform, subprocess
+out, rounds, threads, reps, model, depths, dest = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
+synthetic, decode_goal = sys.argv[8] == "1", float(sys.argv[9])
+def med(engine, key, field="tok_s"):  # field: tok_s (wall) or cpu_tok_s (decode only)
     vals = []
     for r in range(1, rounds + 1):
         j = json.load(open(f"{out}/{engine}_{r}.json"))
-        vals.append(j["prefill"]["tok_s"] if key == "prefill" else next(d["tok_s"] for d in j["decode"] if d["context"] == key))
+        vals.append(j["prefill"][field] if key == "prefill" else next(d[field] for d in j["decode"] if d["context"] == key))
     return statistics.median(vals)
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-rows = [("prefill 512 tokens", "prefill", 0.3), ("decode 32 @ depth 128", 128, 0.7), ("decode 32 @ depth 4096", 4096, 0.7)]
+rows = [("prefill 512 tokens", "prefill", 0.3)] + [(f"decode 32 @ depth {d}", int(d), decode_goal) for d in depths.split(",")]
 lines = ["# Engine speed: mpkv vs llama.cpp", "",
-         f"Command: `REPS={reps} scripts/bench_vs_llamacpp.sh {threads} {rounds}`", "",
-         f"SmolLM2-135M-Instruct Q4_1, f16 KV cache, {threads} threads, CPU: {cpu} ({platform.machine()}). "
+         f"Command: `MODEL={model} DEPTHS={depths} OUT={dest} REPS={reps} SYNTHETIC={int(synthetic)} DECODE_GOAL={decode_goal:g} scripts/bench_vs_llamacpp.sh {threads} {rounds}`",
+         "", f"{os.path.basename(model)}, f16 KV cache, {threads} threads, CPU: {cpu} ({platform.machine()}). "
          f"Same token ids in both engines; each figure is the median over {rounds} alternating rounds of a "
          f"median of {reps} run(s). llama.cpp is llama-cpp-python (built from source on this machine), called "
-         "token by token from Python for decode, flash attention off (its default).", "",
-         "| measure | mpkv tok/s | llama.cpp tok/s | ratio | goal |", "|---|---|---|---|---|"]
+         "token by token from Python for decode, flash attention off (its default)."
+         + (" mpkv's decode contexts hold random K/V (--synthetic), llama.cpp's prefilled ones." if synthetic else ""), "",
+         "| measure | mpkv tok/s | llama.cpp tok/s | ratio | goal | mpkv tok/CPU-s | llama.cpp tok/CPU-s | CPU ratio |",
+         "|---|---|---|---|---|---|---|---|"]
 for name, key, goal in rows:
     m, l = med("mpkv", key), med("llama", key)
-    lines.append(f"| {name} | {m:.1f} | {l:.1f} | {m / l:.2f}x | >= {goal}x |")
+    cpu = ""
+    if key != "prefill":  # tokens per CPU-second of the process: what a shared machine's load distorts least
+        mc, lc = med("mpkv", key, "cpu_tok_s"), med("llama", key, "cpu_tok_s")
+        cpu = f" {mc:.1f} | {lc:.1f} | {mc / lc:.2f}x |"
+    lines.append(f"| {name} | {m:.1f} | {l:.1f} | {m / l:.2f}x | >= {goal}x |{cpu or ' | | |'}")
 lines.append("")
-open("docs/results/engine_speed.md", "w").write("\n".join(lines))
+lines.append(f"Load average at the end: {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[2]:.2f} (15 min).")
+lines.append("")
+open(dest, "w").write("\n".join(lines))
 print("\n".join(lines))
 PY

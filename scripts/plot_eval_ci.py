@@ -3,7 +3,7 @@
 cache holds), from `mpkv eval --json` (decode rows), with llama.cpp's KV types as reference points.
 
 Usage:
-  scripts/plot_eval_ci.py --eval EVAL.json [--eval EVAL2.json ...] [--peer PEER.json ...] --title TITLE --out OUT.png
+  scripts/plot_eval_ci.py --eval EVAL.json [EVAL2.json | --eval EVAL2.json ...] [--peer PEER.json ...] --title TITLE --out OUT.png
 
 Several --eval files (runs on the same windows, e.g. an earlier run and a later one with more rows)
 are drawn together; a label already drawn is not drawn again. Several --peer files likewise (each
@@ -25,8 +25,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--eval", required=True, action="append")
-    p.add_argument("--peer", action="append", default=[])
+    p.add_argument("--eval", required=True, action="extend", nargs="+")
+    p.add_argument("--peer", action="extend", nargs="+", default=[])
     p.add_argument("--title", required=True)
     p.add_argument("--out", required=True)
     a = p.parse_args()
