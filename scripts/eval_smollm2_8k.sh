@@ -14,7 +14,7 @@
 #   peer   llama.cpp f16 / q8_0 / q5_0 (+ its no-flash-attention floor) on the same window
 # Usage: scripts/eval_smollm2_8k.sh [BUILD_DIR] [calib] [plans] [eval] [peer]   (default: build, all)
 # Env: THREADS (default 1), ROWS (eval methods after f16), NAME (eval output name), PY (python with
-# llama-cpp-python, e.g. /work/main/.venv-bench/bin/python). On the shared machine of session 5 the
+# llama-cpp-python, e.g. .venv-bench/bin/python from scripts/install_peer.sh). On the shared machine of session 5 the
 # rows ran as three evals (eval.md section 8 lists them); on an idle one the default ROWS is one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
