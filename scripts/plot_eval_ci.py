@@ -38,14 +38,17 @@ def main():
                 seen.add(r["label"])
                 rows.append(r)
     fig, (ax_p, ax_k) = plt.subplots(1, 2, figsize=(12, 4.8))
-    for r in rows:
-        x = r["stored_bits_per_element"]
+    markers = "os^Dv<>p"  # with the 10-colour cycle: distinct (colour, marker) pairs for up to 40 rows
+    for i, r in enumerate(rows):
+        x, fmt = r["stored_bits_per_element"], markers[(i // 10) % len(markers)]
         lo, hi = r["ci95"]["ppl_delta_pct"]
         ax_p.errorbar([x], [r["ppl_delta_pct"]], yerr=[[r["ppl_delta_pct"] - lo], [hi - r["ppl_delta_pct"]]],
-                      fmt="o", capsize=4, label=r["label"])
+                      fmt=fmt, capsize=4, label=r["label"])
         lo, hi = r["ci95"]["kl_mean"]
-        ax_k.errorbar([x], [r["kl_mean"]], yerr=[[r["kl_mean"] - lo], [hi - r["kl_mean"]]], fmt="o", capsize=4,
+        ax_k.errorbar([x], [r["kl_mean"]], yerr=[[r["kl_mean"] - lo], [hi - r["kl_mean"]]], fmt=fmt, capsize=4,
                       label=r["label"])
+    if rows and max(r["ci95"]["ppl_delta_pct"][1] for r in rows) > 100:  # a broken row would flatten the rest
+        ax_p.set_yscale("symlog", linthresh=1)
     drawn = set()
     for peer in (json.load(open(f)) for f in a.peer):
         ref = next(r for r in peer["rows"] if r["kv_type"] == "f16")
