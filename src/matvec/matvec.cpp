@@ -60,9 +60,10 @@ void for_each_row(const WeightMatrix& w, RowFn&& dot_rows) {
 constexpr int kActPanel = 64;
 
 // How far ahead of the tile being multiplied its weights are prefetched (matvec_prefetch_bytes()):
-// without it one core streamed the 170 MiB Q8_0 head of Gemma-3-270M at ~8 GB/s, below what a plain
-// read reaches (the hardware prefetcher alone keeps too few lines in flight); distances from 2 to
-// 12 KiB did about equally well (bench_matvec --model, docs/results/engine_speed.md).
+// without it one core streamed the 170 MiB Q8_0 head of Gemma-3-270M at 8-10 GB/s and its 2-row
+// Q6_K / Q4_K ffn_down tiles at 4-5 GB/s (the hardware prefetcher alone keeps too few lines in
+// flight); with it a decode step's matvecs take ~0.8x the CPU time, and distances from 1 to 8 KiB
+// did about equally well (bench_matvec --model; docs/results/engine_speed.md, Gemma section).
 constexpr int kDefaultPrefetchBytes = 2048;
 
 int read_prefetch_bytes() {
