@@ -77,10 +77,11 @@ int read_prefetch_bytes() {
   return (int)v;
 }
 
-// Prefetches the cache lines of bytes [begin, end) of `data`, end clipped to `size` (non-temporal
-// hint: a decode step uses each weight byte once).
+// Prefetches the cache lines of bytes [begin, end) of `data`, end clipped to `size`, into every
+// cache level (a non-temporal hint did no better for decode, and a batch's later activation tiles
+// reuse the lines).
 inline void prefetch_bytes(const uint8_t* data, size_t begin, size_t end, size_t size) {
-  for (size_t o = begin; o < std::min(end, size); o += 64) __builtin_prefetch(data + o, 0, 0);
+  for (size_t o = begin; o < std::min(end, size); o += 64) __builtin_prefetch(data + o, 0, 3);
 }
 
 // One matrix of a tile job: its kernel and output, the tile height R and how its tiles are chunked.
@@ -95,8 +96,8 @@ struct TileJob {
 // y[v * rows + r] = dot(row r, xq_v) for weight-row tiles [t0, t1) of one matrix: activation panels,
 // then weight tiles of R rows, then activation tiles of kQuantTileMax rows. Every (row, activation)
 // pair gets the tile kernel's fixed arithmetic, so neither n, nor the tile shapes at the edges, nor
-// the chunks or threads change any result. Each weight tile first prefetches the bytes `ahead`
-// bytes further on (0: none).
+// the chunks or threads change any result. In the first panel each weight tile first prefetches
+// the bytes `ahead` bytes further on (0: none).
 void run_tiles(const TileJob& j, const BlockQ8Act* xq, int n, int64_t t0, int64_t t1, size_t ahead) {
   const WeightMatrix& w = *j.w;
   const int64_t rows = w.rows, nb = w.cols / kActBlock;
@@ -106,7 +107,7 @@ void run_tiles(const TileJob& j, const BlockQ8Act* xq, int n, int64_t t0, int64_
     for (int64_t ti = t0; ti < t1; ++ti) {
       const int64_t r = ti * j.R;
       const int nr = (int)std::min<int64_t>(j.R, rows - r);
-      if (ahead > 0) {
+      if (ahead > 0 && v0 == 0) {  // later panels find the chunk's weights in cache
         const size_t at = (size_t)r * w.row_bytes + ahead;
         prefetch_bytes(w.data, at, at + (size_t)nr * w.row_bytes, size);
       }
