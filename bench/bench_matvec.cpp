@@ -262,7 +262,10 @@ void print_model_table(const std::string& path) {
   const int distances[] = {0, matvec_prefetch_bytes()};
   constexpr int kReps = 15;
   omp_set_num_threads(1);
-  std::vector<float> x(1 << 16), y(1 << 20);
+  int64_t max_rows = 0, max_cols = 0;
+  for (const Role& r : roles)
+    for (const WeightMatrix& w : r.mats) max_rows = std::max(max_rows, w.rows), max_cols = std::max(max_cols, w.cols);
+  std::vector<float> x(max_cols), y(max_rows);
   std::mt19937 rng(4);
   std::normal_distribution<float> g(0.0f, 1.0f);
   for (auto& v : x) v = g(rng);
