@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <string>
 
@@ -41,9 +42,9 @@ uint32_t PageFormat::block_offset(const uint8_t* bits, int b) const {
 }
 
 int PageFormat::token_granularity() const {
-  int g = 1;
+  int g = 1;  // the least common multiple, as PagedKvCache's: groups of 24 and 32 tokens need 96
   for (const ComponentFormat& c : blocks)
-    if (!c.spec.f16 && c.spec.axis == GroupAxis::channel) g = std::max(g, c.spec.group);
+    if (!c.spec.f16 && c.spec.axis == GroupAxis::channel) g = std::lcm(g, c.spec.group);
   return g;
 }
 

@@ -41,8 +41,8 @@ struct PageFormat {
   // Byte offset of block b in a page whose blocks are at bits[0 .. n_blocks).
   uint32_t block_offset(const uint8_t* bits, int b) const;
   uint32_t page_bytes(const uint8_t* bits) const { return block_offset(bits, n_blocks()); }
-  // Largest number of tokens per channel-axis token group (1 when there is none): appends must
-  // bring whole groups.
+  // Least common multiple of the channel-axis blocks' token groups (1 when there is none): appends
+  // must bring whole groups of every block.
   int token_granularity() const;
   // The device layout table, [n_blocks][kBitsSlots] (unused widths zeroed).
   std::vector<DeviceBlockLayout> device_layout_table() const;

@@ -49,6 +49,18 @@ TEST(CudaPages, BlockOffsetsFollowCurrentBits) {
   EXPECT_EQ(f.token_granularity(), 32);
 }
 
+// Token groups of 24 and 32 tokens in one page: pages and appends must hold whole groups of both,
+// so the granularity is 96 rows (their least common multiple, PagedKvCache's rule), not 32.
+TEST(CudaPages, TokenGranularityIsTheLcmOfTheTokenGroups) {
+  const ComponentSpec k24{false, GroupAxis::channel, 24, 4, 4}, k32{false, GroupAxis::channel, 32, 4, 4},
+      u4{false, GroupAxis::token, 64, 4, 4};
+  const PageFormat f = make_page_format(2, 64, 96, {k24, u4, k32, u4});
+  ASSERT_EQ(f.token_granularity(), 96);
+  const std::vector<uint16_t> k = random_half_rows(96 * 2 * 64, 1), v = random_half_rows(96 * 2 * 64, 2);
+  EXPECT_THROW(write_host_page(f, k.data(), v.data(), 32), Error);  // a group of 24 and a third of one
+  EXPECT_EQ(write_host_page(f, k.data(), v.data(), 96).filled, 96);
+}
+
 // The in-place plan gives the CPU shrink's bytes, for every chunk size the kernel might use, down
 // the whole ladder (each step one halving of the blocks that can still shrink).
 TEST(CudaPages, InPlaceShrinkMovesGiveTheCpuShrink) {
