@@ -6,6 +6,7 @@
 #include <random>
 #include <string>
 
+#include "cuda/kernel_args.h"
 #include "cuda/shrink_moves.h"
 #include "quant/kv_quantizer.h"
 #include "quant/quant_kernels.h"
@@ -114,6 +115,17 @@ void shrink_host_page(const PageFormat& f, HostPage& p, const std::vector<uint8_
   }
   p.bytes = std::move(out);
   p.bits = to_bits;
+}
+
+void check_append_task(const PageFormat& f, const uint8_t* bits, const AppendTask& t, int rows) {
+  const int g = f.token_granularity();
+  MPKV_CHECK(t.n > 0 && t.t0 >= 0 && (int64_t)t.t0 + t.n <= f.page_tokens && t.t0 % g == 0 && t.n % g == 0 &&
+                 t.src_row0 >= 0 && (int64_t)t.src_row0 + t.n <= rows,
+             "CUDA append: task rows outside the page, the input or its token groups of " + std::to_string(g));
+  for (int b = 0; b < f.n_blocks(); ++b)
+    MPKV_CHECK(bits[b] == f.blocks[b].spec.init_bits,
+               "CUDA append: block " + std::to_string(b) + " of the page is shrunk to " + std::to_string(bits[b]) +
+                   " bits; appends go to pages at their initial bits");
 }
 
 std::vector<uint16_t> random_half_rows(size_t n, uint32_t seed, float sd) {
