@@ -1,6 +1,7 @@
 #include "cuda/device/device_page_store.h"
 
 #include <cmath>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -130,6 +131,9 @@ void DevicePageStore::append(const std::vector<AppendTask>& tasks, const uint16_
 DevicePageStore::PreparedShrink DevicePageStore::prepare_shrink(const std::vector<int>& slots,
                                                                  const std::vector<std::vector<uint8_t>>& to_bits) {
   MPKV_CHECK(slots.size() == to_bits.size(), "CUDA shrink: one width list per page");
+  // Two thread blocks shrinking one page at once would race, and the second commit would halve it again.
+  const std::set<int> distinct(slots.begin(), slots.end());
+  MPKV_CHECK(distinct.size() == slots.size(), "CUDA shrink: a page is listed twice");
   PreparedShrink s;
   std::vector<uint64_t> base;
   std::vector<int32_t> indptr{0};
