@@ -69,6 +69,13 @@ PageFormat make_page_format(int n_head_kv, int head_dim, int page_tokens, const 
   f.page_tokens = page_tokens;
   for (size_t b = 0; b < nb; ++b)
     f.blocks.push_back(make_component(specs.size() == nb ? specs[b] : specs[b % 2], head_dim, page_tokens));
+  // Block offsets, page sizes and shrink moves are 32-bit: the page at its initial (largest) bits,
+  // summed in 64 bits, must fit.
+  uint64_t bytes = 0;
+  for (const ComponentFormat& c : f.blocks)
+    bytes += c.spec.f16 ? 2ull * head_dim * page_tokens : c.host_at[c.spec.init_bits].bytes;
+  MPKV_CHECK(bytes < (1ull << 32), "CUDA page format: a page of " + std::to_string(bytes) +
+                                       " bytes exceeds the 4 GiB that 32-bit page offsets address");
   return f;
 }
 

@@ -35,6 +35,10 @@ TEST(CudaPages, FormatRejectsWhatTheKernelsCannotRead) {
   EXPECT_THROW(make_page_format(2, 64, 64, {u4, u4, u4}), Error);
   const ComponentSpec kivi{false, GroupAxis::channel, 48, 16, 4};
   EXPECT_THROW(make_page_format(1, 64, 64, {kivi, u4}), Error);  // 48 does not divide 64 tokens
+  // 128 fp16 blocks of 65536 x 256 x 2 bytes: 4 GiB, one byte more than 32-bit offsets reach.
+  const ComponentSpec f16{true, GroupAxis::token, 0, 16, 16};
+  EXPECT_THROW(make_page_format(64, 256, 65536, {f16, f16}), Error);
+  EXPECT_NO_THROW(make_page_format(64, 256, 65535, {f16, f16}));
 }
 
 TEST(CudaPages, BlockOffsetsFollowCurrentBits) {
