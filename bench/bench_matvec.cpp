@@ -19,7 +19,13 @@
 // rows, the thread CPU time of one matmul_rows call (1 thread, active kernels, hot, median of 15+),
 // the weight bytes per call over it (GB/s) and the row dots (weight rows x n) per second.
 //
-// Usage: bench_matvec [--quick] [--batch] [--kquant]
+// --model PATH: the matrices of a real GGUF model as one decode step reads them, 1 thread, cold
+// (a step's weights exceed the caches): per role (the output head; each layer matrix summed over
+// the layers) and for the whole step, the thread CPU time of matmul_rows with n = 1 at each weight
+// prefetch distance (matvec_prefetch_bytes: 0 = none, then the default), the settings alternating
+// within every repetition so a shared machine's load falls on all alike; median of 15.
+//
+// Usage: bench_matvec [--quick] [--batch] [--kquant] [--model PATH]
 #include <omp.h>
 
 #include <algorithm>
@@ -34,6 +40,7 @@
 
 #include "gguf/ggml_types.h"
 #include "matvec/matvec.h"
+#include "model/model.h"
 #include "util/cpu_features.h"
 #include "util/fp16.h"
 
@@ -215,11 +222,106 @@ void print_kquant_table() {
   }
 }
 
+// One role of a real model's decode step: its matrices (one per layer, or the head alone).
+struct Role {
+  std::string name;
+  std::vector<WeightMatrix> mats;
+  double bytes() const {
+    double b = 0;
+    for (const WeightMatrix& w : mats) b += (double)w.rows * (double)w.row_bytes;
+    return b;
+  }
+};
+
+std::vector<Role> model_roles(const ModelWeights& mw) {
+  std::vector<Role> roles = {{"attn_q", {}}, {"attn_k", {}},   {"attn_v", {}},   {"attn_output", {}},
+                             {"ffn_gate", {}}, {"ffn_up", {}}, {"ffn_down", {}}};
+  for (const LayerWeights& L : mw.layers) {
+    const WeightMatrix* m[] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down};
+    for (size_t i = 0; i < roles.size(); ++i) roles[i].mats.push_back(*m[i]);
+  }
+  roles.push_back({mw.tied_output ? "output (tied token_embd)" : "output", {mw.output}});
+  return roles;
+}
+
+// The distinct GGUF types of a role, e.g. "Q4_K+Q6_K".
+std::string role_types(const Role& r) {
+  std::vector<std::string> t;
+  for (const WeightMatrix& w : r.mats) {
+    const std::string n = ggml_type_name((uint32_t)w.type);
+    if (std::find(t.begin(), t.end(), n) == t.end()) t.push_back(n);
+  }
+  std::string out;
+  for (const std::string& n : t) out += (out.empty() ? "" : "+") + n;
+  return out;
+}
+
+void print_model_table(const std::string& path) {
+  const auto model = Model::load(path);
+  const std::vector<Role> roles = model_roles(model->weights());
+  const int distances[] = {0, matvec_prefetch_bytes()};
+  constexpr int kReps = 15;
+  omp_set_num_threads(1);
+  int64_t max_rows = 0, max_cols = 0;
+  for (const Role& r : roles)
+    for (const WeightMatrix& w : r.mats) max_rows = std::max(max_rows, w.rows), max_cols = std::max(max_cols, w.cols);
+  std::vector<float> x(max_cols), y(max_rows);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (auto& v : x) v = g(rng);
+  // t[d][role][rep]: thread CPU seconds of the role's matrices in one step (layer order, as a step).
+  std::vector<std::vector<std::vector<double>>> t(2, std::vector<std::vector<double>>(roles.size()));
+  std::vector<std::vector<double>> step(2);
+  for (int rep = 0; rep < kReps; ++rep) {
+    for (int d = 0; d < 2; ++d) {
+      set_matvec_prefetch_bytes(distances[d]);
+      std::vector<double> per(roles.size(), 0.0);
+      for (size_t l = 0; l < roles[0].mats.size(); ++l) {  // layer by layer, then the head
+        for (size_t r = 0; r + 1 < roles.size(); ++r) {
+          const double t0 = thread_cpu_seconds();
+          matmul_rows(roles[r].mats[l], x.data(), y.data(), 1);
+          per[r] += thread_cpu_seconds() - t0;
+        }
+      }
+      const double t0 = thread_cpu_seconds();
+      matmul_rows(roles.back().mats[0], x.data(), y.data(), 1);
+      per.back() = thread_cpu_seconds() - t0;
+      double total = 0;
+      for (size_t r = 0; r < roles.size(); ++r) {
+        if (rep > 0) t[d][r].push_back(per[r]);  // the first repetition faults the mapping in
+        total += per[r];
+      }
+      if (rep > 0) step[d].push_back(total);
+    }
+  }
+  set_matvec_prefetch_bytes(distances[1]);
+  std::printf("%s: matmul_rows, n = 1, 1 thread, %s kernels, cold; thread CPU time per decode step, median of %d\n",
+              path.c_str(), active_matvec_kernels().name, kReps - 1);
+  std::printf("%-26s %-10s %8s | %10s %7s | %10s %7s | %s\n", "role", "types", "MiB", "no prefetch", "GB/s",
+              ("prefetch " + std::to_string(distances[1])).c_str(), "GB/s", "time ratio");
+  auto row = [&](const std::string& name, const std::string& types, double bytes, const std::vector<double>& a,
+                 const std::vector<double>& b) {
+    const double ma = median(a), mb = median(b);
+    std::printf("%-26s %-10s %8.2f | %8.0f us %7.2f | %8.0f us %7.2f | %.2fx\n", name.c_str(), types.c_str(),
+                bytes / 1048576.0, ma * 1e6, bytes / ma / 1e9, mb * 1e6, bytes / mb / 1e9, mb / ma);
+  };
+  double all = 0;
+  for (size_t r = 0; r < roles.size(); ++r) {
+    row(roles[r].name, role_types(roles[r]), roles[r].bytes(), t[0][r], t[1][r]);
+    all += roles[r].bytes();
+  }
+  row("whole step", "", all, step[0], step[1]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false, batch_only = false, kquant_only = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--model" && i + 1 < argc) {
+      print_model_table(argv[i + 1]);
+      return 0;
+    }
     quick = quick || std::string(argv[i]) == "--quick";
     batch_only = batch_only || std::string(argv[i]) == "--batch";
     kquant_only = kquant_only || std::string(argv[i]) == "--kquant";

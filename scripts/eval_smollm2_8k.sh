@@ -5,7 +5,8 @@
 #   calib  one calibration (16 x 512 tokens of the last 300 KB of WikiText-2 test, pi-scale 4, KIVI
 #          quantizer, smoothing scored at the 2.5-bit widths K3/V2) -> plans_kivi/calibration_report_kivi.json
 #   plans  from that report: {pmkvq,ratequant,combined}_{2,2.5,3,3.5} (--avg-bits, --max-len 8192),
-#          fixed_{2.5,3} (K3/V2, K3/V3 with the same smoothing: the splits RateQuant must beat) and
+#          fixed_{2.5,3} (K3/V2, K3/V3 with the same smoothing: the splits RateQuant must beat), fixed_k4v2,
+#          fixed_k2v4, fixed_k2v3 (the other splits of 3 and 2.5 bits) and
 #          {combined,pmkvq}-sb3.5_2.2 (solved for the bytes of 3.5 stored bits per element at 8191 held
 #          positions: 3.5 * 8191 * 30 layers * 3 KV heads * 64 * 2 / 8 bytes = 39.37 MiB; 2.2 average
 #          bits); then the two budgets shown infeasible (3.0 stored bits; PM-KVQ at the all-2 fixed bytes)
@@ -53,6 +54,10 @@ if [[ " $STAGES " == *" plans "* ]]; then
       for b in 2 2.5 3 3.5; do plan "${m}_$b" --method $m --avg-bits $b; done
     done
     for b in 2.5 3; do plan "fixed_$b" --method fixed --avg-bits $b; done
+    for kv in "4 2" "2 4" "2 3"; do  # the other splits at 3 and 2.5 bits (K3/V3 and K3/V2 are fixed_3, fixed_2.5)
+      read -r kb vb <<< "$kv"
+      plan "fixed_k${kb}v${vb}" --method fixed --k-bits "$kb" --v-bits "$vb"
+    done
     for m in combined pmkvq; do plan $m-sb3.5_2.2 --method $m --kv-budget-mib 39.37; done
     for m in pmkvq ratequant combined; do  # 3.0 stored bits: below every method's smallest cache
       $MPKV calibrate -m $MODEL --quantizer kivi --max-len 8192 -o /tmp/infeasible.json --report-in "$REPORT" \

@@ -35,7 +35,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Device copy bandwidth (bytes read + written per second) of a 2 GiB device-to-device cudaMemcpy.
+// Device copy bandwidth (bytes read + written per second) of a 1 GiB device-to-device cudaMemcpy.
 double copy_bandwidth() {
   const size_t n = 1ull << 30;
   DeviceBuffer a(n), b(n);

@@ -1,6 +1,7 @@
 #include "cuda/decode_host.h"
 
 #include <cmath>
+#include <string>
 
 #include "cuda/append_hd.h"
 #include "cuda/decode_rows_hd.h"
@@ -53,7 +54,13 @@ HostPage HostStore::page(int slot, int filled) const {
   return p;
 }
 
-void append_on_host(HostStore& s, const std::vector<AppendTask>& tasks, const uint16_t* k16, const uint16_t* v16) {
+void append_on_host(HostStore& s, const std::vector<AppendTask>& tasks, const uint16_t* k16, const uint16_t* v16,
+                    int rows) {
+  const int nb = s.f.n_blocks();
+  for (const AppendTask& t : tasks) {
+    MPKV_CHECK(t.slot >= 0 && t.slot < (int)s.base.size(), "append_on_host: slot " + std::to_string(t.slot) + " holds no page");
+    check_append_task(s.f, s.bits.data() + (size_t)t.slot * nb, t, rows);
+  }
   AppendArgs a;
   a.arena = s.arena.data();
   a.slots = {s.base.data(), s.block_off.data(), s.bits.data()};

@@ -34,8 +34,10 @@ struct HostStore {
 };
 
 // The append kernel's units (append_hd.h), run one after another: rows of k16 / v16
-// ([rows][n_head_kv][head_dim] fp16) into the tasks' pages.
-void append_on_host(HostStore& s, const std::vector<AppendTask>& tasks, const uint16_t* k16, const uint16_t* v16);
+// ([rows][n_head_kv][head_dim] fp16) into the tasks' pages, checked as DevicePageStore::append
+// checks them (check_append_task).
+void append_on_host(HostStore& s, const std::vector<AppendTask>& tasks, const uint16_t* k16, const uint16_t* v16,
+                    int rows);
 
 // Output [batch][n_head][head_dim] for queries q of the same shape (unscaled).
 std::vector<float> decode_on_host(const HostStore& s, const BatchTable& t, int n_head, const std::vector<float>& q);

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <string>
 
+#include "cuda/kernel_args.h"
 #include "cuda/shrink_moves.h"
 #include "quant/kv_quantizer.h"
 #include "quant/quant_kernels.h"
@@ -41,9 +43,9 @@ uint32_t PageFormat::block_offset(const uint8_t* bits, int b) const {
 }
 
 int PageFormat::token_granularity() const {
-  int g = 1;
+  int g = 1;  // the least common multiple, as PagedKvCache's: groups of 24 and 32 tokens need 96
   for (const ComponentFormat& c : blocks)
-    if (!c.spec.f16 && c.spec.axis == GroupAxis::channel) g = std::max(g, c.spec.group);
+    if (!c.spec.f16 && c.spec.axis == GroupAxis::channel) g = std::lcm(g, c.spec.group);
   return g;
 }
 
@@ -67,6 +69,13 @@ PageFormat make_page_format(int n_head_kv, int head_dim, int page_tokens, const 
   f.page_tokens = page_tokens;
   for (size_t b = 0; b < nb; ++b)
     f.blocks.push_back(make_component(specs.size() == nb ? specs[b] : specs[b % 2], head_dim, page_tokens));
+  // Block offsets, page sizes and shrink moves are 32-bit: the page at its initial (largest) bits,
+  // summed in 64 bits, must fit.
+  uint64_t bytes = 0;
+  for (const ComponentFormat& c : f.blocks)
+    bytes += c.spec.f16 ? 2ull * head_dim * page_tokens : c.host_at[c.spec.init_bits].bytes;
+  MPKV_CHECK(bytes < (1ull << 32), "CUDA page format: a page of " + std::to_string(bytes) +
+                                       " bytes exceeds the 4 GiB that 32-bit page offsets address");
   return f;
 }
 
@@ -113,6 +122,17 @@ void shrink_host_page(const PageFormat& f, HostPage& p, const std::vector<uint8_
   }
   p.bytes = std::move(out);
   p.bits = to_bits;
+}
+
+void check_append_task(const PageFormat& f, const uint8_t* bits, const AppendTask& t, int rows) {
+  const int g = f.token_granularity();
+  MPKV_CHECK(t.n > 0 && t.t0 >= 0 && (int64_t)t.t0 + t.n <= f.page_tokens && t.t0 % g == 0 && t.n % g == 0 &&
+                 t.src_row0 >= 0 && (int64_t)t.src_row0 + t.n <= rows,
+             "CUDA append: task rows outside the page, the input or its token groups of " + std::to_string(g));
+  for (int b = 0; b < f.n_blocks(); ++b)
+    MPKV_CHECK(bits[b] == f.blocks[b].spec.init_bits,
+               "CUDA append: block " + std::to_string(b) + " of the page is shrunk to " + std::to_string(bits[b]) +
+                   " bits; appends go to pages at their initial bits");
 }
 
 std::vector<uint16_t> random_half_rows(size_t n, uint32_t seed, float sd) {

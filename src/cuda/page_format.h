@@ -17,6 +17,8 @@
 
 namespace mpkv::cuda {
 
+struct AppendTask;  // kernel_args.h
+
 // What one component (layer, KV head, K or V) stores: fp16 rows, or uniform codes written at
 // init_bits and shrunk by halvings down to final_bits (init == final: not progressive).
 struct ComponentSpec {
@@ -41,8 +43,8 @@ struct PageFormat {
   // Byte offset of block b in a page whose blocks are at bits[0 .. n_blocks).
   uint32_t block_offset(const uint8_t* bits, int b) const;
   uint32_t page_bytes(const uint8_t* bits) const { return block_offset(bits, n_blocks()); }
-  // Largest number of tokens per channel-axis token group (1 when there is none): appends must
-  // bring whole groups.
+  // Least common multiple of the channel-axis blocks' token groups (1 when there is none): appends
+  // must bring whole groups of every block.
   int token_granularity() const;
   // The device layout table, [n_blocks][kBitsSlots] (unused widths zeroed).
   std::vector<DeviceBlockLayout> device_layout_table() const;
@@ -68,6 +70,14 @@ HostPage write_host_page(const PageFormat& f, const uint16_t* k16, const uint16_
 // The CPU's shrink: every block b whose to_bits[b] < bits[b] (exactly half; Error otherwise) goes
 // through shrink_ref into a new buffer, blocks repacked (PagedKvCache::shrink_page).
 void shrink_host_page(const PageFormat& f, HostPage& p, const std::vector<uint8_t>& to_bits);
+
+// Error unless `t` may be appended to a page whose blocks are at bits[0 .. n_blocks) from an input of
+// `rows` rows: page rows [t0, t0 + n) inside the page in whole token groups of every block
+// (token_granularity), input rows [src_row0, src_row0 + n) inside the input, and every block still
+// at its initial bits. The append writes fresh codes and scales with scale_mult 1, while a shrunk
+// block's layout carries its ladder factor (halved_layout), so codes appended to a shrunk block
+// would decode wrong by that factor (PagedKvCache likewise shrinks only pages it has filled).
+void check_append_task(const PageFormat& f, const uint8_t* bits, const AppendTask& t, int rows);
 
 // n fp16 values drawn from N(0, sd^2) with a fixed seed: synthetic K/V rows for the tests and the
 // benchmark (the same rows for the same seed everywhere).

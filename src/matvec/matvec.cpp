@@ -5,6 +5,8 @@
 #include "matvec/matvec.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -57,6 +59,31 @@ void for_each_row(const WeightMatrix& w, RowFn&& dot_rows) {
 // for 1536 columns) stay in L2 while a thread's weight rows stream past them.
 constexpr int kActPanel = 64;
 
+// How far ahead of the tile being multiplied its weights are prefetched (matvec_prefetch_bytes()):
+// without it one core streamed the 170 MiB Q8_0 head of Gemma-3-270M at 8-10 GB/s and its 2-row
+// Q6_K / Q4_K ffn_down tiles at 4-5 GB/s (the hardware prefetcher alone keeps too few lines in
+// flight); with it a decode step's matvecs take ~0.8x the CPU time, and distances from 1 to 8 KiB
+// did about equally well (bench_matvec --model; docs/results/engine_speed.md, Gemma section).
+constexpr int kDefaultPrefetchBytes = 2048;
+
+int read_prefetch_bytes() {
+  const char* s = std::getenv("MPKV_MATVEC_PREFETCH_BYTES");
+  if (!s) return kDefaultPrefetchBytes;
+  char* end = nullptr;
+  const long v = std::strtol(s, &end, 10);
+  MPKV_CHECK(*s != '\0' && *end == '\0' && v >= 0 && v <= kMaxPrefetchBytes,
+             "MPKV_MATVEC_PREFETCH_BYTES must be an integer number of bytes in [0, " + std::to_string(kMaxPrefetchBytes) +
+                 "], got '" + std::string(s) + "'");
+  return (int)v;
+}
+
+// Prefetches the cache lines of bytes [begin, end) of `data`, end clipped to `size`, into every
+// cache level (a non-temporal hint did no better for decode, and a batch's later activation tiles
+// reuse the lines).
+inline void prefetch_bytes(const uint8_t* data, size_t begin, size_t end, size_t size) {
+  for (size_t o = begin; o < std::min(end, size); o += 64) __builtin_prefetch(data + o, 0, 3);
+}
+
 // One matrix of a tile job: its kernel and output, the tile height R and how its tiles are chunked.
 struct TileJob {
   QuantTileFn tile;
@@ -69,15 +96,21 @@ struct TileJob {
 // y[v * rows + r] = dot(row r, xq_v) for weight-row tiles [t0, t1) of one matrix: activation panels,
 // then weight tiles of R rows, then activation tiles of kQuantTileMax rows. Every (row, activation)
 // pair gets the tile kernel's fixed arithmetic, so neither n, nor the tile shapes at the edges, nor
-// the chunks or threads change any result.
-void run_tiles(const TileJob& j, const BlockQ8Act* xq, int n, int64_t t0, int64_t t1) {
+// the chunks or threads change any result. In the first panel each weight tile first prefetches
+// the bytes `ahead` bytes further on (0: none).
+void run_tiles(const TileJob& j, const BlockQ8Act* xq, int n, int64_t t0, int64_t t1, size_t ahead) {
   const WeightMatrix& w = *j.w;
   const int64_t rows = w.rows, nb = w.cols / kActBlock;
+  const size_t size = (size_t)rows * w.row_bytes;
   for (int v0 = 0; v0 < n; v0 += kActPanel) {
     const int v_end = std::min(n, v0 + kActPanel);
     for (int64_t ti = t0; ti < t1; ++ti) {
       const int64_t r = ti * j.R;
       const int nr = (int)std::min<int64_t>(j.R, rows - r);
+      if (ahead > 0 && v0 == 0) {  // later panels find the chunk's weights in cache
+        const size_t at = (size_t)r * w.row_bytes + ahead;
+        prefetch_bytes(w.data, at, at + (size_t)nr * w.row_bytes, size);
+      }
       for (int v = v0; v < v_end; v += kQuantTileMax) {
         j.tile(w.data + (size_t)r * w.row_bytes, w.row_bytes, nr, xq + (size_t)v * nb, (size_t)nb,
                std::min(kQuantTileMax, v_end - v), w.cols, j.y + (size_t)v * rows + r, (size_t)rows);
@@ -90,6 +123,7 @@ void run_tiles(const TileJob& j, const BlockQ8Act* xq, int n, int64_t t0, int64_
 // chunks of all matrices in sequence (a decode step then waits for the threads once for Q, K and V
 // together, once for gate and up).
 void quant_tiles(std::vector<TileJob>& jobs, const BlockQ8Act* xq, int n) {
+  const size_t ahead = (size_t)matvec_prefetch_bytes();
   size_t total_bytes = 0;
   for (const TileJob& j : jobs) total_bytes += (size_t)j.w->rows * j.w->row_bytes * (size_t)n;
   const bool parallel = total_bytes >= kMinParallelBytes;
@@ -99,7 +133,8 @@ void quant_tiles(std::vector<TileJob>& jobs, const BlockQ8Act* xq, int n) {
     // activation rows (8 accumulators; each weight block decoded once per 4 activation rows, two
     // independent fma chains when n = 1), except for matrices far larger than the caches (the 28 MiB
     // Q8_0 output head), where one weight row at a time streams best (bench_matvec --batch and a
-    // tile-shape sweep on the 2-core EPYC VM: 2-4 interleaved row streams took 1.5-2x the CPU time).
+    // tile-shape sweep on the 2-core EPYC VM: 2-4 interleaved row streams took 1.5-2x the CPU time;
+    // with the weight prefetch of run_tiles, 2 rows did about as well as 1 on the Gemma head, 4 worse).
     constexpr size_t kStreamingBytes = 8u << 20;
     j.R = (size_t)j.w->rows * j.w->row_bytes > kStreamingBytes ? 1 : 2;
     j.n_tiles = (j.w->rows + j.R - 1) / j.R;
@@ -113,7 +148,7 @@ void quant_tiles(std::vector<TileJob>& jobs, const BlockQ8Act* xq, int n) {
       while (jobs[m].first_chunk > c) --m;
       const TileJob& j = jobs[m];
       const int64_t t0 = (c - j.first_chunk) * j.grain;
-      run_tiles(j, xq, n, t0, std::min(j.n_tiles, t0 + j.grain));
+      run_tiles(j, xq, n, t0, std::min(j.n_tiles, t0 + j.grain), ahead);
     }
   });
 }
@@ -135,6 +170,22 @@ void quant_dot_shared(const MatvecKernels& k, std::initializer_list<MatmulTarget
 }
 
 }  // namespace
+
+namespace {
+std::atomic<int>& prefetch_setting() {
+  static std::atomic<int> bytes{read_prefetch_bytes()};
+  return bytes;
+}
+}  // namespace
+
+int matvec_prefetch_bytes() { return prefetch_setting().load(std::memory_order_relaxed); }
+
+void set_matvec_prefetch_bytes(int bytes) {
+  MPKV_CHECK(bytes >= 0 && bytes <= kMaxPrefetchBytes,
+             "matvec prefetch distance must be in [0, " + std::to_string(kMaxPrefetchBytes) + "] bytes, got " +
+                 std::to_string(bytes));
+  prefetch_setting().store(bytes, std::memory_order_relaxed);
+}
 
 bool matvec_uses_dequant_fallback(GgmlType type) { return path_for(type) == MatvecPath::dequant_fallback; }
 

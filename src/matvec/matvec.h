@@ -60,6 +60,14 @@ void matmul_rows_shared_with(const MatvecKernels& k, std::initializer_list<Matmu
 // Throws Error unless w can be multiplied (supported type, shape consistent with row_bytes).
 void check_weight_matrix(const WeightMatrix& w);
 
+// Bytes ahead of the weight tile being multiplied that the integer-dot path prefetches (speed only:
+// no result depends on it). Starts as MPKV_MATVEC_PREFETCH_BYTES if set (an integer in
+// [0, kMaxPrefetchBytes], 0 = no prefetch; anything else is an Error), else 2048; benchmarks and
+// tests change it with set_matvec_prefetch_bytes (Error outside that range).
+constexpr int kMaxPrefetchBytes = 1 << 20;
+int matvec_prefetch_bytes();
+void set_matvec_prefetch_bytes(int bytes);
+
 // True for the types served by the slow dequantize-then-dot path.
 bool matvec_uses_dequant_fallback(GgmlType type);
 

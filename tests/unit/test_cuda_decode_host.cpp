@@ -11,6 +11,7 @@
 #include "cuda/decode_host.h"
 #include "cuda/decode_reference.h"
 #include "cuda/page_table.h"
+#include "util/error.h"
 
 namespace mpkv::cuda {
 namespace {
@@ -49,9 +50,32 @@ TEST(CudaAppendHost, UnitsWriteTheCpuQuantizersBytes) {
     HostStore store(nf.f);
     store.new_page();  // a neighbour, so the page under test does not start at offset 0
     const int slot = store.new_page();
-    append_on_host(store, {{slot, 0, 32, 0}, {slot, 32, 32, 32}}, k.data(), v.data());
+    append_on_host(store, {{slot, 0, 32, 0}, {slot, 32, 32, 32}}, k.data(), v.data(), P);
     EXPECT_EQ(store.page(slot, P).bytes, write_host_page(nf.f, k.data(), v.data(), P).bytes) << nf.name;
   }
+}
+
+// Tasks are checked as the device store checks them: page rows in whole token groups of every block
+// (groups of 24 and 32 tokens: multiples of 96), input rows inside the input, and pages still at
+// their initial bits (a shrunk block's layout has the ladder factor in scale_mult; freshly quantized
+// scales do not, so appended codes would decode 17 times too large at 8 -> 4 bits).
+TEST(CudaAppendHost, RejectsSplitTokenGroupsShortInputsAndShrunkPages) {
+  const int d = 64, P = 96;
+  const ComponentSpec k24{false, GroupAxis::channel, 24, 4, 4}, k32{false, GroupAxis::channel, 32, 4, 4},
+      u{false, GroupAxis::token, d, 8, 2};
+  const PageFormat f = make_page_format(2, d, P, {k24, u, k32, u});
+  // Twice the rows the calls say the input has, so no call below reads past the vectors.
+  const std::vector<uint16_t> k = random_half_rows((size_t)2 * P * 2 * d, 1), v = random_half_rows((size_t)2 * P * 2 * d, 2);
+  HostStore store(f);
+  const int slot = store.new_page();
+  EXPECT_THROW(append_on_host(store, {{slot, 32, 32, 0}}, k.data(), v.data(), P), Error);  // splits a group of 24
+  EXPECT_THROW(append_on_host(store, {{slot, 0, 96, 1}}, k.data(), v.data(), P), Error);   // input rows 1 .. 96 of 96
+  HostPage shrunk = write_host_page(f, k.data(), v.data(), P);
+  shrink_host_page(f, shrunk, halved_bits(f, shrunk.bits));
+  const int shrunk_slot = store.upload_page(shrunk);
+  EXPECT_THROW(append_on_host(store, {{shrunk_slot, 0, 96, 0}}, k.data(), v.data(), P), Error);
+  append_on_host(store, {{slot, 0, 96, 0}}, k.data(), v.data(), P);
+  EXPECT_EQ(store.page(slot, P).bytes, write_host_page(f, k.data(), v.data(), P).bytes);
 }
 
 }  // namespace

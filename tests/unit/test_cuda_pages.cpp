@@ -35,6 +35,10 @@ TEST(CudaPages, FormatRejectsWhatTheKernelsCannotRead) {
   EXPECT_THROW(make_page_format(2, 64, 64, {u4, u4, u4}), Error);
   const ComponentSpec kivi{false, GroupAxis::channel, 48, 16, 4};
   EXPECT_THROW(make_page_format(1, 64, 64, {kivi, u4}), Error);  // 48 does not divide 64 tokens
+  // 128 fp16 blocks of 65536 x 256 x 2 bytes: 4 GiB, one byte more than 32-bit offsets reach.
+  const ComponentSpec f16{true, GroupAxis::token, 0, 16, 16};
+  EXPECT_THROW(make_page_format(64, 256, 65536, {f16, f16}), Error);
+  EXPECT_NO_THROW(make_page_format(64, 256, 65535, {f16, f16}));
 }
 
 TEST(CudaPages, BlockOffsetsFollowCurrentBits) {
@@ -47,6 +51,18 @@ TEST(CudaPages, BlockOffsetsFollowCurrentBits) {
   // 2-bit codes with one fp16 scale and zero per 64-channel row: 16 + 4 bytes per token.
   EXPECT_EQ(f.block_bytes(0, 2), 64u * (16 + 4));
   EXPECT_EQ(f.token_granularity(), 32);
+}
+
+// Token groups of 24 and 32 tokens in one page: pages and appends must hold whole groups of both,
+// so the granularity is 96 rows (their least common multiple, PagedKvCache's rule), not 32.
+TEST(CudaPages, TokenGranularityIsTheLcmOfTheTokenGroups) {
+  const ComponentSpec k24{false, GroupAxis::channel, 24, 4, 4}, k32{false, GroupAxis::channel, 32, 4, 4},
+      u4{false, GroupAxis::token, 64, 4, 4};
+  const PageFormat f = make_page_format(2, 64, 96, {k24, u4, k32, u4});
+  ASSERT_EQ(f.token_granularity(), 96);
+  const std::vector<uint16_t> k = random_half_rows(96 * 2 * 64, 1), v = random_half_rows(96 * 2 * 64, 2);
+  EXPECT_THROW(write_host_page(f, k.data(), v.data(), 32), Error);  // a group of 24 and a third of one
+  EXPECT_EQ(write_host_page(f, k.data(), v.data(), 96).filled, 96);
 }
 
 // The in-place plan gives the CPU shrink's bytes, for every chunk size the kernel might use, down

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -97,6 +99,32 @@ TEST_P(MatvecDriver, ThreadCountDoesNotChangeResults) {
   omp_set_num_threads(saved);
   for (int64_t r = 0; r < m.rows; ++r) ASSERT_EQ(y1[r], y2[r]) << "row " << r;
   expect_within_bound(m, x.data(), y2.data(), "2 threads");
+}
+
+// The weight prefetch (speed only) changes no result: every prefetch distance, from none to past
+// the end of the matrix, gives bit for bit what no prefetch gives, for one row and a batch of 9
+// (two activation panels' worth of tiles: 4 + 4 + 1).
+TEST_P(MatvecDriver, PrefetchDistanceDoesNotChangeResults) {
+  const GgmlType t = GetParam();
+  const TestMatrix m = make_test_matrix(t, 301, 1536, 61);
+  constexpr int kN = 9;
+  std::vector<float> x;
+  for (int v = 0; v < kN; ++v) {
+    const std::vector<float> xv = make_activations(m.cols, 600 + v);
+    x.insert(x.end(), xv.begin(), xv.end());
+  }
+  const int saved = matvec_prefetch_bytes();
+  std::vector<float> ref((size_t)kN * m.rows), y(ref.size());
+  set_matvec_prefetch_bytes(0);
+  matmul_rows(m.view(), x.data(), ref.data(), kN);
+  for (int bytes : {64, 100, 2048, (int)std::min<size_t>(m.rows * m.row_bytes, kMaxPrefetchBytes), kMaxPrefetchBytes}) {
+    set_matvec_prefetch_bytes(bytes);
+    std::fill(y.begin(), y.end(), -1.0f);
+    matmul_rows(m.view(), x.data(), y.data(), kN);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], ref[i]) << "prefetch " << bytes << " element " << i;
+  }
+  set_matvec_prefetch_bytes(saved);
+  expect_within_bound(m, x.data(), ref.data(), "no prefetch");
 }
 
 // Batch and thread invariance (issue 15: greedy output must not depend on -t or on the batch a
@@ -299,6 +327,33 @@ TEST(MatvecDriverErrors, BadShapesAreRejected) {
   EXPECT_NE(error_of(WeightMatrix{GgmlType::F32, -1, 4, buf.data(), 16}).find("shape"), std::string::npos);
   EXPECT_NE(error_of(WeightMatrix{GgmlType::Q8_0, 2, 32, nullptr, 34}).find("null"), std::string::npos);
   EXPECT_NE(error_of(WeightMatrix{GgmlType::Q8_0, 2, 32, buf.data(), 34}, -1).find("negative"), std::string::npos);
+}
+
+TEST(MatvecDriverErrors, PrefetchDistanceOutsideItsRangeIsAnErrorAndChangesNothing) {
+  const int saved = matvec_prefetch_bytes();
+  EXPECT_THROW(set_matvec_prefetch_bytes(-1), Error);
+  EXPECT_THROW(set_matvec_prefetch_bytes(kMaxPrefetchBytes + 1), Error);
+  EXPECT_EQ(matvec_prefetch_bytes(), saved);
+}
+
+// MPKV_MATVEC_PREFETCH_BYTES is read on first use; each child is a fresh process (threadsafe
+// death-test style re-runs the binary), so the variable it sets is the one read.
+int prefetch_bytes_from_env(const char* value) {
+  setenv("MPKV_MATVEC_PREFETCH_BYTES", value, 1);
+  try {
+    return matvec_prefetch_bytes();
+  } catch (const Error& e) {
+    return std::string(e.what()).find("MPKV_MATVEC_PREFETCH_BYTES") != std::string::npos ? -1 : -2;
+  }
+}
+
+TEST(MatvecPrefetchDeathTest, EnvironmentSetsTheDistanceAndBadValuesAreErrors) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(prefetch_bytes_from_env("4096") == 4096 ? 0 : 1), testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(std::exit(prefetch_bytes_from_env("0") == 0 ? 0 : 1), testing::ExitedWithCode(0), "");
+  for (const char* bad : {"", "2k", "-1", "1048577", "12 "}) {
+    EXPECT_EXIT(std::exit(prefetch_bytes_from_env(bad) == -1 ? 0 : 1), testing::ExitedWithCode(0), "") << "'" << bad << "'";
+  }
 }
 
 TEST(MatvecDriverErrors, EmptyWorkTouchesNothing) {

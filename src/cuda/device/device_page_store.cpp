@@ -1,6 +1,7 @@
 #include "cuda/device/device_page_store.h"
 
 #include <cmath>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -105,13 +106,7 @@ SlotArrays DevicePageStore::device_slots() const {
 }
 
 void DevicePageStore::append(const std::vector<AppendTask>& tasks, const uint16_t* k16, const uint16_t* v16, int rows) {
-  const int g = f_.token_granularity();
-  for (const AppendTask& t : tasks) {
-    slot_bits(t.slot);
-    MPKV_CHECK(t.n > 0 && t.t0 >= 0 && t.t0 + t.n <= f_.page_tokens && t.t0 % g == 0 && t.n % g == 0 &&
-                   t.src_row0 >= 0 && t.src_row0 + t.n <= rows,
-               "CUDA append: task rows outside the page, the input or its token groups of " + std::to_string(g));
-  }
+  for (const AppendTask& t : tasks) check_append_task(f_, slot_bits(t.slot).data(), t, rows);
   sync_slots();
   const size_t n = (size_t)rows * f_.n_head_kv * f_.head_dim;
   DeviceBuffer dk(2 * n), dv(2 * n);
@@ -136,6 +131,9 @@ void DevicePageStore::append(const std::vector<AppendTask>& tasks, const uint16_
 DevicePageStore::PreparedShrink DevicePageStore::prepare_shrink(const std::vector<int>& slots,
                                                                  const std::vector<std::vector<uint8_t>>& to_bits) {
   MPKV_CHECK(slots.size() == to_bits.size(), "CUDA shrink: one width list per page");
+  // Two thread blocks shrinking one page at once would race, and the second commit would halve it again.
+  const std::set<int> distinct(slots.begin(), slots.end());
+  MPKV_CHECK(distinct.size() == slots.size(), "CUDA shrink: a page is listed twice");
   PreparedShrink s;
   std::vector<uint64_t> base;
   std::vector<int32_t> indptr{0};
