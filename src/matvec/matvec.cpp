@@ -12,6 +12,7 @@
 
 #include "gguf/dequant.h"
 #include "util/error.h"
+#include "util/env_int.h"
 #include "util/thread_pool.h"
 
 namespace mpkv {
@@ -67,14 +68,7 @@ constexpr int kActPanel = 64;
 constexpr int kDefaultPrefetchBytes = 2048;
 
 int read_prefetch_bytes() {
-  const char* s = std::getenv("MPKV_MATVEC_PREFETCH_BYTES");
-  if (!s) return kDefaultPrefetchBytes;
-  char* end = nullptr;
-  const long v = std::strtol(s, &end, 10);
-  MPKV_CHECK(*s != '\0' && *end == '\0' && v >= 0 && v <= kMaxPrefetchBytes,
-             "MPKV_MATVEC_PREFETCH_BYTES must be an integer number of bytes in [0, " + std::to_string(kMaxPrefetchBytes) +
-                 "], got '" + std::string(s) + "'");
-  return (int)v;
+  return env_int("MPKV_MATVEC_PREFETCH_BYTES", kDefaultPrefetchBytes, 0, kMaxPrefetchBytes, "bytes");
 }
 
 // Prefetches the cache lines of bytes [begin, end) of `data`, end clipped to `size`, into every

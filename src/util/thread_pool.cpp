@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "util/env_int.h"
 #include "util/error.h"
 
 namespace mpkv {
@@ -56,15 +57,7 @@ constexpr uint64_t pack_claim(uint32_t gen, uint32_t n_chunks, uint32_t next) {
 constexpr uint32_t claim_n(uint64_t c) { return (uint32_t)(c >> 16) & 0xffff; }
 constexpr uint32_t claim_next(uint64_t c) { return (uint32_t)c & 0xffff; }
 
-int read_spin_us() {
-  const char* s = std::getenv("MPKV_POOL_SPIN_US");
-  if (!s) return kDefaultPoolSpinUs;
-  char* end = nullptr;
-  const long v = std::strtol(s, &end, 10);
-  MPKV_CHECK(*s != '\0' && *end == '\0' && v >= 0 && v <= 100000,
-             "MPKV_POOL_SPIN_US must be an integer number of microseconds in [0, 100000], got '" + std::string(s) + "'");
-  return (int)v;
-}
+int read_spin_us() { return env_int("MPKV_POOL_SPIN_US", kDefaultPoolSpinUs, 0, 100000, "microseconds"); }
 
 class Pool {
  public:
