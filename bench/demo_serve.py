@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""The README's serving demo: one KV budget, the 16-bit cache against a calibrated plan.
+"""The README's serving demo: long generations under one KV budget, the 16-bit cache against a
+calibrated plan (and llama.cpp's llama-server at the same KV bytes when its binary is there).
 
-For each cache it starts `mpkv serve` on loopback under the same --kv-budget-mib, sends N chat
-requests at once through the official `openai` client (AsyncOpenAI, streaming), polls /metrics
-while they run, stops the server and prints one line per cache: requests running at once (most
-seen in vllm:num_requests_running), output tok/s (tokens in usage / wall time), peak KV bytes
+The seeds' case: short reasoning-style chat prompts (bench/serve_bench.py's question set), long
+answers (--max-tokens, default 512), N requests at once. For each cache it starts `mpkv serve` on
+loopback under the same --kv-budget-mib, sends the N requests at once through the official `openai`
+client (AsyncOpenAI, streaming, temperature 0.6, top_p 0.95), polls /metrics while they run, stops
+the server and prints one line: requests running at once (most seen in vllm:num_requests_running;
+llama-server: its slots), output tok/s (tokens in usage / wall time), peak KV bytes
 (mpkv:kv_bytes_used) and the lowest effective bits per K/V element (mpkv:kv_effective_bits).
-
-Each request asks the model to continue a passage of WikiText-2 test (or of this repository's docs
-when ../shared is absent) and generates exactly --max-tokens tokens (`ignore_eos`, sent as an
-extra body field). The budget holds 4 sequences of prompt + max_tokens at 16 bits.
+Every answer is exactly --max-tokens tokens (`ignore_eos`, an extra body field both servers read).
+The budget holds 4 sequences of prompt + max_tokens at 16 bits.
 """
 import argparse
 import asyncio
@@ -34,10 +35,10 @@ async def drive(url, passages, max_tokens):
         poller = serve_bench.MetricsPoller(http, [url], 0.25, t0)
         poller.start()
 
-        async def one(i, passage):
+        async def one(i, question):
             stream = await client.chat.completions.create(
-                model="mpkv", messages=[{"role": "user", "content": "Continue this text:\n\n" + passage}],
-                max_tokens=max_tokens, temperature=0.7, seed=i, stream=True,
+                model="mpkv", messages=[{"role": "user", "content": question}],
+                max_tokens=max_tokens, temperature=0.6, top_p=0.95, seed=i, stream=True,
                 stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
             text, tokens = [], 0
             async for chunk in stream:
@@ -54,7 +55,7 @@ async def drive(url, passages, max_tokens):
     return answers, wall, poller.samples
 
 
-def report(label, answers, wall, samples):
+def report(label, answers, wall, samples, slots=None):
     def peak(key):
         vals = [s[key] for s in samples if s.get(key) is not None]
         return max(vals) if vals else None
@@ -63,10 +64,28 @@ def report(label, answers, wall, samples):
     tokens = sum(t for _, t in answers)
     used = peak("kv_bytes_used")
     budget = samples[-1].get("kv_budget_bytes") if samples else None
-    print(f"{label:<22} {peak('running') or 0:>4.0f} at once   {tokens / wall:7.1f} output tok/s   "
+    at_once = slots if slots is not None else (peak("running") or 0)
+    print(f"{label:<22} {at_once:>4.0f} at once   {tokens / wall:7.1f} output tok/s   "
           f"peak KV {(used or 0) / 2**20:6.1f} of {(budget or 0) / 2**20:.1f} MiB   "
           f"effective bits {min(bits) if bits else float('nan'):5.2f} (lowest)   "
           f"preemptions {samples[-1].get('preemptions_total') if samples else '-'}", flush=True)
+
+
+def servers(a, budget):
+    """(label, server, slots) for each configuration of the demo: mpkv f16, mpkv with the plan, and
+    llama-server at f16 / q4_0 KV when --llama-server names a binary."""
+    ctx = a.prompt_tokens + a.max_tokens + 64
+    for label, kv in (("mpkv f16", ["--kv-method", "f16"]),
+                      ("mpkv " + os.path.basename(a.plan), ["--kv-plan", a.plan])):
+        log = os.path.join(a.out_dir, f"server_{label.replace(' ', '_')}.log")
+        yield label, serve_servers.mpkv_server(a.mpkv, a.model, kv + ["--kv-budget-mib", str(budget)], a.threads,
+                                               ctx, a.requests, 4 * a.requests, log), None
+    if a.llama_server:
+        for kv_type in ("f16", "q4_0"):
+            log = os.path.join(a.out_dir, f"server_llama-server_{kv_type}.log")
+            srv, facts = serve_servers.llama_server(a.llama_server, a.model, a.mpkv, kv_type, budget * 2**20, ctx,
+                                                    a.threads, log)
+            yield f"llama-server {kv_type}", srv, facts["n_parallel"]
 
 
 def main():
@@ -74,28 +93,25 @@ def main():
     p.add_argument("--mpkv", default="build/mpkv")
     p.add_argument("-m", "--model", default="models/SmolLM2-135M-Instruct.Q4_1.gguf")
     p.add_argument("--plan", required=True, help="calibrated plan (mpkv calibrate -o)")
-    p.add_argument("--text", required=True, help="text the prompts are cut from")
+    p.add_argument("--llama-server", help="llama-server binary (scripts/build_llama_server.sh); absent: skipped")
     p.add_argument("-t", "--threads", type=int, default=2)
     p.add_argument("-n", "--requests", type=int, default=16)
-    p.add_argument("--prompt-tokens", type=int, default=512, help="approximate (4 characters per token)")
-    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--prompt-tokens", type=int, default=96, help="positions a prompt takes with its chat template")
+    p.add_argument("--max-tokens", type=int, default=512)
     p.add_argument("--out-dir", default="out/demo_serve")
     a = p.parse_args()
     os.makedirs(a.out_dir, exist_ok=True)
-    passages = serve_bench.load_passages(a.text, a.requests, a.prompt_tokens * 4)
-    # Chat template and instruction add about 40 tokens to each prompt.
-    budget = serve_sweep.f16_budget_mib(a.mpkv, a.model, a.prompt_tokens + 40 + a.max_tokens + 64, a.threads)
-    print(f"{a.requests} chat requests at once, prompts ~{a.prompt_tokens} tokens, {a.max_tokens} tokens each; "
+    questions = serve_bench.reasoning_questions(a.requests)
+    budget = serve_sweep.f16_budget_mib(a.mpkv, a.model, a.prompt_tokens + a.max_tokens + 64, a.threads)
+    print(f"{a.requests} reasoning chat requests at once, {a.max_tokens} tokens each; "
           f"KV budget {budget} MiB (4 sequences at 16 bits)", flush=True)
     sample = None
-    for label, kv in (("f16", ["--kv-method", "f16"]),
-                      (os.path.basename(a.plan), ["--kv-plan", a.plan])):
-        log = os.path.join(a.out_dir, f"server_{label}.log")
-        with serve_servers.mpkv_server(a.mpkv, a.model, kv + ["--kv-budget-mib", str(budget)], a.threads,
-                                       2048, a.requests, 4 * a.requests, log) as srv:
-            answers, wall, samples = asyncio.run(drive(srv.url, passages, a.max_tokens))
-        report(label, answers, wall, samples)
-        sample = answers[0][0]
+    for label, srv, slots in servers(a, budget):
+        with srv:
+            answers, wall, samples = asyncio.run(drive(srv.url, questions, a.max_tokens))
+        report(label, answers, wall, samples, slots)
+        if label.startswith("mpkv"):
+            sample = answers[0][0]
     print(f"\nfirst answer under the plan: {sample[:300]!r}...")
 
 

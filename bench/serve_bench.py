@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import sys
 import time
@@ -166,6 +167,39 @@ def load_passages(path, n, chars):
     return out
 
 
+QUESTION_TEMPLATES = [
+    "A train leaves a station at {a}:00 and travels at {b} km/h. A second train leaves the same station at "
+    "{c}:00 on the same track at {d} km/h. When and where does the second train catch up? Think step by step.",
+    "A shop sells pens at {a} cents and notebooks at {b} cents. Maria spends exactly {e} cents on {c} items. "
+    "How many of each did she buy? Reason carefully and check every case.",
+    "Prove or disprove: the sum of {a} consecutive integers is always divisible by {a}. Explain your "
+    "reasoning in detail, then give a worked example starting at {b}.",
+    "A tank holds {e} litres. Pipe A fills it in {a} hours, pipe B in {b} hours and drain C empties it in "
+    "{c} hours. With all three open, how long until the tank is full? Show every step.",
+    "Plan a {a}-day trip for {c} people with a budget of {e} euros, where lodging costs {b} euros per night "
+    "per room and each room holds two people. Reason through the costs and write the plan.",
+    "Explain how binary search works, then trace it by hand on a sorted list of {a} numbers when looking for "
+    "the value {b}. Discuss the number of comparisons in the worst case.",
+    "Three friends split a bill of {e} euros. The first pays {a} percent more than the second, the third pays "
+    "{b} euros less than the first. How much does each pay? Think it through step by step.",
+    "Write a careful argument about whether {a} * {b} + {c} is a prime number, checking small divisors one "
+    "at a time, and explain the method you used.",
+]
+
+
+def reasoning_questions(n):
+    """n short reasoning-style chat prompts (the long-generation workload: short prompts, long answers),
+    the same n for every server: templates filled with numbers from a fixed seed."""
+    rng = random.Random(1234)
+    out = []
+    for i in range(n):
+        t = QUESTION_TEMPLATES[i % len(QUESTION_TEMPLATES)]
+        v = {k: rng.randint(2, 19) for k in "abcd"}
+        v["e"] = rng.randint(100, 999)
+        out.append(t.format(**v))
+    return out
+
+
 async def warm_up(client, a, headers):
     """Sends one short non-streamed request; returns (model id, characters per prompt token)."""
     model = a.model
@@ -176,7 +210,8 @@ async def warm_up(client, a, headers):
     # From the end of the text: no benchmark passage starts with it, so a server that reuses a cached
     # prompt prefix (llama.cpp keeps its last sequence) gains nothing on the first request.
     text = open(a.text, encoding="utf-8").read()
-    sample = text[text.find("\n", max(0, len(text) - 5000)) + 1:][:4000]
+    # Short for the question workload, whose servers may have small per-request contexts.
+    sample = text[text.find("\n", max(0, len(text) - 5000)) + 1:][:4000 if a.prompts == "wikitext" else 200]
     body = {"model": model, "prompt": sample, "max_tokens": 1, "temperature": 0.0}
     r = await client.post(a.url + "/v1/completions", json=body, headers=headers, timeout=600.0)
     r.raise_for_status()
@@ -186,14 +221,23 @@ async def warm_up(client, a, headers):
 
 async def one_request(client, a, headers, model, prompt, seed, rec):
     """Streams one completion into rec (times relative to rec['start'], monotonic seconds)."""
-    body = {"model": model, "prompt": prompt, "max_tokens": a.max_tokens, "temperature": a.temperature,
+    body = {"model": model, "max_tokens": a.max_tokens, "temperature": a.temperature,
             "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
+    if a.endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    if a.top_p is not None:
+        body["top_p"] = a.top_p
+    if a.top_k is not None:
+        body["top_k"] = a.top_k
     if a.ignore_eos:
         body["ignore_eos"] = True              # vLLM's field (mpkv serve)
         body["min_tokens"] = a.max_tokens      # vLLM's and llama-cpp-python's (holds end-of-generation back)
     t0 = rec["start"]
     chunks = rec["chunk_times"]
-    async with client.stream("POST", a.url + "/v1/completions", json=body, headers=headers,
+    path = "/v1/chat/completions" if a.endpoint == "chat" else "/v1/completions"
+    async with client.stream("POST", a.url + path, json=body, headers=headers,
                              timeout=httpx.Timeout(a.request_timeout, connect=10.0)) as r:
         if r.status_code != 200:
             rec["status"] = r.status_code
@@ -214,8 +258,11 @@ async def one_request(client, a, headers, model, prompt, seed, rec):
                 rec["completion_tokens"] = msg["usage"].get("completion_tokens")
                 rec["prompt_tokens"] = msg["usage"].get("prompt_tokens")
             for ch in msg.get("choices") or []:
-                if ch.get("text"):
+                piece = ch.get("text") or (ch.get("delta") or {}).get("content")
+                if piece:
                     chunks.append(time.monotonic() - t0)
+                    if a.keep_text:
+                        rec["text"] = rec.get("text", "") + piece
                 if ch.get("finish_reason"):
                     rec["finish_reason"] = ch["finish_reason"]
     rec["status"] = 200
@@ -246,11 +293,35 @@ async def run_request(client, a, headers, model, prompt, rec, t_level):
             rec["tokens_estimated"] = True
 
 
+async def run_poisson(client, a, headers, model, passages, conc, first_seed, n, records, t_level):
+    """Open loop (vllm bench serve --request-rate): request i is sent at the i-th arrival of a Poisson
+    process of a.request_rate per second (seeded, so every server sees the same schedule), at most
+    `conc` in flight; all n run to completion."""
+    rng = random.Random(first_seed)
+    gate = asyncio.Semaphore(conc)
+
+    async def one(i, at):
+        await asyncio.sleep(max(0.0, t_level + at - time.monotonic()))
+        async with gate:
+            rec = {"seed": first_seed + i}
+            records.append(rec)
+            await run_request(client, a, headers, model, passages[(first_seed + i) % len(passages)], rec, t_level)
+
+    arrivals, t = [], 0.0
+    for i in range(n):
+        arrivals.append(t)
+        t += rng.expovariate(a.request_rate)
+    await asyncio.gather(*(one(i, at) for i, at in enumerate(arrivals)))
+
+
 async def run_level(client, a, headers, model, passages, conc, first_seed):
     n = a.requests or conc
     unsent = list(range(n))  # request indices of this level not yet sent (a shared work queue)
     records = []
     t_level = time.monotonic()
+    if a.request_rate != float("inf"):
+        await run_poisson(client, a, headers, model, passages, conc, first_seed, n, records, t_level)
+        return records, time.monotonic() - t_level
     deadline = t_level + a.level_seconds if a.level_seconds > 0 else None
 
     async def worker():
@@ -291,14 +362,14 @@ def max_overlap(intervals):
     return best
 
 
-def level_summary(records, wall, conc, metrics_window):
+def level_summary(records, wall, conc, metrics_window, slo_tpot_ms=250.0):
     ok = [r for r in records if r["ok"]]
     cut = [r for r in records if r.get("cut")]
     failed = [r for r in records if not r["ok"] and not r.get("cut")]
     ttft = [r["chunk_times"][0] for r in records if r["chunk_times"]]
     itl = [b - a for r in records for a, b in zip(r["chunk_times"], r["chunk_times"][1:])]
-    tpot = [(r["latency"] - r["chunk_times"][0]) / (r["completion_tokens"] - 1)
-            for r in ok if r["chunk_times"] and (r["completion_tokens"] or 0) > 1]
+    tpot_owners = [r for r in ok if r["chunk_times"] and (r["completion_tokens"] or 0) > 1]
+    tpot = [(r["latency"] - r["chunk_times"][0]) / (r["completion_tokens"] - 1) for r in tpot_owners]
     e2e = [r["latency"] for r in ok]
     out_tokens = sum(r["completion_tokens"] or 0 for r in ok) + sum(len(r["chunk_times"]) for r in cut)
     streaming = max_overlap([(r["start"] + r["chunk_times"][0], r["start"] + r["chunk_times"][-1])
@@ -312,6 +383,10 @@ def level_summary(records, wall, conc, metrics_window):
         "prompt_tokens_mean": (sum(r.get("prompt_tokens") or 0 for r in ok) / len(ok)) if ok else None,
         "completion_tokens_mean": (sum(r["completion_tokens"] for r in ok) / len(ok)) if ok else None,
         "streaming_at_once_max": streaming,
+        # vllm bench serve's goodput: completed requests per second that met the SLO (TPOT here).
+        "slo_tpot_ms": slo_tpot_ms,
+        "goodput_requests_per_s": (sum(1 for r, t in zip(tpot_owners, tpot) if t * 1e3 <= slo_tpot_ms) / wall
+                                   if wall > 0 else None),
     }
     for name, vals in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2e", e2e)):
         s[f"{name}_p50_s"] = pct(vals, 50)
@@ -351,7 +426,7 @@ async def main_async(a):
         model, cpt = await warm_up(client, a, headers)
         chars = int(a.prompt_tokens * cpt)
         total = sum(a.requests or c for c in a.levels)
-        passages = load_passages(a.text, total, chars)
+        passages = load_passages(a.text, total, chars) if a.prompts == "wikitext" else reasoning_questions(total)
         t0 = time.monotonic()
         poller = MetricsPoller(client, a.metrics_url or [a.url], a.metrics_interval, t0)
         poller.start()
@@ -362,7 +437,8 @@ async def main_async(a):
             records, wall = await run_level(client, a, headers, model, passages, conc, seed)
             await poller.scrape()
             seed += a.requests or conc
-            s = level_summary(records, wall, conc, poller.samples[max(0, m_from - 1):])
+            s = level_summary(records, wall, conc, poller.samples[max(0, m_from - 1):], a.slo_tpot_ms)
+            s["request_rate"] = a.request_rate if a.request_rate != float("inf") else "inf"
             s["t_begin_s"], s["t_end_s"] = t_begin, time.monotonic() - t0
             levels.append(s)
             for r in records:
@@ -371,7 +447,8 @@ async def main_async(a):
             print(f"[{a.label}] c={conc:3d}: {s['completed']}/{s['requests']} ok, {s['failed']} failed, {s['cut']} cut; "
                   f"TTFT p50 {fmt(s['ttft_p50_s'])} s p99 {fmt(s['ttft_p99_s'])} s; "
                   f"TPOT p50 {fmt(s['tpot_p50_s'], 1e3, 1)} ms; ITL p99 {fmt(s['itl_p99_s'], 1e3, 1)} ms; "
-                  f"{fmt(s['output_tok_s'], 1, 1)} out tok/s; streaming at once {s['streaming_at_once_max']}"
+                  f"{fmt(s['output_tok_s'], 1, 1)} out tok/s; goodput {fmt(s['goodput_requests_per_s'], 1, 3)} req/s; "
+                  f"streaming at once {s['streaming_at_once_max']}"
                   + (f"; running max {s.get('running_max')}, preemptions {s.get('preemptions')}, "
                      f"bits min {fmt(s.get('effective_bits_min'))}" if poller.available else ""),
                   flush=True)
@@ -381,6 +458,8 @@ async def main_async(a):
     return {
         "label": a.label, "url": a.url, "model": model, "command": " ".join(sys.argv),
         "workload": {"prompt_tokens": a.prompt_tokens, "max_tokens": a.max_tokens, "ignore_eos": a.ignore_eos,
+                     "endpoint": a.endpoint, "prompts": a.prompts, "top_p": a.top_p, "top_k": a.top_k,
+                     "request_rate": a.request_rate if a.request_rate != float("inf") else "inf",
                      "temperature": a.temperature, "chars_per_token": cpt, "prompt_chars": chars,
                      "requests_per_level": a.requests, "level_seconds": a.level_seconds, "text": a.text},
         "extra": json.loads(a.extra) if a.extra else {},
@@ -400,6 +479,15 @@ def main():
     p.add_argument("--max-tokens", type=int, default=512)
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false")
+    p.add_argument("--top-p", type=float, help="sent when given (default: the server's)")
+    p.add_argument("--top-k", type=int, help="sent when given (default: the server's)")
+    p.add_argument("--endpoint", choices=["completions", "chat"], default="completions")
+    p.add_argument("--prompts", choices=["wikitext", "questions"], default="wikitext",
+                   help="wikitext: passages of --text cut to --prompt-tokens; questions: short reasoning prompts")
+    p.add_argument("--request-rate", type=float, default=float("inf"),
+                   help="Poisson arrivals per second (inf: all at once, closed loop of --levels workers)")
+    p.add_argument("--slo-tpot-ms", type=float, default=250.0, help="TPOT bound of the goodput figure")
+    p.add_argument("--keep-text", action="store_true", help="store each answer's text in the records")
     p.add_argument("--levels", default="1,4,16,64", help="comma-separated concurrency levels")
     p.add_argument("--requests", type=int, default=0, help="requests per level (0: its concurrency)")
     p.add_argument("--level-seconds", type=float, default=0, help="time box per level (0: none)")

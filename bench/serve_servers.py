@@ -146,6 +146,36 @@ def llamacpp_server(model, kv_type, budget_bytes, threads, log_path, python=sys.
     return Server(argv, log_path, url=f"http://127.0.0.1:{port}"), n_ctx, per_token
 
 
+def gguf_kv_elements_per_token(mpkv, model):
+    """K + V elements per token position over all layers (layers x 2 x KV heads x head dim), read from
+    `mpkv info` (no Python GGUF reader needed)."""
+    out = subprocess.run([mpkv, "info", "-m", model], capture_output=True, text=True, check=True).stdout
+    layers = re.search(r"^layers\s+(\d+)", out, re.M)
+    heads = re.search(r"KV heads (\d+), head_dim (\d+)", out)
+    if not layers or not heads:
+        raise ServerError(f"cannot read layers / KV heads from mpkv info:\n{out}")
+    return int(layers.group(1)) * 2 * int(heads.group(1)) * int(heads.group(2))
+
+
+def llama_server(binary, model, mpkv, kv_type, budget_bytes, slot_ctx, threads, log_path):
+    """llama.cpp's llama-server with continuous batching and flash attention, its KV cache of
+    `kv_type` sized to budget_bytes: as many slots of slot_ctx positions as fit (-np), -c = slots x
+    slot_ctx (llama-server splits -c evenly over its slots). Default sampling; the client sends the
+    same sampling fields to every server. Returns (Server, facts)."""
+    _, bytes_per_elem = LLAMA_KV_TYPES[kv_type]
+    per_token = gguf_kv_elements_per_token(mpkv, model) * bytes_per_elem
+    slots = int(budget_bytes // (per_token * slot_ctx))
+    if slots < 1:
+        raise ServerError(f"a KV budget of {budget_bytes / 2**20:.1f} MiB holds no {kv_type} slot of {slot_ctx} tokens")
+    port = free_port()
+    argv = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-t", str(threads), "-tb", str(threads),
+            "-c", str(slots * slot_ctx), "-np", str(slots), "-ctk", kv_type, "-ctv", kv_type, "-fa", "on",
+            "-b", "512", "-ub", "512", "--no-webui", "--metrics"]
+    facts = {"n_parallel": slots, "slot_ctx": slot_ctx, "n_ctx": slots * slot_ctx, "kv_bytes_per_token": per_token,
+             "kv_bytes": slots * slot_ctx * per_token}
+    return Server(argv, log_path, url=f"http://127.0.0.1:{port}", ready_path="/health"), facts
+
+
 def smg_router(smg, worker_urls, policy, log_path, health_interval_s=5):
     """The SGLang Model Gateway (`smg launch`, PyPI package smg) in front of HTTP workers: routing
     policy `policy`, /health of every worker polled every health_interval_s seconds, no tokenizer

@@ -6,6 +6,9 @@ every concurrency level, and stops it; then bench/serve_report.py turns the resu
 and the effective-bits plot. Configurations:
   f16, kivi-2, progressive-2      mpkv serve with --kv-method f16 / kivi --kv-bits 2 / progressive --kv-bits 2
   plan:FILE                       mpkv serve with --kv-plan FILE (label: the file's name, e.g. combined-2.5)
+  llama-server-f16|q8_0|q4_0      llama.cpp's llama-server (--llama-server BIN), continuous batching, -fa on,
+                                  -np slots of prompt + max_tokens + 64 positions each, as many as the
+                                  budget holds at that KV type (-c = slots x slot context)
   llamacpp-q8_0, llamacpp-q4_0    llama_cpp.server with that KV type (and flash attention), its
   (llamacpp-f16)                  context sized so its KV cache takes the same bytes as the budget
 
@@ -55,6 +58,16 @@ def config_server(name, a, budget_mib, log_path):
         srv = serve_servers.mpkv_server(a.mpkv, a.model, kv, a.threads, a.ctx, a.max_seqs, a.max_queue, log_path,
                                         extra=a.serve_arg)
         return srv, f"mpkv {label}", {"engine": "mpkv", "server_argv": srv.argv}
+    if name.startswith("llama-server-"):
+        kv_type = name[len("llama-server-"):]
+        if kv_type not in serve_servers.LLAMA_KV_TYPES:
+            sys.exit(f"serve_sweep: unknown llama.cpp KV type {kv_type}")
+        if not a.llama_server:
+            sys.exit("serve_sweep: llama-server configurations need --llama-server BIN (scripts/build_llama_server.sh)")
+        slot_ctx = a.prompt_tokens + a.max_tokens + 64
+        srv, facts = serve_servers.llama_server(a.llama_server, a.model, a.mpkv, kv_type, budget_mib * 2**20, slot_ctx,
+                                                a.threads, log_path)
+        return srv, f"llama-server {kv_type}", dict(facts, engine="llama-server", server_argv=srv.argv)
     if name.startswith("llamacpp-"):
         kv_type = name[len("llamacpp-"):]
         if kv_type not in serve_servers.LLAMA_KV_TYPES:
@@ -65,7 +78,8 @@ def config_server(name, a, budget_mib, log_path):
     sys.exit(f"serve_sweep: unknown configuration {name}")
 
 
-RESULT_ORDER = ["f16", "kivi-2", "progressive-2", "", "llamacpp-f16", "llamacpp-q8_0", "llamacpp-q4_0"]
+RESULT_ORDER = ["f16", "kivi-2", "progressive-2", "", "llama-server-f16", "llama-server-q8_0", "llama-server-q4_0",
+                "llamacpp-f16", "llamacpp-q8_0", "llamacpp-q4_0"]
 
 
 def result_rank(path):
@@ -92,6 +106,9 @@ def main():
     p.add_argument("--levels", default="1,4,16,64")
     p.add_argument("--requests", type=int, default=0)
     p.add_argument("--level-seconds", type=float, default=0)
+    p.add_argument("--llama-server", help="llama-server binary (scripts/build_llama_server.sh) for llama-server-* configs")
+    p.add_argument("--bench-arg", action="append", default=[],
+                   help="extra argument for serve_bench.py (repeatable), e.g. --bench-arg=--endpoint=chat")
     p.add_argument("--out-dir", required=True)
     p.add_argument("--title", default="")
     a = p.parse_args()
@@ -108,7 +125,7 @@ def main():
             cmd = [sys.executable, os.path.join(HERE, "serve_bench.py"), "--url", srv.url, "--label", label,
                    "--text", a.text, "--prompt-tokens", str(a.prompt_tokens), "--max-tokens", str(a.max_tokens),
                    "--levels", a.levels, "--requests", str(a.requests), "--level-seconds", str(a.level_seconds),
-                   "--extra", json.dumps(facts), "-o", out]
+                   "--extra", json.dumps(facts), "-o", out, *a.bench_arg]
             print(f"serve_sweep: {label}: {' '.join(srv.argv)}", flush=True)
             subprocess.run(cmd, check=True)
     title = a.title or (f"SmolLM2-135M, {a.threads} threads, KV budget {budget} MiB, prompts ~{a.prompt_tokens} "

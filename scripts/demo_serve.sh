@@ -3,11 +3,13 @@
 # calibrates a 2.5-bit combined plan for the KIVI quantizer (as scripts/demo.sh does), installs the
 # Python client (`openai`, `httpx`) with pip into .venv-bench, then starts `mpkv serve` twice under
 # the same KV budget (4 sequences of the workload at 16 bits): once with the f16 cache, once with
-# the plan. Each time 16 chat requests (prompts of ~512 tokens, 128 generated tokens each) go to the
-# server at once through the openai client, and one line says how many ran at once, the output
-# tok/s, the peak KV bytes and the lowest effective bits (bench/demo_serve.py).
+# the plan. Each time 16 short reasoning chat requests, 512 generated tokens each (the long-generation
+# case the cache is for), go to the server at once through the openai client, and one line says how
+# many ran at once, the output tok/s, the peak KV bytes and the lowest effective bits
+# (bench/demo_serve.py). When scripts/build_llama_server.sh has built llama.cpp's llama-server, it
+# runs the same requests at the same KV bytes (f16 and q4_0 KV) for comparison.
 # A few minutes on 2 idle cores once built. DEMO_PLAN=FILE skips calibration; DEMO_REQUESTS (16),
-# DEMO_PROMPT_TOKENS (512), DEMO_MAX_TOKENS (128), DEMO_THREADS (2).
+# DEMO_MAX_TOKENS (512), DEMO_THREADS (2), LLAMA_SERVER (the built binary, if any).
 # Outputs (plan, server logs) in out/demo_serve/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,10 +21,8 @@ mkdir -p "$OUT"
 PY=$(scripts/bench_env.sh openai httpx)
 if [ -f ../shared/data/wikitext-2/test.txt ]; then
   tail -c 300000 ../shared/data/wikitext-2/test.txt > "$OUT/calib.txt"
-  TEXT=../shared/data/wikitext-2/test.txt
 else
   cat README.md docs/*.md docs/results/*.md > "$OUT/calib.txt"
-  TEXT=$OUT/calib.txt
 fi
 PLAN=${DEMO_PLAN:-}
 if [ -z "$PLAN" ]; then
@@ -31,6 +31,7 @@ if [ -z "$PLAN" ]; then
   PLAN=$OUT/combined_2.5.json
 fi
 echo
-OMP_WAIT_POLICY=passive "$PY" bench/demo_serve.py --mpkv build/mpkv -m "$MODEL" --plan "$PLAN" --text "$TEXT" \
-  -t "$T" -n "${DEMO_REQUESTS:-16}" --prompt-tokens "${DEMO_PROMPT_TOKENS:-512}" \
-  --max-tokens "${DEMO_MAX_TOKENS:-128}" --out-dir "$OUT"
+LLAMA_SERVER=${LLAMA_SERVER:-$(ls .peer/build-*/bin/llama-server 2>/dev/null | head -1)}
+OMP_WAIT_POLICY=passive "$PY" bench/demo_serve.py --mpkv build/mpkv -m "$MODEL" --plan "$PLAN" \
+  -t "$T" -n "${DEMO_REQUESTS:-16}" --max-tokens "${DEMO_MAX_TOKENS:-512}" --out-dir "$OUT" \
+  ${LLAMA_SERVER:+--llama-server "$LLAMA_SERVER"}
