@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Engine speed side by side with llama.cpp (llama-cpp-python) on the same GGUF, thread count and
+# Engine speed side by side with llama.cpp (llama-bench, or llama-cpp-python) on the same GGUF, thread count and
 # token ids: prefill of a 512-token prompt, decode of 32 tokens at depths DEPTHS (default 128,4096), f16 KV
 # cache. The two engines run alternately ROUNDS times (each run reports a median of REPS, default 3); the
 # table quotes the median over rounds. Both fill the decode depths by untimed prefill; SYNTHETIC=1 lets mpkv
@@ -16,17 +16,25 @@ DEPTHS=${DEPTHS:-128,4096}
 OUT=${OUT:-docs/results/engine_speed.md}
 FILL=(); [ "${SYNTHETIC:-0}" = 1 ] && FILL=(--synthetic)
 case "$MODEL" in *gemma-3-270m*) scripts/get_model.sh gemma3-270m ;; *) scripts/get_model.sh ;; esac
-scripts/install_peer.sh
+# The peer: llama.cpp's own llama-bench (PEER=llama-bench, the default; scripts/build_llama_server.sh
+# builds it) or llama-cpp-python (PEER=python; scripts/install_peer.sh).
+PEER=${PEER:-llama-bench}
+if [ "$PEER" = llama-bench ]; then LLAMA_BIN=$(scripts/build_llama_server.sh); else scripts/install_peer.sh; fi
 out=$(mktemp -d)
 for r in $(seq 1 "$ROUNDS"); do
   OMP_WAIT_POLICY=passive "$BUILD"/mpkv bench -m "$MODEL" -t "$THREADS" -d "$DEPTHS" "${FILL[@]}" -r "$REPS" \
     --json "$out/mpkv_$r.json"
-  python3 bench/peer_llamacpp.py bench -m "$MODEL" -t "$THREADS" -d "$DEPTHS" -r "$REPS" --json "$out/llama_$r.json"
+  if [ "$PEER" = llama-bench ]; then
+    python3 bench/peer_llama_bench.py --llama-bench "$LLAMA_BIN/llama-bench" -m "$MODEL" -t "$THREADS" -d "$DEPTHS" \
+      -r "$REPS" --json "$out/llama_$r.json"
+  else
+    python3 bench/peer_llamacpp.py bench -m "$MODEL" -t "$THREADS" -d "$DEPTHS" -r "$REPS" --json "$out/llama_$r.json"
+  fi
 done
-python3 - "$out" "$ROUNDS" "$THREADS" "$REPS" "$MODEL" "$DEPTHS" "$OUT" "${SYNTHETIC:-0}" "${DECODE_GOAL:-0.7}" <<'PY'
+python3 - "$out" "$ROUNDS" "$THREADS" "$REPS" "$MODEL" "$DEPTHS" "$OUT" "${SYNTHETIC:-0}" "${DECODE_GOAL:-0.7}" "$PEER" <<'PY'
 import json, os, sys, statistics, platform, subprocess
 out, rounds, threads, reps, model, depths, dest = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
-synthetic, decode_goal = sys.argv[8] == "1", float(sys.argv[9])
+synthetic, decode_goal, peer = sys.argv[8] == "1", float(sys.argv[9]), sys.argv[10]
 def med(engine, key, field="tok_s"):  # field: tok_s (wall) or cpu_tok_s (decode only)
     vals = []
     for r in range(1, rounds + 1):
@@ -36,18 +44,21 @@ def med(engine, key, field="tok_s"):  # field: tok_s (wall) or cpu_tok_s (decode
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 rows = [("prefill 512 tokens", "prefill", 0.3)] + [(f"decode 32 @ depth {d}", int(d), decode_goal) for d in depths.split(",")]
 lines = ["# Engine speed: mpkv vs llama.cpp", "",
-         f"Command: `MODEL={model} DEPTHS={depths} OUT={dest} REPS={reps} SYNTHETIC={int(synthetic)} DECODE_GOAL={decode_goal:g} scripts/bench_vs_llamacpp.sh {threads} {rounds}`",
+         f"Command: `PEER={peer} MODEL={model} DEPTHS={depths} OUT={dest} REPS={reps} SYNTHETIC={int(synthetic)} DECODE_GOAL={decode_goal:g} scripts/bench_vs_llamacpp.sh {threads} {rounds}`",
          "", f"{os.path.basename(model)}, f16 KV cache, {threads} threads, CPU: {cpu} ({platform.machine()}). "
          f"Same token ids in both engines; each figure is the median over {rounds} alternating rounds of a "
-         f"median of {reps} run(s). llama.cpp is llama-cpp-python (built from source on this machine), called "
-         "token by token from Python for decode, flash attention off (its default)."
+         f"median of {reps} run(s). "
+         + ("llama.cpp is its own llama-bench (scripts/build_llama_server.sh; the mean of its repetitions), "
+            "flash attention off; its tokens per CPU-second are not measured." if peer == "llama-bench" else
+            "llama.cpp is llama-cpp-python (built from source on this machine), called "
+            "token by token from Python for decode, flash attention off (its default).")
          + (" mpkv's decode contexts hold random K/V (--synthetic), llama.cpp's prefilled ones." if synthetic else ""), "",
          "| measure | mpkv tok/s | llama.cpp tok/s | ratio | goal | mpkv tok/CPU-s | llama.cpp tok/CPU-s | CPU ratio |",
          "|---|---|---|---|---|---|---|---|"]
 for name, key, goal in rows:
     m, l = med("mpkv", key), med("llama", key)
     cpu = ""
-    if key != "prefill":  # tokens per CPU-second of the process: what a shared machine's load distorts least
+    if key != "prefill" and peer != "llama-bench":  # tokens per CPU-second: what a shared machine's load distorts least
         mc, lc = med("mpkv", key, "cpu_tok_s"), med("llama", key, "cpu_tok_s")
         cpu = f" {mc:.1f} | {lc:.1f} | {mc / lc:.2f}x |"
     lines.append(f"| {name} | {m:.1f} | {l:.1f} | {m / l:.2f}x | >= {goal}x |{cpu or ' | | |'}")
