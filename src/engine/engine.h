@@ -106,7 +106,12 @@ class Engine {
   void finish(Sequence& s, FinishReason r, RequestOutput out);
   bool reserve_all(std::vector<BatchEntry>& entries);  // with preemption (engine.h, step 4)
   void forward_and_sample(std::vector<BatchEntry>& entries);
-  void emit_token(Sequence& s, const float* logits);  // samples, stops, calls back
+  // A sequence's sampled token of this step, with its logprobs when asked for.
+  struct Sampled {
+    int32_t token = 0;
+    std::vector<TokenLogprobs> logprobs;
+  };
+  void emit_token(Sequence& s, Sampled sampled);  // stop rules, calls back (serially, batch order)
   void publish_metrics();
 
   const Model& model_;
