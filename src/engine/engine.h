@@ -68,6 +68,9 @@ struct EngineMetrics {
   double kv_effective_bits = 0.0;  // stored bits per cached K/V element, every byte counted (0: empty)
   uint64_t requests_finished_total = 0, preemptions_total = 0;
   uint64_t prompt_tokens_total = 0, generation_tokens_total = 0, steps_total = 0;
+  // Tokens forwarded: decode = a sequence's last sampled token, prefill = everything else (prompt
+  // chunks, recomputation after preemption). Per-step differences feed engine/phase_time.h.
+  uint64_t forwarded_prefill_tokens_total = 0, forwarded_decode_tokens_total = 0;
   std::map<std::pair<int, int>, uint64_t> page_shrinks;  // (from bits, to bits) -> block halvings
 };
 

@@ -37,6 +37,8 @@ void Engine::forward_and_sample(std::vector<BatchEntry>& entries) {
   std::vector<BatchToken> batch;
   for (const BatchEntry& e : entries) {
     const Sequence& s = *e.seq;
+    const bool decode = s.produced_token && e.n_tokens == 1 && s.n_cached + 1 == (int)s.tokens.size();
+    (decode ? totals_.forwarded_decode_tokens_total : totals_.forwarded_prefill_tokens_total) += e.n_tokens;
     for (int i = 0; i < e.n_tokens; ++i) {
       const int k = s.n_cached + i;
       batch.push_back({s.tokens[k], k, s.cache_slot, k + 1 == (int)s.tokens.size()});
