@@ -376,8 +376,8 @@ TEST(ServingEngine, IgnoreEosAndMinTokensHoldEndOfGenerationBack) {
   EXPECT_THROW(run(r), Error);
 }
 
-// min_tokens holds stop strings back too: a stop string in the first min_tokens tokens' text does
-// not end the request.
+// min_tokens holds stop strings back too: a stop string only in the text of the first 5 tokens
+// ends the request without min_tokens and not with min_tokens = 6 (searched from token 6 on).
 TEST(ServingEngine, MinTokensHoldsStopStringsBack) {
   const Fixture& f = tiny();
   Engine probe(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
@@ -385,16 +385,26 @@ TEST(ServingEngine, MinTokensHoldsStopStringsBack) {
   const uint64_t id0 = probe.add_request(greedy(prompt(5, 8), 12), collect(c0));
   probe.run_until_idle();
   const std::string full = c0.text[id0];
-  ASSERT_GE(full.size(), 6u);
-  Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
-  Collected c;
-  RequestParams r = greedy(prompt(5, 8), 12);
-  r.stop = {full.substr(3, 2)};
-  r.min_tokens = 12;
-  const uint64_t id = eng.add_request(r, collect(c));
-  eng.run_until_idle();
-  EXPECT_EQ(c.text[id], full);
-  EXPECT_EQ(c.final_event[id].reason, FinishReason::length);
+  std::string head;  // text of the first 5 tokens
+  for (int i = 0; i < 5; ++i) head += f.tok->token_piece(c0.tokens[id0][i]);
+  ASSERT_EQ(full.compare(0, head.size(), head), 0);
+  std::string stop;
+  for (size_t len = 1; len <= 4 && stop.empty(); ++len)
+    for (size_t p = 0; p + len <= head.size() && stop.empty(); ++p)
+      if (full.find(head.substr(p, len), head.size() - len + 1) == std::string::npos) stop = head.substr(p, len);
+  ASSERT_FALSE(stop.empty()) << "no stop string found only in the first 5 tokens' text";
+  auto run = [&](int min_tokens) {
+    Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+    Collected c;
+    RequestParams r = greedy(prompt(5, 8), 12);
+    r.stop = {stop};
+    r.min_tokens = min_tokens;
+    const uint64_t id = eng.add_request(r, collect(c));
+    eng.run_until_idle();
+    return std::make_pair(c.text[id], c.final_event[id].reason);
+  };
+  EXPECT_EQ(run(0), std::make_pair(full.substr(0, full.find(stop)), FinishReason::stop));
+  EXPECT_EQ(run(6), std::make_pair(full, FinishReason::length));
 }
 
 TEST(ServingEngine, LogprobsAreLogSoftmaxOfTheLogits) {
