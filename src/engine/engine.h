@@ -83,8 +83,9 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Queues a request; returns its id. Throws Error for bad parameters (empty prompt, prompt not
-  // shorter than n_ctx, max_tokens < -1 or 0, bad sampling values, top_logprobs out of range, a
-  // request whose footprint alone exceeds the budget) and QueueFull; nothing changes then.
+  // shorter than n_ctx, max_tokens < -1 or 0, min_tokens outside 0..max_tokens, bad sampling
+  // values, top_logprobs out of range, a request whose footprint alone exceeds the budget) and
+  // QueueFull; nothing changes then.
   uint64_t add_request(RequestParams params, OutputCallback on_output);
   // Ends the request at the next step (final event with FinishReason::abort, pages freed).
   // Unknown or finished ids are ignored.

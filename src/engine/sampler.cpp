@@ -33,9 +33,9 @@ void Sampler::accept(int32_t token) {
 const float* Sampler::penalized(const float* logits, int n_vocab) {
   if (opts_.repeat_penalty == 1.0f || history_.empty()) return logits;
   penalized_.assign(logits, logits + n_vocab);
-  // Each distinct token once: a token is penalized only where its value is still the caller's.
-  // (A repeat in the history finds it already changed; a penalty never leaves a logit unchanged
-  // unless it is 0, where applying it twice is the same.)
+  // Each distinct token once, without sorting the history: a token is penalized only while its
+  // value is still the caller's. A repeat finds it changed, or the penalty maps that value to
+  // itself (0, say), where a second application changes nothing either.
   for (int32_t t : history_) {
     if (t < 0 || t >= n_vocab) continue;
     float& l = penalized_[t];
