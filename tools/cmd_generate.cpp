@@ -17,6 +17,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "engine/engine.h"
+#include "engine/phase_time.h"
 #include "kvcache/kv_cache_factory.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -78,6 +79,7 @@ struct RunState {
   std::vector<Seq> seqs;
   std::map<uint64_t, size_t> index;  // engine id -> position in seqs
   double t_start = 0, t_last_first_token = 0, t_end = 0;
+  std::vector<StepTime> steps;  // every step that forwarded tokens (engine/phase_time.h)
 };
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -92,17 +94,17 @@ void print_summary(const GenerateArgs& a, const std::string& model_name, const E
     if (s < 8) reasons += std::string(s ? "," : "") + to_string(st.seqs[s].reason);
   }
   if (st.seqs.size() > 8) reasons += ",...";
-  // Prefill and decode overlap when sequences run together; the split is at the moment the last
-  // sequence got its first token (exact for one sequence).
-  const double t_pf = st.t_last_first_token > st.t_start ? st.t_last_first_token - st.t_start : 0.0;
-  const double t_dec = st.t_end - std::max(st.t_start, st.t_last_first_token);
-  const int n_dec = n_gen - (int)st.seqs.size();
+  // Each step's wall time split by token share (engine/phase_time.h, docs/cli.md): prompt tok/s
+  // over the prefill share, decode tok/s over the decode share, output tok/s over the whole run.
+  const PhaseSeconds ph = split_phase_seconds(st.steps);
+  const double wall = st.t_end - st.t_start;
   const EngineMetrics m = engine.metrics();
   std::fprintf(stderr,
                "\n[%s] %zu sequence(s), prompt %d tokens, %.1f tok/s | generated %d tokens, decode %.1f tok/s | "
-               "%d threads | stop: %s | seed %llu\n",
-               model_name.c_str(), st.seqs.size(), n_prompt, t_pf > 0 ? n_prompt / t_pf : 0.0, n_gen,
-               t_dec > 0 && n_dec > 0 ? n_dec / t_dec : 0.0, threads, reasons.c_str(), (unsigned long long)seed);
+               "output %.1f tok/s over %.2f s | %d threads | stop: %s | seed %llu\n",
+               model_name.c_str(), st.seqs.size(), n_prompt, ph.prefill > 0 ? ph.prefill_tokens / ph.prefill : 0.0, n_gen,
+               ph.decode > 0 ? ph.decode_tokens / ph.decode : 0.0, wall > 0 ? n_gen / wall : 0.0, wall, threads,
+               reasons.c_str(), (unsigned long long)seed);
   const PagedKvCache& cache = engine.cache();
   const ShrinkTotals& sh = cache.shrink_totals();
   std::fprintf(stderr, "[kv] %s: peak %.2f MiB%s; %zu page shrinks in %zu pauses (longest %.3f ms, %.1f ms total); %llu preemptions\n",
@@ -112,15 +114,24 @@ void print_summary(const GenerateArgs& a, const std::string& model_name, const E
                (unsigned long long)m.preemptions_total);
 }
 
-// Steps the engine until it is idle; on Ctrl-C aborts every request (their final events follow).
-void run_engine(Engine& engine, const RunState& st) {
+// Steps the engine until it is idle, timing each step and reading its prefill / decode token
+// counts from the engine's totals; on Ctrl-C aborts every request (their final events follow).
+void run_engine(Engine& engine, RunState& st) {
   bool aborted = false;
+  EngineMetrics before = engine.metrics();
   while (engine.has_work()) {
     if (g_interrupted.load() && !aborted) {
       for (const auto& [id, pos] : st.index) engine.abort(id);
       aborted = true;
     }
+    const double t0 = now_s();
     engine.step();
+    const double t1 = now_s();
+    const EngineMetrics after = engine.metrics();
+    const StepTime t{(int)(after.forwarded_prefill_tokens_total - before.forwarded_prefill_tokens_total),
+                     (int)(after.forwarded_decode_tokens_total - before.forwarded_decode_tokens_total), t1 - t0};
+    if (t.prefill_tokens + t.decode_tokens > 0) st.steps.push_back(t);
+    before = after;
   }
 }
 

@@ -45,6 +45,9 @@ void Engine::validate(const RequestParams& p) const {
     MPKV_CHECK(t >= 0 && t < n_vocab, "token id " + std::to_string(t) + " is outside the vocabulary (" +
                                           std::to_string(n_vocab) + ")");
   MPKV_CHECK(p.max_tokens == -1 || p.max_tokens >= 1, "max_tokens must be at least 1 (or -1: until the end)");
+  MPKV_CHECK(p.min_tokens >= 0 && (p.max_tokens == -1 || p.min_tokens <= p.max_tokens),
+             "min_tokens must be between 0 and max_tokens (" + std::to_string(p.max_tokens) + "), got " +
+                 std::to_string(p.min_tokens));
   MPKV_CHECK(p.top_logprobs >= -1 && p.top_logprobs <= kMaxTopLogprobs,
              "top_logprobs must be between 0 and " + std::to_string(kMaxTopLogprobs));
   Sampler check(p.sampling);  // throws Error on bad sampling values

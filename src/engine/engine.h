@@ -68,6 +68,9 @@ struct EngineMetrics {
   double kv_effective_bits = 0.0;  // stored bits per cached K/V element, every byte counted (0: empty)
   uint64_t requests_finished_total = 0, preemptions_total = 0;
   uint64_t prompt_tokens_total = 0, generation_tokens_total = 0, steps_total = 0;
+  // Tokens forwarded: decode = a sequence's last sampled token, prefill = everything else (prompt
+  // chunks, recomputation after preemption). Per-step differences feed engine/phase_time.h.
+  uint64_t forwarded_prefill_tokens_total = 0, forwarded_decode_tokens_total = 0;
   std::map<std::pair<int, int>, uint64_t> page_shrinks;  // (from bits, to bits) -> block halvings
 };
 
@@ -80,8 +83,9 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Queues a request; returns its id. Throws Error for bad parameters (empty prompt, prompt not
-  // shorter than n_ctx, max_tokens < -1 or 0, bad sampling values, top_logprobs out of range, a
-  // request whose footprint alone exceeds the budget) and QueueFull; nothing changes then.
+  // shorter than n_ctx, max_tokens < -1 or 0, min_tokens outside 0..max_tokens, bad sampling
+  // values, top_logprobs out of range, a request whose footprint alone exceeds the budget) and
+  // QueueFull; nothing changes then.
   uint64_t add_request(RequestParams params, OutputCallback on_output);
   // Ends the request at the next step (final event with FinishReason::abort, pages freed).
   // Unknown or finished ids are ignored.
@@ -106,7 +110,12 @@ class Engine {
   void finish(Sequence& s, FinishReason r, RequestOutput out);
   bool reserve_all(std::vector<BatchEntry>& entries);  // with preemption (engine.h, step 4)
   void forward_and_sample(std::vector<BatchEntry>& entries);
-  void emit_token(Sequence& s, const float* logits);  // samples, stops, calls back
+  // A sequence's sampled token of this step, with its logprobs when asked for.
+  struct Sampled {
+    int32_t token = 0;
+    std::vector<TokenLogprobs> logprobs;
+  };
+  void emit_token(Sequence& s, Sampled sampled);  // stop rules, calls back (serially, batch order)
   void publish_metrics();
 
   const Model& model_;

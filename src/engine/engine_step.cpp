@@ -7,6 +7,7 @@
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "util/thread_pool.h"
 
 namespace mpkv {
 
@@ -36,29 +37,44 @@ void Engine::forward_and_sample(std::vector<BatchEntry>& entries) {
   std::vector<BatchToken> batch;
   for (const BatchEntry& e : entries) {
     const Sequence& s = *e.seq;
+    const bool decode = s.produced_token && e.n_tokens == 1 && s.n_cached + 1 == (int)s.tokens.size();
+    (decode ? totals_.forwarded_decode_tokens_total : totals_.forwarded_prefill_tokens_total) += e.n_tokens;
     for (int i = 0; i < e.n_tokens; ++i) {
       const int k = s.n_cached + i;
       batch.push_back({s.tokens[k], k, s.cache_slot, k + 1 == (int)s.tokens.size()});
     }
   }
   runner_->run(batch, logits_);
-  const size_t n_vocab = (size_t)model_.config().n_vocab;
-  size_t row = 0;
+  const int n_vocab = model_.config().n_vocab;
+  std::vector<Sequence*> emitting;  // one logits row each, in batch order
   for (BatchEntry& e : entries) {
     Sequence& s = *e.seq;
     s.n_cached += e.n_tokens;
-    if (s.n_cached == (int)s.tokens.size()) emit_token(s, logits_.data() + row++ * n_vocab);  // may finish s
+    if (s.n_cached == (int)s.tokens.size()) emitting.push_back(&s);
   }
-  MPKV_ASSERT(row * n_vocab == logits_.size(), "engine: logits rows do not match the batch");
+  MPKV_ASSERT(emitting.size() * (size_t)n_vocab == logits_.size(), "engine: logits rows do not match the batch");
+  // (a) Sampling and logprobs of every row at once: each sequence has its own Sampler (and rng),
+  // so the tokens do not depend on which thread samples which row (docs/design.md, "Sampling").
+  std::vector<Sampled> sampled(emitting.size());
+  parallel_for((int64_t)emitting.size(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      Sequence& s = *emitting[i];
+      const float* logits = logits_.data() + (size_t)i * n_vocab;
+      sampled[i].token = s.sampler.sample(logits, n_vocab);
+      if (s.params.top_logprobs >= 0)
+        sampled[i].logprobs.push_back(token_logprobs(logits, n_vocab, sampled[i].token, s.params.top_logprobs));
+    }
+  });
+  // (b) Stop rules and callbacks, serially in batch order.
+  for (size_t i = 0; i < emitting.size(); ++i) emit_token(*emitting[i], std::move(sampled[i]));  // may finish it
 }
 
-void Engine::emit_token(Sequence& s, const float* logits) {
-  const int n_vocab = model_.config().n_vocab;
-  const int32_t t = s.sampler.sample(logits, n_vocab);
+void Engine::emit_token(Sequence& s, Sampled sampled) {
+  const int32_t t = sampled.token;
   RequestOutput out;
   out.id = s.id;
   out.tokens = {t};
-  if (s.params.top_logprobs >= 0) out.logprobs.push_back(token_logprobs(logits, n_vocab, t, s.params.top_logprobs));
+  out.logprobs = std::move(sampled.logprobs);
   s.tokens.push_back(t);
   totals_.generation_tokens_total++;
   if (!s.produced_token) {
@@ -66,11 +82,14 @@ void Engine::emit_token(Sequence& s, const float* logits) {
     s.stats.first_token_seconds = s.seconds_since_arrival();
     totals_.prompt_tokens_total += s.n_prompt;
   }
+  // min_tokens (vLLM's rule): an end-of-generation token counts once min_tokens tokens came before
+  // it; stop strings once min_tokens tokens, this one included, are out.
   FinishReason r = FinishReason::none;
-  if (tok_.is_end_of_generation(t) && !s.params.ignore_eos) {
+  const int n_gen = s.n_generated();
+  if (tok_.is_end_of_generation(t) && !s.params.ignore_eos && n_gen - 1 >= s.params.min_tokens) {
     r = FinishReason::stop;
   } else {
-    out.text_delta = s.text.push(tok_.token_piece(t));
+    out.text_delta = s.text.push(tok_.token_piece(t), /*match_stop=*/n_gen >= s.params.min_tokens);
     if (s.text.stopped()) r = FinishReason::stop;
   }
   if (r == FinishReason::none && s.params.max_tokens >= 0 && s.n_generated() >= s.params.max_tokens)

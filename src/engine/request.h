@@ -32,6 +32,9 @@ struct RequestParams {
   SamplerOptions sampling;
   std::vector<std::string> stop;    // stop strings, matched on the detokenized output (not returned)
   bool ignore_eos = false;          // keep going past end-of-generation tokens
+  int min_tokens = 0;               // 0..max_tokens: end-of-generation tokens do not stop the request
+                                    // before min_tokens tokens came before them, nor stop strings
+                                    // before min_tokens tokens are out (vLLM's rule; docs/serving.md)
   int top_logprobs = -1;            // -1: no logprobs; 0..kMaxTopLogprobs: the sampled token's logprob
                                     // and that many most likely alternatives per token
 };

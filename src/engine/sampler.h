@@ -11,6 +11,10 @@
 //      further cut to the tokens with p_i >= min_p * p_max; one is drawn in proportion to p_i.
 // Both cuts are prefixes of the sorted list, so their order does not matter. With the defaults of
 // min_p (0) and repeat_penalty (1) sampling is what it was before those fields existed.
+//
+// Cost: O(n_vocab) per token plus a sort of only the tokens the cuts and the draw reach, never of
+// the whole vocabulary (docs/design.md, "Sampling", has the algorithm and what exactly is summed in
+// which order, which fixes the tokens drawn for a seed).
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -34,6 +38,8 @@ class Sampler {
   // Throws Error for values outside their ranges (temperature < 0, top_p outside (0, 1], top_k < 0,
   // min_p outside [0, 1], repeat_penalty <= 0, repeat_last_n < 0).
   explicit Sampler(SamplerOptions opts);
+  // Weight bands of the no-top-k path (docs/design.md, "Sampling").
+  static constexpr int kBuckets = 64;
   // Samples one token and accepts it into the penalty history.
   int32_t sample(const float* logits, int n_vocab);
   // Adds a token to the penalty history without sampling (a caller feeds the prompt this way, as
@@ -42,12 +48,27 @@ class Sampler {
 
  private:
   int32_t sample_from(const float* logits, int n_vocab);
+  // top_k < n_vocab: the k best by partial_sort.
+  int32_t sample_top_k(const float* logits, int n_vocab, int k);
+  // No top-k: weights of the whole vocabulary, grouped into bands, each band sorted lazily.
+  int32_t sample_all(const float* logits, int n_vocab);
+  // Sorts bands until order_[0..i] is in final order.
+  void ensure_sorted(const float* logits, size_t i);
+  // Top-p and min-p cuts over order_[0, n) and the draw; sum = the candidates' total weight.
+  // full_nucleus: apply the top-p loop even at top_p = 1 (the top-k path, as before).
+  int32_t cut_and_draw(const float* logits, size_t n, double sum, bool full_nucleus);
   // logits with the repetition penalty applied (a copy; the caller's logits stay untouched).
   const float* penalized(const float* logits, int n_vocab);
 
   SamplerOptions opts_;
   std::mt19937_64 rng_;
-  std::vector<std::pair<float, int32_t>> cand_;
+  std::vector<std::pair<float, int32_t>> cand_;  // top-k path: (logit, id)
+  std::vector<int32_t> order_;  // candidate token ids, best first once sorted
+  std::vector<float> weight_;   // exp((logit - max) / temperature) by token id
+  std::vector<uint8_t> band_;   // weight band by token id
+  int band_begin_[kBuckets + 1] = {};
+  size_t sorted_ = 0;           // order_[0, sorted_) is in final order
+  int next_bucket_ = 0;         // the next band to sort
   std::deque<int32_t> history_;  // the last repeat_last_n accepted tokens, oldest first
   std::vector<float> penalized_;
 };

@@ -19,9 +19,15 @@ TextStream::TextStream(std::vector<std::string> stop) : stop_(std::move(stop)) {
   std::erase_if(stop_, [](const std::string& s) { return s.empty(); });
 }
 
-std::string TextStream::push(std::string_view piece) {
+std::string TextStream::push(std::string_view piece, bool match_stop) {
   if (stopped_) return {};
   pending_.append(piece);
+  if (!match_stop) {
+    const size_t hold = incomplete_utf8_tail(pending_);
+    std::string out = pending_.substr(0, pending_.size() - hold);
+    pending_.erase(0, pending_.size() - hold);
+    return out;
+  }
   // The earliest stop string wins.
   size_t hit = std::string::npos;
   for (const std::string& s : stop_) hit = std::min(hit, pending_.find(s));

@@ -13,8 +13,10 @@ class TextStream {
  public:
   explicit TextStream(std::vector<std::string> stop);
 
-  // Adds the bytes of one token; returns the text that became safe to show.
-  std::string push(std::string_view piece);
+  // Adds the bytes of one token; returns the text that became safe to show. match_stop = false:
+  // stop strings are not looked for (nor held back) in this push; later pushes look only at what is
+  // still held (the engine's min_tokens).
+  std::string push(std::string_view piece, bool match_stop = true);
   // At the end of the request: everything still held (unless a stop string was hit).
   std::string finish();
   bool stopped() const { return stopped_; }

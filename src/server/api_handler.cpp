@@ -120,6 +120,9 @@ std::vector<int32_t> ApiHandler::prompt_tokens(Backend& b, const CompletionReque
 
 HttpResponse ApiHandler::complete(Endpoint endpoint, const std::string& body) {
   const CompletionRequest r = parse_completion_request(endpoint, body);
+  for (const std::string& f : r.unknown_fields)
+    if (metrics_.count_unknown_field(f))
+      std::fprintf(stderr, "mpkv serve: ignoring unknown request field '%s' (logged once)\n", f.c_str());
   Backend* b = backend_.load();
   if (!b) throw ApiError(503, "the model is loading", "", "", "server_error");
   if (draining_.load()) throw ApiError(503, "the server is shutting down", "", "", "server_error");
@@ -129,7 +132,11 @@ HttpResponse ApiHandler::complete(Endpoint endpoint, const std::string& body) {
   check_context(static_cast<int>(params.prompt.size()), r.max_tokens, b->n_ctx());
   params.max_tokens = r.max_tokens.value_or(-1);
   params.sampling = {r.temperature, r.top_p, r.top_k, r.seed ? *r.seed : random_seed()};
+  params.sampling.min_p = r.min_p;
+  params.sampling.repeat_penalty = r.repetition_penalty;
   params.stop = r.stop;
+  params.ignore_eos = r.ignore_eos;
+  params.min_tokens = r.min_tokens;
   params.top_logprobs = r.top_logprobs;
 
   const bool chat = endpoint == Endpoint::chat;

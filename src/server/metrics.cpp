@@ -117,6 +117,21 @@ void ServerMetrics::on_output(RequestTiming& t, const RequestOutput& out, std::c
   queue_.observe(out.stats.queue_seconds);
 }
 
+bool ServerMetrics::count_unknown_field(const std::string& name) {
+  std::lock_guard lock(mu_);
+  if (auto it = unknown_fields_.find(name); it != unknown_fields_.end()) {
+    ++it->second;
+    return false;
+  }
+  if (unknown_fields_.size() < kMaxUnknownFieldLabels) {
+    unknown_fields_[name] = 1;
+    return true;
+  }
+  ++unknown_other_;
+  if (unknown_seen_.size() >= 4096) return false;
+  return unknown_seen_.insert(name).second;
+}
+
 std::string ServerMetrics::render(const EngineMetrics& m) const {
   const std::string& L = model_label_;
   std::string out;
@@ -136,6 +151,15 @@ std::string ServerMetrics::render(const EngineMetrics& m) const {
     for (size_t i = 0; i < 3; ++i)
       sample(out, "vllm:request_success_total", "finished_reason=\"" + std::string(names[i]) + "\"," + L,
              static_cast<double>(finished_[i]));
+  }
+  {
+    std::lock_guard lock(mu_);
+    header(out, "mpkv:request_unknown_fields_total", "counter",
+           "Requests' top-level fields this server does not read (accepted, ignored), by name; other: past 64 names.");
+    for (const auto& [name, n] : unknown_fields_)
+      sample(out, "mpkv:request_unknown_fields_total", "field=\"" + escape_label_value(name) + "\"," + L,
+             static_cast<double>(n));
+    sample(out, "mpkv:request_unknown_fields_total", "field=\"other\"," + L, static_cast<double>(unknown_other_));
   }
   histogram(out, "vllm:time_to_first_token_seconds", "Time to first token.", L, ttft_.snapshot());
   const Histogram::Snapshot itl = itl_.snapshot();

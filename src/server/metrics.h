@@ -6,6 +6,8 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <set>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -51,6 +53,13 @@ class ServerMetrics {
   void on_output(RequestTiming& timing, const RequestOutput& out,
                  std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
 
+  // Counts one request's unknown top-level field (mpkv:request_unknown_fields_total{field=...}).
+  // The first kMaxUnknownFieldLabels distinct names get their own label value; later new names are
+  // counted under field="other". Returns true the first time a name is seen (the caller logs it
+  // once); a name beyond the label limit is remembered too, so it is also logged only once.
+  bool count_unknown_field(const std::string& name);
+  static constexpr size_t kMaxUnknownFieldLabels = 64;
+
   // The whole exposition. `engine` is a snapshot of the engine (all zeros while loading).
   std::string render(const EngineMetrics& engine) const;
 
@@ -59,6 +68,9 @@ class ServerMetrics {
   Histogram ttft_, itl_, e2e_, queue_;
   mutable std::mutex mu_;
   std::array<uint64_t, 4> finished_{};  // by FinishReason stop, length (length + context), abort
+  std::map<std::string, uint64_t> unknown_fields_;  // at most kMaxUnknownFieldLabels names
+  uint64_t unknown_other_ = 0;
+  std::set<std::string> unknown_seen_;  // names logged (bounded at 4096: beyond, logging may repeat)
 };
 
 // A Prometheus label value with \, " and newline escaped.

@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,14 @@ namespace mpkv::server {
 
 namespace {
 using json = nlohmann::json;
+
+// Every top-level field either endpoint reads (docs/serving.md, "Requests", lists them): the one
+// table of known names. Anything else is accepted and reported in unknown_fields.
+constexpr std::string_view kKnownFields[] = {
+    "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed",
+    "stop", "stream", "stream_options", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
+    "logit_bias", "n", "best_of", "echo", "suffix", "tools", "functions", "response_format", "ignore_eos",
+    "min_tokens", "repetition_penalty", "min_p"};
 
 ApiError bad(const std::string& param, const std::string& message) { return ApiError(400, message, param); }
 
@@ -175,6 +184,25 @@ void parse_sampling(const json& body, CompletionRequest& r) {
   r.stop = parse_stop(body);
 }
 
+// vLLM's fields: ignore_eos, min_tokens (<= max_tokens when both are given), repetition_penalty, min_p.
+void parse_vllm_sampling(const json& body, CompletionRequest& r) {
+  r.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+  if (auto m = get_int(body, "min_tokens", 0, std::numeric_limits<int32_t>::max())) {
+    if (r.max_tokens && *m > *r.max_tokens)
+      throw bad("min_tokens", "'min_tokens' (" + std::to_string(*m) + ") must be at most 'max_tokens' (" +
+                                  std::to_string(*r.max_tokens) + ")");
+    r.min_tokens = static_cast<int>(*m);
+  }
+  if (auto p = get_number(body, "repetition_penalty")) {
+    if (!(*p > 0.0 && std::isfinite(*p))) throw bad("repetition_penalty", "'repetition_penalty' must be > 0");
+    r.repetition_penalty = static_cast<float>(*p);
+  }
+  if (auto p = get_number(body, "min_p")) {
+    if (!(*p >= 0.0 && *p <= 1.0)) throw bad("min_p", "'min_p' must be in [0, 1]");
+    r.min_p = static_cast<float>(*p);
+  }
+}
+
 // Chat: logprobs (bool) + top_logprobs (0..20, needs logprobs). Completions: logprobs (0..20).
 void parse_logprobs(const json& body, CompletionRequest& r) {
   if (r.endpoint == Endpoint::chat) {
@@ -210,9 +238,16 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
   else
     r.prompt = parse_prompt(body);
   parse_sampling(body, r);
+  parse_vllm_sampling(body, r);
   parse_logprobs(body, r);
   parse_streaming(body, r);
+  for (const auto& item : body.items())
+    if (!is_known_field(item.key())) r.unknown_fields.push_back(item.key());
   return r;
+}
+
+bool is_known_field(std::string_view name) {
+  return std::find(std::begin(kKnownFields), std::end(kKnownFields), name) != std::end(kKnownFields);
 }
 
 }  // namespace mpkv::server

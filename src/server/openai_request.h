@@ -1,8 +1,9 @@
 // Parsing and validation of OpenAI request bodies: POST /v1/chat/completions and POST
 // /v1/completions (docs/serving.md, "Requests"). The result is a typed CompletionRequest; anything
 // malformed (bad JSON, wrong types, out-of-range values, unknown roles, features this server does
-// not implement set to a non-default value) throws ApiError(400) naming the field. Fields this
-// server does not know are ignored, as OpenAI does.
+// not implement set to a non-default value) throws ApiError(400) naming the field. Top-level fields
+// this server does not know are accepted, as OpenAI and vLLM do, and listed in unknown_fields (the
+// server counts them in a metric). kKnownFields in openai_request.cpp is the one list of names read.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -33,7 +34,16 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   int top_logprobs = -1;              // -1: no logprobs; else alternatives per token (0..kMaxLogprobs)
+  // vLLM's extra sampling fields.
+  bool ignore_eos = false;            // keep going past end-of-generation tokens
+  int min_tokens = 0;                 // >= 0 and <= max_tokens: no stop (EOS or stop string) before this many
+  float repetition_penalty = 1.0f;    // > 0; the engine's repeat_penalty (last 64 tokens, docs/serving.md)
+  float min_p = 0.0f;                 // [0, 1]
+  std::vector<std::string> unknown_fields;  // top-level names not in the known table (sorted)
 };
+
+// True when `name` is a top-level request field this server reads (either endpoint).
+bool is_known_field(std::string_view name);
 
 // Throws ApiError(400) for anything malformed.
 CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view body);

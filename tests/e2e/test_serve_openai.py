@@ -224,6 +224,29 @@ def test_basics(openai, client, srv):
     print("basics: ok", flush=True)
 
 
+def test_vllm_fields(openai, client, srv):
+    """vLLM's extra fields through the official client's extra_body; unknown fields are counted."""
+    msgs = [{"role": "user", "content": "Say hi."}]
+    r = client.chat.completions.create(model="smol", messages=msgs, max_tokens=12, temperature=0,
+                                       extra_body={"ignore_eos": True, "min_tokens": 12, "repetition_penalty": 1.1,
+                                                   "min_p": 0.05})
+    check(r.usage.completion_tokens == 12 and r.choices[0].finish_reason == "length",
+          "ignore_eos + min_tokens: all 12 tokens, got %d (%s)" % (r.usage.completion_tokens, r.choices[0].finish_reason))
+    for extra, field in [({"min_tokens": 13}, "min_tokens"), ({"repetition_penalty": 0}, "repetition_penalty"),
+                         ({"min_p": 1.5}, "min_p"), ({"ignore_eos": "yes"}, "ignore_eos")]:
+        try:
+            client.chat.completions.create(model="smol", messages=msgs, max_tokens=12, extra_body=extra)
+            fail("%r was accepted" % extra)
+        except openai.BadRequestError as e:
+            check(e.status_code == 400 and field in str(e), "%r: %s" % (extra, e))
+    r = client.completions.create(model="smol", prompt="Hello", max_tokens=2, extra_body={"e2e_unknown_field": 1})
+    check(r.usage.completion_tokens >= 1, "a request with an unknown field is served")
+    t = metrics(srv.base)
+    m = re.search(r'^mpkv:request_unknown_fields_total\{field="e2e_unknown_field",[^}]*\} (\S+)$', t, re.M)
+    check(m is not None and float(m.group(1)) >= 1, "unknown field not counted in /metrics")
+    print("vllm fields: ok", flush=True)
+
+
 def test_concurrent(openai, client, srv):
     n_good = len(TOPICS)
     alone = [run_good(client, i) for i in range(n_good)]
@@ -345,6 +368,7 @@ def main():
     try:
         client = openai.OpenAI(base_url=srv.base + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
         test_basics(openai, client, srv)
+        test_vllm_fields(openai, client, srv)
         test_disconnect(srv)
         mismatch = test_concurrent(openai, client, srv)
         test_shutdown(srv)

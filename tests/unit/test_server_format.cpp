@@ -193,6 +193,20 @@ TEST(ServerMetrics, OutputEventsFeedHistograms) {
   EXPECT_NE(s.find("vllm:request_success_total{finished_reason=\"stop\",model_name=\"m\"} 1\n"), std::string::npos);
 }
 
+TEST(ServerMetrics, UnknownFieldsAreCountedWithBoundedLabels) {
+  ServerMetrics m("m");
+  EXPECT_TRUE(m.count_unknown_field("user"));   // first time: the caller logs it
+  EXPECT_FALSE(m.count_unknown_field("user"));  // already known: no second log line
+  for (size_t i = 1; i < ServerMetrics::kMaxUnknownFieldLabels; ++i) EXPECT_TRUE(m.count_unknown_field("f" + std::to_string(i)));
+  EXPECT_TRUE(m.count_unknown_field("late"));   // past the label limit: counted under "other", logged once
+  EXPECT_FALSE(m.count_unknown_field("late"));
+  const std::string s = m.render(EngineMetrics{});
+  EXPECT_NE(s.find("mpkv:request_unknown_fields_total{field=\"user\",model_name=\"m\"} 2\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("mpkv:request_unknown_fields_total{field=\"f63\",model_name=\"m\"} 1\n"), std::string::npos);
+  EXPECT_EQ(s.find("field=\"late\""), std::string::npos);
+  EXPECT_NE(s.find("mpkv:request_unknown_fields_total{field=\"other\",model_name=\"m\"} 2\n"), std::string::npos);
+}
+
 TEST(ServerAuth, ConstantTimeEqualsIsEquality) {
   EXPECT_TRUE(constant_time_equals("", ""));
   EXPECT_TRUE(constant_time_equals("secret", "secret"));

@@ -167,3 +167,40 @@ TEST(ServerRequest, NullMeansAbsent) {
   EXPECT_EQ(r.temperature, 1.0f);
   EXPECT_TRUE(r.stop.empty());
 }
+
+TEST(ServerRequest, VllmSamplingFields) {
+  CompletionRequest r = chat("{" + kMsg + "}");
+  EXPECT_FALSE(r.ignore_eos);
+  EXPECT_EQ(r.min_tokens, 0);
+  EXPECT_EQ(r.repetition_penalty, 1.0f);
+  EXPECT_EQ(r.min_p, 0.0f);
+  r = completion(R"({"prompt": "p", "ignore_eos": true, "min_tokens": 5, "max_tokens": 5, "repetition_penalty": 1.3,
+                     "min_p": 0.05})");
+  EXPECT_TRUE(r.ignore_eos);
+  EXPECT_EQ(r.min_tokens, 5);
+  EXPECT_EQ(r.repetition_penalty, 1.3f);
+  EXPECT_EQ(r.min_p, 0.05f);
+  EXPECT_EQ(chat(chat_with(R"("min_tokens": 1000)")).min_tokens, 1000);  // no max_tokens: nothing to compare with
+  const std::pair<const char*, const char*> cases[] = {
+      {R"("ignore_eos": 1)", "ignore_eos"},
+      {R"("min_tokens": -1)", "min_tokens"},
+      {R"("min_tokens": 1.5)", "min_tokens"},
+      {R"("min_tokens": 6, "max_tokens": 5)", "min_tokens"},
+      {R"("min_tokens": 6, "max_completion_tokens": 5)", "min_tokens"},
+      {R"("repetition_penalty": 0)", "repetition_penalty"},
+      {R"("repetition_penalty": -1)", "repetition_penalty"},
+      {R"("repetition_penalty": "x")", "repetition_penalty"},
+      {R"("min_p": -0.01)", "min_p"},
+      {R"("min_p": 1.01)", "min_p"},
+  };
+  for (const auto& [extra, param] : cases) EXPECT_EQ(error_param(Endpoint::chat, chat_with(extra)), param) << extra;
+}
+
+TEST(ServerRequest, UnknownTopLevelFieldsAreAcceptedAndListed) {
+  const CompletionRequest r = chat(chat_with(R"("zeta": 1, "user": "u", "top_k": 2, "alpha": {"x": [1]})"));
+  EXPECT_EQ(r.unknown_fields, (std::vector<std::string>{"alpha", "user", "zeta"}));
+  EXPECT_TRUE(chat("{" + kMsg + "}").unknown_fields.empty());
+  for (const char* f : {"model", "messages", "prompt", "ignore_eos", "min_tokens", "repetition_penalty", "min_p"})
+    EXPECT_TRUE(is_known_field(f)) << f;
+  EXPECT_FALSE(is_known_field("user"));
+}

@@ -314,6 +314,99 @@ TEST(ServingEngine, StopStringEndsTheRequestAndIsNotReturned) {
   EXPECT_EQ(c.final_event[id].reason, FinishReason::stop);
 }
 
+// ignore_eos and min_tokens against end-of-generation tokens. Near-uniform sampling (temperature
+// 1000) makes the tiny model emit its EOS now and then; a probe with ignore_eos finds a seed whose
+// output holds an EOS at position j >= 2 (0-based). Sampling does not depend on the stop rules, so
+// every run below draws the probe's tokens until it stops.
+TEST(ServingEngine, IgnoreEosAndMinTokensHoldEndOfGenerationBack) {
+  const Fixture& f = tiny();
+  auto params = [&](uint64_t seed) {
+    RequestParams r;
+    r.prompt = prompt(3, 8);
+    r.max_tokens = 120;
+    r.sampling.temperature = 1000.0f;
+    r.sampling.top_k = 0;
+    r.sampling.top_p = 1.0f;
+    r.sampling.seed = seed;
+    return r;
+  };
+  auto run = [&](const RequestParams& r) {
+    Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+    Collected c;
+    const uint64_t id = eng.add_request(r, collect(c));
+    eng.run_until_idle();
+    return std::make_pair(c.tokens[id], c.final_event[id].reason);
+  };
+  auto eog_positions = [&](const std::vector<int32_t>& t) {
+    std::vector<size_t> v;
+    for (size_t i = 0; i < t.size(); ++i)
+      if (f.tok->is_end_of_generation(t[i])) v.push_back(i);
+    return v;
+  };
+  uint64_t seed = 0;
+  std::vector<int32_t> probe;
+  std::vector<size_t> eog;
+  for (uint64_t s = 1; s < 200 && eog.empty(); ++s) {
+    RequestParams r = params(s);
+    r.ignore_eos = true;
+    auto [t, reason] = run(r);
+    ASSERT_EQ(reason, FinishReason::length);  // ignore_eos: all 120 tokens
+    ASSERT_EQ(t.size(), 120u);
+    const std::vector<size_t> e = eog_positions(t);
+    if (e.size() >= 2 && e[0] >= 2) seed = s, probe = t, eog = e;
+  }
+  ASSERT_FALSE(eog.empty()) << "no seed gave two EOS tokens; widen the search";
+  const size_t j = eog[0];
+  auto prefix = [&](size_t n) { return std::vector<int32_t>(probe.begin(), probe.begin() + n); };
+
+  RequestParams r = params(seed);
+  auto [plain, plain_reason] = run(r);  // EOS at j stops, the EOS itself counted
+  EXPECT_EQ(plain, prefix(j + 1));
+  EXPECT_EQ(plain_reason, FinishReason::stop);
+
+  r.min_tokens = (int)j;  // j tokens came before the EOS: honored
+  EXPECT_EQ(run(r).first, prefix(j + 1));
+
+  r.min_tokens = (int)j + 1;  // not honored at j; the next EOS is
+  auto [held, held_reason] = run(r);
+  EXPECT_EQ(held, prefix(eog[1] + 1));
+  EXPECT_EQ(held_reason, FinishReason::stop);
+
+  r.min_tokens = 121;  // more than max_tokens
+  EXPECT_THROW(run(r), Error);
+}
+
+// min_tokens holds stop strings back too: a stop string only in the text of the first 5 tokens
+// ends the request without min_tokens and not with min_tokens = 6 (searched from token 6 on).
+TEST(ServingEngine, MinTokensHoldsStopStringsBack) {
+  const Fixture& f = tiny();
+  Engine probe(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+  Collected c0;
+  const uint64_t id0 = probe.add_request(greedy(prompt(5, 8), 12), collect(c0));
+  probe.run_until_idle();
+  const std::string full = c0.text[id0];
+  std::string head;  // text of the first 5 tokens
+  for (int i = 0; i < 5; ++i) head += f.tok->token_piece(c0.tokens[id0][i]);
+  ASSERT_EQ(full.compare(0, head.size(), head), 0);
+  std::string stop;
+  for (size_t len = 1; len <= 4 && stop.empty(); ++len)
+    for (size_t p = 0; p + len <= head.size() && stop.empty(); ++p)
+      if (full.find(head.substr(p, len), head.size() - len + 1) == std::string::npos) stop = head.substr(p, len);
+  ASSERT_FALSE(stop.empty()) << "no stop string found only in the first 5 tokens' text";
+  auto run = [&](int min_tokens) {
+    Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+    Collected c;
+    RequestParams r = greedy(prompt(5, 8), 12);
+    r.stop = {stop};
+    r.min_tokens = min_tokens;
+    const uint64_t id = eng.add_request(r, collect(c));
+    eng.run_until_idle();
+    return std::make_pair(c.text[id], c.final_event[id].reason);
+  };
+  EXPECT_EQ(run(0), std::make_pair(full.substr(0, full.find(stop)), FinishReason::stop));
+  EXPECT_EQ(run(6), std::make_pair(full, FinishReason::length));
+}
+
 TEST(ServingEngine, LogprobsAreLogSoftmaxOfTheLogits) {
   const Fixture& f = tiny();
   Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());

@@ -1,0 +1,183 @@
+// The O(vocab) sampler against full-sort references written here (not calling the code under
+// test): on 2000 random logit vectors (vocab 1..50000, ties included) and many settings, the same
+// seed must give the same tokens. Two references:
+//  - Reference: the rule docs/design.md ("Sampling") states: sort everything by (logit desc, id
+//    asc); with top-k the candidates' total is summed in sorted order, without top-k in token-id
+//    order; without top-k, top_p = 1 cuts nothing.
+//  - Previous: the implementation before the O(vocab) sampler (partial_sort of pairs), which the
+//    top-k path must match exactly on logits without ties.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace mpkv {
+namespace {
+
+struct RefSampler {
+  RefSampler(SamplerOptions opts, bool prev) : o(opts), previous(prev), rng(opts.seed) {}
+  SamplerOptions o;
+  bool previous;  // the partial_sort implementation, else Reference
+  std::mt19937_64 rng;
+  std::deque<int32_t> hist;
+
+  std::vector<float> penalize(const float* x, int n) {
+    std::vector<float> l(x, x + n);
+    if (o.repeat_penalty == 1.0f) return l;
+    std::vector<int32_t> seen(hist.begin(), hist.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (int32_t t : seen) l[t] = l[t] > 0.0f ? l[t] / o.repeat_penalty : l[t] * o.repeat_penalty;
+    return l;
+  }
+
+  int32_t draw(const std::vector<float>& l, int n) {
+    if (o.temperature == 0.0f) return (int32_t)(std::max_element(l.begin(), l.end()) - l.begin());
+    std::vector<std::pair<float, int32_t>> c(n);
+    for (int i = 0; i < n; ++i) c[i] = {l[i], i};
+    const int k = o.top_k > 0 ? std::min(o.top_k, n) : n;
+    const bool topk_path = previous || k < n;
+    if (previous) {
+      std::partial_sort(c.begin(), c.begin() + k, c.end(), [](auto& a, auto& b) { return a.first > b.first; });
+    } else {
+      std::sort(c.begin(), c.end(), [](auto& a, auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+    }
+    c.resize(k);
+    const float mx = c[0].first;
+    for (auto& x : c) x.first = std::exp((x.first - mx) / o.temperature);
+    double sum = 0.0;
+    if (topk_path) {
+      for (auto& x : c) sum += x.first;
+    } else {
+      for (int i = 0; i < n; ++i) sum += std::exp((l[i] - mx) / o.temperature);
+    }
+    size_t keep = c.size();
+    if (topk_path || o.top_p < 1.0f) {
+      double cum = 0.0;
+      for (size_t i = 0; i < c.size(); ++i) {
+        cum += c[i].first / sum;
+        if (cum >= o.top_p) {
+          keep = i + 1;
+          break;
+        }
+      }
+    }
+    if (o.min_p > 0.0f) {
+      size_t km = 1;
+      while (km < keep && c[km].first >= o.min_p) ++km;
+      keep = km;
+    }
+    double kept = sum;
+    if (keep < c.size()) {
+      kept = 0.0;
+      for (size_t i = 0; i < keep; ++i) kept += c[i].first;
+    }
+    std::uniform_real_distribution<double> u(0.0, kept);
+    double r = u(rng);
+    for (size_t i = 0; i < keep; ++i) {
+      r -= c[i].first;
+      if (r <= 0.0) return c[i].second;
+    }
+    return c[keep - 1].second;
+  }
+
+  int32_t sample(const float* x, int n) {
+    const int32_t t = draw(penalize(x, n), n);
+    if (o.repeat_last_n > 0) {
+      hist.push_back(t);
+      if ((int)hist.size() > o.repeat_last_n) hist.pop_front();
+    }
+    return t;
+  }
+};
+
+// Random logits: normal with a random scale; optionally rounded to a coarse grid (many ties).
+std::vector<float> random_logits(std::mt19937& g, int n, bool ties) {
+  std::normal_distribution<float> nd(0.0f, std::uniform_real_distribution<float>(0.2f, 8.0f)(g));
+  std::vector<float> l(n);
+  for (float& x : l) x = ties ? std::round(nd(g) * 2.0f) / 2.0f : nd(g);
+  return l;
+}
+
+SamplerOptions random_options(std::mt19937& g, int n) {
+  auto pick = [&](auto... v) {
+    const std::vector<std::common_type_t<decltype(v)...>> a{v...};
+    return a[std::uniform_int_distribution<size_t>(0, a.size() - 1)(g)];
+  };
+  SamplerOptions o;
+  o.temperature = pick(0.0f, 0.3f, 0.7f, 1.0f, 1.5f, 4.0f);
+  o.top_p = pick(1.0f, 0.95f, 0.9f, 0.5f, 0.999f, 0.1f);
+  o.top_k = pick(0, 0, 1, 5, 40, 1000, n, n + 3);
+  o.min_p = pick(0.0f, 0.0f, 0.05f, 0.2f);
+  o.repeat_penalty = pick(1.0f, 1.0f, 1.1f, 0.9f);
+  o.repeat_last_n = pick(0, 4, 64);
+  o.seed = g();
+  return o;
+}
+
+int random_vocab(std::mt19937& g) {
+  const int r = std::uniform_int_distribution<int>(0, 9)(g);
+  if (r < 3) return std::uniform_int_distribution<int>(1, 40)(g);
+  if (r < 6) return std::uniform_int_distribution<int>(41, 2000)(g);
+  return std::uniform_int_distribution<int>(2001, 50000)(g);
+}
+
+TEST(SamplerReference, SameTokensAsTheFullSortRuleOn2000Distributions) {
+  std::mt19937 g(12345);
+  int compared = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int n = random_vocab(g);
+    const std::vector<float> l = random_logits(g, n, trial % 3 == 0);
+    const SamplerOptions o = random_options(g, n);
+    Sampler s(o);
+    RefSampler ref(o, false);
+    for (int draw = 0; draw < 4; ++draw) {  // successive draws: the rng and the penalty history advance
+      ASSERT_EQ(s.sample(l.data(), n), ref.sample(l.data(), n))
+          << "trial " << trial << " draw " << draw << " n " << n << " T " << o.temperature << " top_p " << o.top_p
+          << " top_k " << o.top_k << " min_p " << o.min_p << " penalty " << o.repeat_penalty;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 8000);
+}
+
+TEST(SamplerReference, TopKPathMatchesThePreviousImplementationWithoutTies) {
+  std::mt19937 g(777);
+  for (int trial = 0; trial < 1000; ++trial) {
+    const int n = random_vocab(g);
+    const std::vector<float> l = random_logits(g, n, false);
+    if (std::set<float>(l.begin(), l.end()).size() != l.size()) continue;  // ties: the old order was unspecified
+    SamplerOptions o = random_options(g, n);
+    o.top_k = std::uniform_int_distribution<int>(1, std::max(1, n - 1))(g);
+    if (o.top_k >= n) continue;  // no limit: token-id-order total (docs/design.md, "Sampling")
+    Sampler s(o);
+    RefSampler prev(o, true);
+    for (int draw = 0; draw < 3; ++draw) ASSERT_EQ(s.sample(l.data(), n), prev.sample(l.data(), n)) << "trial " << trial;
+  }
+}
+
+// The no-top-k walk needs bands below the first ones: a flat distribution at top_p = 1 draws from
+// all of them, and weights that underflow to 0 sit in the last band.
+TEST(SamplerReference, FlatAndUnderflowingDistributions) {
+  std::vector<float> l(30000);
+  for (size_t i = 0; i < l.size(); ++i) l[i] = i % 2 ? -200.0f - (float)i : 0.001f * (float)(i % 97);
+  for (float T : {0.5f, 1.0f, 50.0f}) {
+    SamplerOptions o;
+    o.temperature = T;
+    o.top_k = 0;
+    o.top_p = 1.0f;
+    o.repeat_last_n = 0;
+    Sampler s(o);
+    RefSampler ref(o, false);
+    for (int i = 0; i < 200; ++i) ASSERT_EQ(s.sample(l.data(), (int)l.size()), ref.sample(l.data(), (int)l.size()));
+  }
+}
+
+}  // namespace
+}  // namespace mpkv
