@@ -5,6 +5,7 @@
 // test_kvcache_attention_q8.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <random>
@@ -184,6 +185,61 @@ TEST(PagedAttentionKernels, ExpSumAndMaxMatchTheDefinitions) {
         }
       }
       ASSERT_NEAR(sum, ref_sum, exp_tolerance(93) * ref_sum + 1e-37) << isa_name(isa) << " n " << n;
+    }
+  }
+}
+
+// Value accumulation as the engine runs it over 16-bit pages (test_paged_engine.cpp,
+// SixteenBitCodesMatchF16KvCacheOnTheRealModel): softmax weights (non-negative, summing to 1, a few
+// rows dominant) over the longest kernel call (kMaxKernelRows rows), a KV head's 3 query heads
+// times a 16-token prefill block (48 queries), values with a large offset next to their spread
+// (so S code and Z are both large and the kernels' split sum_i w_i S_i code_i + sum_i w_i Z_i
+// could lose digits), one group per row and groups of 16. Every tier must stay within a few fp32
+// roundings of the double sum, relative to the largest output of the query (measured: 6-7 eps on
+// every tier, AVX-512 the lowest); the per-row bound of
+// PackedScoresAndAccumulateMatchDequantizedDouble, summed over rows, would allow far more.
+constexpr double kSoftmaxAccumulateRel = 16 * FLT_EPSILON;
+
+TEST(PagedAttentionKernels, PackedAccumulateSixteenBitMatchesDoubleSumOnEveryTier) {
+  const int d = 64, n = kMaxKernelRows, nq = 48;
+  for (int group : {0, 16}) {
+    QuantOptions o;
+    o.method = QuantMethod::uniform;
+    o.role = KvRole::value;
+    o.bits = 16;
+    o.head_dim = d;
+    o.group = group;
+    const KvQuantizer qz(o, quant_kernels_for(Isa::scalar));
+    const KvBlockLayout L = qz.block_layout(n);
+    std::vector<uint8_t> blk(L.bytes);
+    std::vector<float> x = gaussian((size_t)n * d, 7, 8.0f);
+    for (float& v : x) v = 40.0f + 3.0f * v;
+    quant_kernels_for(Isa::scalar).quantize(L, x.data(), d, 0, n, blk.data());
+    const std::vector<double> xh = test::block_x_hat(L, blk.data());
+    // Softmax of scores spread over ~12 nats, per query.
+    const std::vector<float> sc = gaussian((size_t)nq * n, 11);
+    std::vector<float> w((size_t)nq * n);
+    for (int j = 0; j < nq; ++j) {
+      double z = 0;
+      for (int i = 0; i < n; ++i) z += std::exp(3.0 * sc[(size_t)j * n + i]);
+      for (int i = 0; i < n; ++i) w[(size_t)j * n + i] = (float)(std::exp(3.0 * sc[(size_t)j * n + i]) / z);
+    }
+    std::vector<double> ref((size_t)nq * d, 0.0);
+    for (int j = 0; j < nq; ++j)
+      for (int i = 0; i < n; ++i)
+        for (int c = 0; c < d; ++c) ref[(size_t)j * d + c] += (double)w[(size_t)j * n + i] * xh[(size_t)i * d + c];
+    const PackedBlockView view{&L, blk.data(), nullptr};
+    for (Isa isa : variants()) {
+      std::vector<float> acc((size_t)nq * d, 0.0f);
+      paged_attention_kernels_for(isa).packed_accumulate(view, w.data(), n, nq, 0, n, acc.data(), d);
+      for (int j = 0; j < nq; ++j) {
+        double top = 0, err = 0;
+        for (int c = 0; c < d; ++c) {
+          top = std::max(top, std::abs(ref[(size_t)j * d + c]));
+          err = std::max(err, std::abs(acc[(size_t)j * d + c] - ref[(size_t)j * d + c]));
+        }
+        ASSERT_LE(err, kSoftmaxAccumulateRel * top) << isa_name(isa) << " group " << L.group << " query " << j;
+      }
     }
   }
 }

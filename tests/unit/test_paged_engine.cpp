@@ -19,12 +19,19 @@ namespace {
 constexpr double kF16PagesRel = 1e-4;
 // 16-bit min-max codes of fp16 values: each value moves by at most half a step of range / 65535
 // (~1e-5 of the range), plus fp16 scale rounding. Every linear layer quantizes its input
-// activations to 8-bit blocks (prefill included since the batch-invariant kernels), where such a
-// change can flip one rounding and move the logits by ~2.5% (measured: 2.48% for 16-bit codes and
-// unshrunk progressive pages on the 32-token run); 5% bounds that and still catches a wrong scale
-// or offset, which moves them by far more. The codes themselves are checked to fp32 rounding
-// against dequantize-then-attend in test_kvcache_paged_attention.cpp (uniform16).
-constexpr double kSixteenBitCodesRel = 5e-2;
+// activations to 8-bit blocks (prefill included since the batch-invariant kernels), where a change
+// of one fp32 rounding can flip one code, and over 30 layers the flips move the largest logit
+// difference by several percent. Summation order alone does that: on the 32-token run, fp16 pages
+// (the very fp16 values F16KvCache holds) differ from F16KvCache by 2.2-4.1% depending on which
+// tier's attention kernels each side uses, and the 16-bit codes by 4.3-6.2% (AVX-512 5.7%, AVX2
+// 4.3%, scalar 4.4%; F16KvCache on scalar kernels with AVX2 packed accumulation 6.1%), while every
+// attention kernel stays within fp32 rounding of a double sum (PagedAttentionKernels.
+// PackedAccumulateSixteenBitMatchesDoubleSumOnEveryTier). So the bound is the summation-order
+// spread with margin (docs/numerics.md, "Tiers end to end"). It catches gross errors only (value
+// scales 25% off: 68%; zeros off by a tenth of the range: 45%; but 1% errors stay inside the
+// spread): the codes themselves are checked to fp32 rounding against dequantize-then-attend in
+// test_kvcache_paged_attention.cpp (uniform16), and the kernels against double sums.
+constexpr double kSixteenBitCodesRel = 1e-1;
 
 struct Tiny {
   std::unique_ptr<Model> model;
