@@ -24,7 +24,7 @@ void set_stream(httplib::Response& res, std::shared_ptr<ResponseStream> stream, 
         try {
           more = stream->next(piece, std::chrono::milliseconds(500));
         } catch (const std::exception& e) {  // a bug mid-stream: a generic error event, the real one logged
-          std::fprintf(stderr, "[server] internal error in a stream: %s\n", e.what());
+          std::fprintf(stderr, "[server] a stream: %s\n", report_for(e).line.c_str());
           stream->cancel();
           piece = ResponseFormatter::error_event(internal_server_error());
         }

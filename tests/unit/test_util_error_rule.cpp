@@ -83,7 +83,8 @@ std::string read_all(const fs::path& p) {
 
 TEST(ErrorRule, TheScannerFindsWhatItLooksFor) {
   EXPECT_EQ(internal_input_errors("a.cpp", "  MPKV_CHECK(x, \"pool: Internal error: bad\");\n").size(), 1u);
-  EXPECT_EQ(internal_input_errors("a.cpp", "  MPKV_CHECK(f(a, b),\n             std::string(\"x\") + \"an internal table\");\n").size(), 1u);
+  const std::string two_lines = "  MPKV_CHECK(f(a, b),\n             std::string(\"x\") + \"an internal table\");\n";
+  EXPECT_EQ(internal_input_errors("a.cpp", two_lines).size(), 1u);
   EXPECT_EQ(internal_input_errors("a.cpp", "if (x) throw Error(\"internal: \" + s);\n").size(), 1u);
   EXPECT_EQ(internal_input_errors("a.cpp", "throw ::mpkv::Error(\"internal\");\n").size(), 1u);
   const std::vector<std::string> where = internal_input_errors("b.cpp", "\n\n  MPKV_CHECK(ok, \"internal\");\n");
