@@ -76,7 +76,7 @@ void run_serve(ServeArgs a) {
   http.stop();
   loop.stop();
   std::fprintf(stderr, "[serve] stopped; %zu request(s) aborted at shutdown\n", aborted);
-  if (!by_signal) throw std::runtime_error("the engine loop failed: " + loop.failure());  // internal error: exit 2
+  if (!by_signal) throw InternalError("the engine loop failed: " + loop.failure());  // exit 2 (docs/serving.md)
 }
 }  // namespace
 

@@ -89,14 +89,11 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
-  } catch (const mpkv::Error& e) {
+  } catch (const std::exception& e) {  // Error: exit 1; InternalError or anything else: exit 2
     std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "internal error: %s\n", e.what());
-    return 2;
+    const mpkv::ErrorReport r = mpkv::report_for(e);
+    std::fprintf(stderr, "%s\n", r.line.c_str());
+    return r.exit_code;
   }
   return 0;
 }

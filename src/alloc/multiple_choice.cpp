@@ -96,11 +96,11 @@ std::vector<int> solve_with_glpk(const MultipleChoiceProblem& p, double glpk_bud
     for (size_t j = 0; j < p.cost[i].size(); ++j) {
       ++col;
       if (glp_mip_col_val(lp.get(), col) > 0.5) {
-        MPKV_CHECK(choice[i] < 0, "multiple choice: GLPK chose two options for component " + std::to_string(i));
+        MPKV_ASSERT(choice[i] < 0, "multiple choice: GLPK chose two options for component " + std::to_string(i));
         choice[i] = (int)j;
       }
     }
-    MPKV_CHECK(choice[i] >= 0, "multiple choice: GLPK chose nothing for component " + std::to_string(i));
+    MPKV_ASSERT(choice[i] >= 0, "multiple choice: GLPK chose nothing for component " + std::to_string(i));
   }
   return choice;
 }

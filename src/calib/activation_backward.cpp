@@ -93,7 +93,7 @@ ActivationBackward<Real>::ActivationBackward(const Model& model) : model_(model)
                  std::to_string(c.head_dim) + ") is not supported");
   MPKV_CHECK(c.query_scale == 1.0f, "calibration backward: a query scale other than 1 (" +
                                         std::to_string(c.query_scale) + ", gemma3 27B) is not supported");
-  MPKV_CHECK((int)c.layer_attn.size() == c.n_layer, "calibration backward: internal error: no per-layer attention");
+  MPKV_ASSERT((int)c.layer_attn.size() == c.n_layer, "calibration backward: no per-layer attention");
   const ModelWeights& w = model.weights();
   layers_.resize(c.n_layer);
   for (int l = 0; l < c.n_layer; ++l) {

@@ -354,8 +354,8 @@ PlanAllocation allocate_plan(const CalibrationInputs& in, const PlanRequest& r) 
   double sum = 0;
   for (const KvComponentPlan& c : out.plan.components) sum += c.bits;
   s.avg_bits = sum / (double)out.plan.components.size();
-  MPKV_CHECK(s.bytes <= s.budget_bytes, "plan allocation: internal error: the plan needs " + std::to_string(s.bytes) +
-                                    " bytes, over its budget of " + std::to_string(budget));
+  MPKV_ASSERT(s.bytes <= s.budget_bytes, "plan allocation: the plan needs " + std::to_string(s.bytes) +
+                                     " bytes, over its budget of " + std::to_string(budget));
   out.plan.provenance = {in.calib_file, in.calib_n, in.calib_len, in.pi_scale, !in.smoothing.empty(), ""};
   validate(out.plan, r.dims, r.model);
   out.summary += "\n" + mib((double)s.bytes) + " of " + mib((double)budget) + " budget (" + std::to_string(s.bytes) +

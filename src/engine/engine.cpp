@@ -12,7 +12,7 @@ namespace mpkv {
 
 Engine::Engine(const Model& model, const Tokenizer& tok, std::unique_ptr<PagedKvCache> cache, EngineOptions opts)
     : model_(model), tok_(tok), cache_(std::move(cache)), opts_(opts) {
-  MPKV_CHECK(cache_ != nullptr, "engine: no KV cache");
+  MPKV_ASSERT(cache_ != nullptr, "engine: no KV cache");
   MPKV_CHECK(opts_.n_ctx >= 2, "engine: the context (n_ctx) must be at least 2 tokens");
   MPKV_CHECK(opts_.max_seqs >= 1, "engine: max_seqs must be at least 1");
   MPKV_CHECK(opts_.max_batch_tokens >= 1, "engine: max_batch_tokens must be at least 1");

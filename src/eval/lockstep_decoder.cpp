@@ -32,7 +32,7 @@ LockstepDecoder::LockstepDecoder(const Model& model, std::vector<EvalMethod> met
 }
 
 void LockstepDecoder::step(const std::vector<int32_t>& tokens, int pos, bool want_logits, std::vector<float>& logits) {
-  MPKV_CHECK((int)tokens.size() == n_streams_, "eval: one token per stream expected");
+  MPKV_ASSERT((int)tokens.size() == n_streams_, "eval: one token per stream expected");
   MPKV_CHECK(pos < max_len_, "eval: position " + std::to_string(pos) + " is past max_len " + std::to_string(max_len_));
   const int n_seq = (1 + n_methods()) * n_streams_;
   const int n_vocab = model_.config().n_vocab;

@@ -7,25 +7,25 @@
 namespace mpkv {
 
 void RoutedKvCache::route(int seq, KvCache* cache, int local_seq, std::vector<std::vector<float>> smoothing) {
-  MPKV_CHECK(seq >= 0 && cache != nullptr, "routed cache: bad route");
+  MPKV_ASSERT(seq >= 0 && cache != nullptr, "routed cache: bad route");
   const KvDims& d = cache->dims();
-  MPKV_CHECK(d.n_layer == dims_.n_layer && d.n_head == dims_.n_head && d.n_head_kv == dims_.n_head_kv &&
-                 d.head_dim == dims_.head_dim && d.window == dims_.window,
-             "routed cache: a routed cache has other dims or sliding windows");
-  MPKV_CHECK(smoothing.empty() || (int)smoothing.size() == dims_.n_layer,
-             "routed cache: smoothing has " + std::to_string(smoothing.size()) + " layers, expected " +
-                 std::to_string(dims_.n_layer));
+  MPKV_ASSERT(d.n_layer == dims_.n_layer && d.n_head == dims_.n_head && d.n_head_kv == dims_.n_head_kv &&
+                  d.head_dim == dims_.head_dim && d.window == dims_.window,
+              "routed cache: a routed cache has other dims or sliding windows");
+  MPKV_ASSERT(smoothing.empty() || (int)smoothing.size() == dims_.n_layer,
+              "routed cache: smoothing has " + std::to_string(smoothing.size()) + " layers, expected " +
+                  std::to_string(dims_.n_layer));
   for (const auto& l : smoothing)
-    MPKV_CHECK(l.empty() || (int)l.size() == dims_.n_head_kv * dims_.head_dim,
-               "routed cache: smoothing layer has " + std::to_string(l.size()) + " scales");
+    MPKV_ASSERT(l.empty() || (int)l.size() == dims_.n_head_kv * dims_.head_dim,
+                "routed cache: smoothing layer has " + std::to_string(l.size()) + " scales");
   if ((int)routes_.size() <= seq) routes_.resize(seq + 1);
-  MPKV_CHECK(routes_[seq].cache == nullptr, "routed cache: sequence " + std::to_string(seq) + " is routed twice");
+  MPKV_ASSERT(routes_[seq].cache == nullptr, "routed cache: sequence " + std::to_string(seq) + " is routed twice");
   routes_[seq] = {cache, local_seq, std::move(smoothing)};
 }
 
 const RoutedKvCache::Route& RoutedKvCache::at(int seq) const {
-  MPKV_CHECK(seq >= 0 && seq < (int)routes_.size() && routes_[seq].cache != nullptr,
-             "routed cache: sequence " + std::to_string(seq) + " has no route");
+  MPKV_ASSERT(seq >= 0 && seq < (int)routes_.size() && routes_[seq].cache != nullptr,
+              "routed cache: sequence " + std::to_string(seq) + " has no route");
   return routes_[seq];
 }
 

@@ -47,7 +47,7 @@ void RuntimeFakeQuantKvCache::quantize_rows(LayerStore& s, int layer, int end) {
         for (int c = 0; c < hd; ++c) in[i * hd + c] = fp16_to_fp32(src[(a + i) * kv_dim + h * hd + c]);
       if (q) {
         const int g = q->token_granularity();
-        MPKV_CHECK(n % g == 0 && (a - plan_.sink) % g == 0, "runtime fake cache: internal error: group misaligned");
+        MPKV_ASSERT(n % g == 0 && (a - plan_.sink) % g == 0, "runtime fake cache: group misaligned");
         q->quantize_dequantize(in.data(), (int)n, out.data());
       } else {
         out = in;
@@ -59,7 +59,7 @@ void RuntimeFakeQuantKvCache::quantize_rows(LayerStore& s, int layer, int end) {
 }
 
 void RuntimeFakeQuantKvCache::append(int seq, int layer, int n_tokens, const float* k, const float* v) {
-  MPKV_CHECK(layer >= 0 && layer < dims_.n_layer, "KV append: layer out of range");
+  MPKV_ASSERT(layer >= 0 && layer < dims_.n_layer, "KV append: layer out of range");
   auto& layers = seqs_[seq];
   if (layers.empty()) layers.resize(dims_.n_layer);
   LayerStore& s = layers[layer];
@@ -75,9 +75,9 @@ void RuntimeFakeQuantKvCache::append(int seq, int layer, int n_tokens, const flo
 // [sink, qend), fp16 [qend, p]; the partial softmaxes are merged.
 void RuntimeFakeQuantKvCache::attend(int seq, int layer, int n_tokens, const float* q, float* out) {
   auto it = seqs_.find(seq);
-  MPKV_CHECK(it != seqs_.end(), "KV attend: unknown sequence");
+  MPKV_ASSERT(it != seqs_.end(), "KV attend: unknown sequence");
   const LayerStore& s = it->second[layer];
-  MPKV_CHECK(n_tokens <= s.n_tokens, "KV attend: more queries than cached tokens");
+  MPKV_ASSERT(n_tokens <= s.n_tokens, "KV attend: more queries than cached tokens");
   const int hd = dims_.head_dim, nkv = dims_.n_head_kv, group = dims_.n_head / nkv;
   const size_t stride = (size_t)nkv * hd;
   const float scale = 1.0f / std::sqrt((float)hd);

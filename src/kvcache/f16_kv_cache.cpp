@@ -19,7 +19,7 @@ constexpr int kChunkRows = 1024;
 F16KvCache::F16KvCache(KvDims dims) : KvCache(dims) {}
 
 void F16KvCache::append(int seq, int layer, int n_tokens, const float* k, const float* v) {
-  MPKV_CHECK(layer >= 0 && layer < dims_.n_layer, "KV append: layer out of range");
+  MPKV_ASSERT(layer >= 0 && layer < dims_.n_layer, "KV append: layer out of range");
   auto& layers = seqs_[seq];
   if (layers.empty()) layers.resize(dims_.n_layer);
   LayerStore& s = layers[layer];
@@ -36,9 +36,9 @@ void F16KvCache::append(int seq, int layer, int n_tokens, const float* k, const 
 
 void F16KvCache::attend(int seq, int layer, int n_tokens, const float* q, float* out) {
   auto it = seqs_.find(seq);
-  MPKV_CHECK(it != seqs_.end(), "KV attend: unknown sequence");
+  MPKV_ASSERT(it != seqs_.end(), "KV attend: unknown sequence");
   const LayerStore& s = it->second[layer];
-  MPKV_CHECK(n_tokens <= s.n_tokens, "KV attend: more queries than cached tokens");
+  MPKV_ASSERT(n_tokens <= s.n_tokens, "KV attend: more queries than cached tokens");
   const int hd = dims_.head_dim, nkv = dims_.n_head_kv, group = dims_.n_head / dims_.n_head_kv;
   const size_t row_stride = (size_t)nkv * hd;
   const float scale = 1.0f / std::sqrt((float)hd);

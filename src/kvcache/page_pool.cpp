@@ -25,14 +25,14 @@ void PagePool::charge(size_t bytes) {
 }
 
 void PagePool::charge_held(size_t bytes) {
-  MPKV_CHECK(bytes <= held_, "KV pool: charging more held bytes than are held");
+  MPKV_ASSERT(bytes <= held_, "KV pool: charging more held bytes than are held");
   held_ -= bytes;
   used_ += bytes;
   peak_ = std::max(peak_, used_);
 }
 
 void PagePool::release(size_t bytes) {
-  MPKV_CHECK(bytes <= used_, "KV pool: releasing more bytes than are in use");
+  MPKV_ASSERT(bytes <= used_, "KV pool: releasing more bytes than are in use");
   used_ -= bytes;
 }
 
@@ -42,12 +42,12 @@ void PagePool::hold(size_t bytes) {
 }
 
 void PagePool::unhold(size_t bytes) {
-  MPKV_CHECK(bytes <= held_, "KV pool: releasing more held bytes than are held");
+  MPKV_ASSERT(bytes <= held_, "KV pool: releasing more held bytes than are held");
   held_ -= bytes;
 }
 
 void PagePool::set_shrinkable(uint64_t page_id, double cost) {
-  MPKV_CHECK(!std::isnan(cost), "KV pool: internal error: NaN shrink cost");
+  MPKV_ASSERT(!std::isnan(cost), "KV pool: NaN shrink cost");
   forget(page_id);
   queue_.insert({cost, page_id});
   cost_[page_id] = cost;

@@ -189,7 +189,7 @@ bool PagedKvCache::make_room(size_t bytes, int for_seq) {
   const double t0 = now_s();
   while (!pool_.fits(bytes)) {
     const auto id = pool_.next_to_shrink();
-    MPKV_CHECK(id.has_value(), "KV pool: internal error: reclaimable bytes but no page to shrink");
+    MPKV_ASSERT(id.has_value(), "KV pool: reclaimable bytes but no page to shrink");
     shrink_page(*pages_by_id_.at(*id), pause);
   }
   pause.seconds = now_s() - t0;
@@ -229,7 +229,7 @@ void PagedKvCache::queue_next_shrink(const Page& p) {
 
 void PagedKvCache::shrink_page(Page& p, ShrinkPause& pause) {
   const int top = shrink_top_bits(p);
-  MPKV_CHECK(top > 0, "KV pool: internal error: shrinking a page that is at its final bits");
+  MPKV_ASSERT(top > 0, "KV pool: shrinking a page that is at its final bits");
   std::vector<uint8_t> cur2 = p.cur;
   for (int b = 0; b < n_blocks_; ++b) {
     if (p.cur[b] == top && p.cur[b] > p.fin[b]) {
@@ -286,7 +286,7 @@ void PagedKvCache::charge(SeqState& s, int seq, size_t bytes, const char* what) 
 }
 
 bool PagedKvCache::reserve(int seq, int n_tokens) {
-  MPKV_CHECK(n_tokens >= 0, "KV reserve: negative token count");
+  MPKV_ASSERT(n_tokens >= 0, "KV reserve: negative token count");
   auto it = seqs_.find(seq);
   if (it != seqs_.end()) {
     pool_.unhold(it->second->held);
@@ -399,8 +399,8 @@ void PagedKvCache::flush(SeqState& s, int seq, int layer, int k) {
 }
 
 void PagedKvCache::append(int seq, int layer, int n_tokens, const float* k, const float* v) {
-  MPKV_CHECK(layer >= 0 && layer < dims_.n_layer, "KV append: layer " + std::to_string(layer) + " out of range");
-  MPKV_CHECK(n_tokens >= 0, "KV append: negative token count");
+  MPKV_ASSERT(layer >= 0 && layer < dims_.n_layer, "KV append: layer " + std::to_string(layer) + " out of range");
+  MPKV_ASSERT(n_tokens >= 0, "KV append: negative token count");
   auto it = seqs_.find(seq);
   SeqState* s;
   if (it == seqs_.end()) {
@@ -475,7 +475,7 @@ void PagedKvCache::remove(int seq) {
 
 const PagedKvCache::SeqState& PagedKvCache::seq_state(int seq) const {
   auto it = seqs_.find(seq);
-  MPKV_CHECK(it != seqs_.end(), "KV cache: unknown sequence " + std::to_string(seq));
+  MPKV_ASSERT(it != seqs_.end(), "KV cache: unknown sequence " + std::to_string(seq));
   return *it->second;
 }
 

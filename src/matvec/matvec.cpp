@@ -204,9 +204,9 @@ void check_weight_matrix(const WeightMatrix& w) {
 
 void matmul_rows_with(const MatvecKernels& k, const WeightMatrix& w, const float* x, float* y, int n) {
   check_weight_matrix(w);
-  MPKV_CHECK(n >= 0, "matmul_rows: negative vector count " + std::to_string(n));
+  MPKV_ASSERT(n >= 0, "matmul_rows: negative vector count " + std::to_string(n));
   if (n == 0 || w.rows == 0) return;
-  MPKV_CHECK(x != nullptr && y != nullptr, "matmul_rows: null x or y");
+  MPKV_ASSERT(x != nullptr && y != nullptr, "matmul_rows: null x or y");
   const int64_t rows = w.rows, cols = w.cols;
 
   switch (path_for(w.type)) {
@@ -242,17 +242,17 @@ void matmul_rows(const WeightMatrix& w, const float* x, float* y, int n) {
 }
 
 void matmul_rows_shared_with(const MatvecKernels& k, std::initializer_list<MatmulTarget> targets, const float* x, int n) {
-  MPKV_CHECK(targets.size() > 0, "matmul_rows_shared: no matrices");
+  MPKV_ASSERT(targets.size() > 0, "matmul_rows_shared: no matrices");
   bool grouped = true;
   for (const MatmulTarget& t : targets) {
-    MPKV_CHECK(t.w != nullptr, "matmul_rows_shared: null matrix");
+    MPKV_ASSERT(t.w != nullptr, "matmul_rows_shared: null matrix");
     check_weight_matrix(*t.w);
     grouped = grouped && path_for(t.w->type) == MatvecPath::quant_dot && t.w->cols == targets.begin()->w->cols;
   }
-  MPKV_CHECK(n >= 0, "matmul_rows_shared: negative vector count " + std::to_string(n));
+  MPKV_ASSERT(n >= 0, "matmul_rows_shared: negative vector count " + std::to_string(n));
   if (n == 0) return;
-  MPKV_CHECK(x != nullptr, "matmul_rows_shared: null x");
-  for (const MatmulTarget& t : targets) MPKV_CHECK(t.w->rows == 0 || t.y != nullptr, "matmul_rows_shared: null y");
+  MPKV_ASSERT(x != nullptr, "matmul_rows_shared: null x");
+  for (const MatmulTarget& t : targets) MPKV_ASSERT(t.w->rows == 0 || t.y != nullptr, "matmul_rows_shared: null y");
   if (!grouped) {
     for (const MatmulTarget& t : targets) matmul_rows_with(k, *t.w, x, t.y, n);
     return;

@@ -42,12 +42,12 @@ void Forward::run(KvCache& cache, const std::vector<BatchToken>& batch, std::vec
   const ModelConfig& c = model_.config();
   const ModelWeights& w = model_.weights();
   const int n = (int)batch.size();
-  MPKV_CHECK(n > 0, "forward: empty batch");
+  MPKV_ASSERT(n > 0, "forward: empty batch");
   for (int i = 0; i < n; ++i) {
     MPKV_CHECK(batch[i].token >= 0 && batch[i].token < c.n_vocab,
                "token id " + std::to_string(batch[i].token) + " is outside the vocabulary (" + std::to_string(c.n_vocab) + ")");
     if (i > 0 && batch[i].seq == batch[i - 1].seq) {
-      MPKV_CHECK(batch[i].pos == batch[i - 1].pos + 1, "forward: positions of a sequence must be consecutive");
+      MPKV_ASSERT(batch[i].pos == batch[i - 1].pos + 1, "forward: positions of a sequence must be consecutive");
     }
   }
   const size_t d = c.d_model;
@@ -103,9 +103,9 @@ void Forward::append_and_attend(KvCache& cache, const std::vector<BatchToken>& b
     int j = i + 1;
     while (j < n && batch[j].seq == batch[i].seq) ++j;
     const int seq = batch[i].seq;
-    MPKV_CHECK(cache.length(seq, l) == batch[i].pos,
-               "forward: sequence " + std::to_string(seq) + " is at position " + std::to_string(cache.length(seq, l)) +
-                   " in the KV cache but the batch continues it at " + std::to_string(batch[i].pos));
+    MPKV_ASSERT(cache.length(seq, l) == batch[i].pos,
+                "forward: sequence " + std::to_string(seq) + " is at position " + std::to_string(cache.length(seq, l)) +
+                    " in the KV cache but the batch continues it at " + std::to_string(batch[i].pos));
     cache.append(seq, l, j - i, k_.data() + (size_t)i * c.kv_dim(), v_.data() + (size_t)i * c.kv_dim());
     spans_.push_back({seq, i, j - i});
     i = j;

@@ -50,7 +50,7 @@ void KvQuantizer::check_layout(const KvBlockLayout& L) const {
 void KvQuantizer::quantize(const KvBlockLayout& L, const float* x, size_t ldx, int t0, int n, uint8_t* block) const {
   check_layout(L);
   // Fresh codes get fresh scales: a shrunk layout (scale_mult != 1) is only ever read.
-  MPKV_CHECK(L.scale_mult == 1.0f, "quantize: internal error: writing into a shrunk block layout");
+  MPKV_ASSERT(L.scale_mult == 1.0f, "quantize: writing into a shrunk block layout");
   check_token_range(L, t0, n);
   if (!rotates()) return k_->quantize(L, x, ldx, t0, n, block);
   const int d = opt_.head_dim;

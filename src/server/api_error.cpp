@@ -4,6 +4,10 @@
 
 namespace mpkv::server {
 
+ApiError internal_server_error() {
+  return ApiError(500, "the server had an internal error (it is logged on the server)", "", "", "server_error");
+}
+
 std::string error_body(const ApiError& e) {
   using json = nlohmann::json;
   json err = {{"message", e.what()},

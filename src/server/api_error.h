@@ -1,6 +1,7 @@
 // An error answered to an HTTP client in OpenAI's shape (docs/serving.md, "Errors"):
 //   {"error": {"message": "...", "type": "invalid_request_error", "param": "temperature", "code": null}}
-// ApiError is an input error (bad request, missing auth, full queue), never a broken invariant.
+// ApiError is an input error (bad request, missing auth, full queue); the one exception is
+// internal_server_error(), built where a bug is caught to answer it as 500.
 #pragma once
 #include <string>
 
@@ -25,6 +26,11 @@ class ApiError : public Error {
   int status_;
   std::string type_, param_, code_;
 };
+
+// What a client gets for a bug (InternalError or any exception that is not an Error): 500,
+// type "server_error", a fixed message; the real one goes to the server's log only
+// (docs/serving.md, "Errors").
+ApiError internal_server_error();
 
 // The JSON body of an error response.
 std::string error_body(const ApiError& e);

@@ -61,10 +61,9 @@ HttpResponse ApiHandler::handle(const HttpRequest& req) {
                           opts_.retry_after_seconds);
   } catch (const Error& e) {  // a request the engine refused (bad parameters, larger than the budget)
     return error_response(ApiError(400, e.what()), opts_.retry_after_seconds);
-  } catch (const std::exception& e) {  // internal error: a bug, reported as such
-    std::fprintf(stderr, "[server] internal error on %s %s: %s\n", req.method.c_str(), req.path.c_str(), e.what());
-    return error_response(ApiError(500, std::string("internal error: ") + e.what(), "", "", "server_error"),
-                          opts_.retry_after_seconds);
+  } catch (const std::exception& e) {  // InternalError or anything else: a bug (docs/design.md §13)
+    std::fprintf(stderr, "[server] %s %s: %s\n", req.method.c_str(), req.path.c_str(), report_for(e).line.c_str());
+    return error_response(internal_server_error(), opts_.retry_after_seconds);
   }
 }
 

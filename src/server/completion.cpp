@@ -75,7 +75,7 @@ HttpResponse Completion::wait_response() {
       return r;
     }
   }
-  throw std::logic_error("Completion::wait_response: finished without a final event");  // internal error
+  throw InternalError("Completion::wait_response: finished without a final event");
 }
 
 std::string Completion::stream_piece(const RequestOutput& e) {

@@ -2,6 +2,10 @@
 
 #include <httplib.h>
 
+#include <cstdio>
+
+#include "server/openai_response.h"
+
 namespace mpkv::server {
 
 namespace {
@@ -16,7 +20,14 @@ void set_stream(httplib::Response& res, std::shared_ptr<ResponseStream> stream, 
       content_type,
       [stream](size_t, httplib::DataSink& sink) {
         std::string piece;
-        const bool more = stream->next(piece, std::chrono::milliseconds(500));
+        bool more = false;
+        try {
+          more = stream->next(piece, std::chrono::milliseconds(500));
+        } catch (const std::exception& e) {  // a bug mid-stream: a generic error event, the real one logged
+          std::fprintf(stderr, "[server] a stream: %s\n", report_for(e).line.c_str());
+          stream->cancel();
+          piece = ResponseFormatter::error_event(internal_server_error());
+        }
         if (!piece.empty() && !sink.write(piece.data(), piece.size())) return false;
         if (!more) sink.done();
         return true;

@@ -291,9 +291,10 @@ TEST(Forward, RejectsBadBatches) {
   F16KvCache cache({c.n_layer, c.n_head, c.n_head_kv, c.head_dim});
   Forward fwd(*model);
   std::vector<float> lg;
-  EXPECT_THROW(fwd.run(cache, {{c.n_vocab, 0, 0, true}}, lg), Error);      // token outside vocab
-  EXPECT_THROW(fwd.run(cache, {{1, 5, 0, true}}, lg), Error);              // position gap
-  EXPECT_THROW(fwd.run(cache, {{1, 0, 0, true}, {2, 2, 0, true}}, lg), Error);  // non-consecutive
+  EXPECT_THROW(fwd.run(cache, {{c.n_vocab, 0, 0, true}}, lg), Error);  // token outside vocab: input
+  // Positions are made by mpkv's callers, never by a user: a wrong one is a bug.
+  EXPECT_THROW(fwd.run(cache, {{1, 5, 0, true}}, lg), InternalError);                     // position gap
+  EXPECT_THROW(fwd.run(cache, {{1, 0, 0, true}, {2, 2, 0, true}}, lg), InternalError);  // non-consecutive
 }
 
 }  // namespace

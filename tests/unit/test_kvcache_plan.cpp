@@ -250,7 +250,7 @@ TEST(PagePool, BudgetArithmetic) {
   p.unhold(100);
   EXPECT_EQ(p.free_bytes(), 700u);
   EXPECT_EQ(p.peak_used(), 800u);
-  EXPECT_THROW(p.release(301), Error);
+  EXPECT_THROW(p.release(301), InternalError);
   PagePool unlimited(0);
   EXPECT_TRUE(unlimited.fits(SIZE_MAX / 2));
 }
@@ -276,7 +276,7 @@ TEST(PagePool, ShrinkOrderLowestCostThenOldest) {
   p.set_shrinkable(4, 1e-10);
   p.forget(2);
   EXPECT_EQ(*p.next_to_shrink(), 4u);
-  EXPECT_THROW(p.set_shrinkable(6, std::nan("")), Error);
+  EXPECT_THROW(p.set_shrinkable(6, std::nan("")), InternalError);
 }
 
 }  // namespace

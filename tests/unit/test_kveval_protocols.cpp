@@ -116,9 +116,9 @@ TEST(RoutedKvCache, SmoothingAfterRopeEqualsForwardSmoothingBeforeRope) {
   // Smoothing is exact in real arithmetic; the fp16 rounding of k / lambda makes it visible.
   EXPECT_GT(moved, 0.0);
   EXPECT_EQ(rb.length(0, 0), 24);
-  EXPECT_THROW(rb.route(0, cb.get(), 0), Error);                       // taken id
-  EXPECT_THROW(rb.route(1, cb.get(), 1, {{1.0f}}), Error);             // wrong shape
-  EXPECT_THROW(rb.append(7, 0, 1, nullptr, nullptr), Error);           // no route
+  EXPECT_THROW(rb.route(0, cb.get(), 0), InternalError);               // taken id
+  EXPECT_THROW(rb.route(1, cb.get(), 1, {{1.0f}}), InternalError);     // wrong shape
+  EXPECT_THROW(rb.append(7, 0, 1, nullptr, nullptr), InternalError);   // no route
 }
 
 // Each stream of each method decoded alone, one token per step, through its own cache.

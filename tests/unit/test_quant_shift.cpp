@@ -257,7 +257,7 @@ TEST(EquivalentShift, RejectsWhatCannotBeHalved) {
   // Fresh codes are never written into a shrunk layout.
   KvQuantizer q4({QuantMethod::uniform, KvRole::key, 4, 64, 0});
   std::vector<float> x(64, 1.0f);
-  EXPECT_THROW(q4.quantize(halved_layout(l8), x.data(), 64, 0, 1, b.data()), Error);
+  EXPECT_THROW(q4.quantize(halved_layout(l8), x.data(), 64, 0, 1, b.data()), InternalError);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <csignal>
 #include <atomic>
+#include <functional>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -261,6 +263,87 @@ TEST_F(LongStreams, DrainAbortsWhatOutlivesTheDeadline) {
   EXPECT_NE(sse.find("shutting down"), std::string::npos) << sse;
   EXPECT_EQ(b.metrics().running, 0);
   EXPECT_EQ(h.handle(post("/v1/completions", R"({"prompt": "a"})")).status, 503);  // no new work
+}
+
+namespace {
+// An EchoBackend that fails on purpose: add_request throws what `thrower` throws (nothing when
+// it is empty), and, when `bad_text` is set, token_text('b') throws an InternalError. For the
+// prompt "aaaa" with 2 logprobs, 'b' is only an alternative: EchoBackend never asks for its text,
+// the server does while it writes the answer.
+class FailingBackend : public EchoBackend {
+ public:
+  using EchoBackend::EchoBackend;
+  uint64_t add_request(RequestParams params, OutputCallback on_output) override {
+    if (thrower) thrower();
+    return EchoBackend::add_request(std::move(params), std::move(on_output));
+  }
+  std::string token_text(int32_t id) const override {
+    if (bad_text && id == 'b') throw InternalError("token_text: page 17 of sequence 3 is gone");
+    return EchoBackend::token_text(id);
+  }
+  std::function<void()> thrower;
+  bool bad_text = false;
+};
+
+const char kSecret[] = "page 17 of sequence 3";  // what a bug's message holds; a client never sees it
+
+void expect_generic_500(const HttpResponse& r) {
+  EXPECT_EQ(r.status, 500) << r.body;
+  const json e = json::parse(r.body)["error"];
+  EXPECT_EQ(e["type"], "server_error");
+  EXPECT_EQ(e["message"], internal_server_error().what());
+  EXPECT_EQ(r.body.find(kSecret), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("internal error:"), std::string::npos) << r.body;
+}
+}  // namespace
+
+TEST(ServerHandler, BugsGet500WithAGenericBodyAndInputErrors400) {
+  ApiHandler h({});
+  FailingBackend b(64, 4, true);
+  h.set_backend(&b);
+  b.thrower = [] { throw InternalError(std::string("scheduler: ") + kSecret + " is queued twice"); };
+  expect_generic_500(h.handle(post("/v1/chat/completions", kChat)));
+  b.thrower = [] { throw std::out_of_range(std::string("map::at ") + kSecret); };  // not an Error: a bug too
+  expect_generic_500(h.handle(post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})")));
+  b.thrower = [] { throw Error("the request needs 9000 KV bytes, more than the budget"); };  // input: 400, as said
+  HttpResponse r = h.handle(post("/v1/chat/completions", kChat));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(json::parse(r.body)["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(json::parse(r.body)["error"]["message"], "the request needs 9000 KV bytes, more than the budget");
+  // A bug while the answer is written (after the request was accepted) is a 500 as well.
+  b.thrower = nullptr;
+  b.bad_text = true;
+  expect_generic_500(h.handle(post("/v1/completions", R"({"prompt": "aaaa", "max_tokens": 2, "logprobs": 2})")));
+  b.bad_text = false;
+  EXPECT_EQ(h.handle(post("/v1/chat/completions", kChat)).status, 200);  // and the server goes on
+}
+
+TEST(ServerHttp, ABugMidStreamEndsItWithAGenericErrorEvent) {
+  ApiHandler h({});
+  FailingBackend b(100000, 8);
+  Stepper stepper(b);
+  h.set_backend(&b);
+  HttpServer srv(h, {"127.0.0.1", 0});
+  const int port = srv.start();
+  ASSERT_GT(port, 0);
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_read_timeout(10, 0);
+  b.bad_text = true;
+  auto res = cli.Post("/v1/completions", R"({"prompt": "aaaa", "max_tokens": 4, "logprobs": 2, "stream": true})",
+                      "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);  // the status went out before the bug
+  EXPECT_NE(res->body.find("\"server_error\""), std::string::npos) << res->body;
+  EXPECT_NE(res->body.find(internal_server_error().what()), std::string::npos) << res->body;
+  EXPECT_EQ(res->body.find(kSecret), std::string::npos) << res->body;
+  EXPECT_EQ(res->body.find("[DONE]"), std::string::npos) << res->body;
+  bool freed = false;  // the failed stream's request was aborted
+  for (int i = 0; i < 500 && !freed; ++i) {
+    freed = b.metrics().running == 0 && h.in_flight().size() == 0;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(freed);
+  srv.stop();
 }
 
 TEST(ServerHttp, OverLoopbackSockets) {
