@@ -9,7 +9,7 @@
 //                    "ratequant_w_key": [[w per head] per layer], "ratequant_w_value"},
 //    "smoothing": {SmoothingScales} (absent: calibrated without smoothing),
 //    "distortion_fits": {"key": {alpha, beta, r2}, "value": {...},     (pooled over components)
-//                        "per_component": {ComponentFits} (absent in reports before issue 12 d2)},
+//                        "per_component": {ComponentFits} (absent in older reports)},
 //    "calibrate_total_s", "calibrate_cpu_s"}
 #pragma once
 #include <nlohmann/json.hpp>

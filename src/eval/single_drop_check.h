@@ -1,4 +1,4 @@
-// Does the distortion model predict what happens? (issue 12 d2, docs/calibration.md "Prediction
+// Does the distortion model predict what happens? (docs/calibration.md "Prediction
 // check"). From a fixed-width base plan, every listed component (layer, KV head, K|V) is dropped
 // alone to a lower width; each variant runs one teacher-forced pass per text window through a
 // RuntimeFakeQuantKvCache (quantized exactly where the runtime quantizes), and its KL against the

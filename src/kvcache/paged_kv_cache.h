@@ -1,4 +1,4 @@
-// The mixed-precision paged KV cache (docs/algorithms.md §3, issue 4): one byte budget shared by all
+// The mixed-precision paged KV cache (docs/algorithms.md §3): one byte budget shared by all
 // sequences, pages quantized per (KV head, K|V) as the plan says, progressive shrinking under the
 // budget, and attention that reads the packed pages in place.
 //

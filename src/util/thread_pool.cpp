@@ -130,7 +130,7 @@ void Pool::claim_and_run() {
 // `seen`: wake_ as the creator read it before bumping it for the job that started this worker. A
 // worker that first runs after that bump (or after the destructor's) must still see it as new: read
 // here, it would equal the latest value and the worker would sleep through the stop signal, and
-// ~Pool's join would hang (seen at exit under load, issue 11).
+// ~Pool's join would hang (seen at exit under load).
 void Pool::worker_main(int index, uint32_t seen) {
   t_in_pool = true;
   for (;;) {
