@@ -157,7 +157,7 @@ TEST(ServingEngine, AdmitsByProjectedBytesAndNeverPreemptsWithinThem) {
   KvCacheOptions o = f16_opts();
   auto probe = make_kv_cache(o, f.dims);
   const int n_total = 12 + 40;
-  const size_t two = 2 * probe->sequence_bytes_bound(n_total) + probe->sequence_fixed_bytes() / 2;
+  const size_t two = 2 * probe->byte_model().sequence_bytes_bound(n_total) + probe->byte_model().sequence_fixed_bytes() / 2;
   o.budget_mib = (double)two / (1024.0 * 1024.0);
   Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), small_steps());
   Collected c;
@@ -178,14 +178,14 @@ TEST(ServingEngine, AdmitsByProjectedBytesAndNeverPreemptsWithinThem) {
 TEST(ServingEngine, ProgressiveCacheShrinksInsteadOfPreempting) {
   const Fixture& f = tiny();
   KvCacheOptions o;
-  o.method = "progressive";
+  o.method = KvMethod::progressive;
   o.bits = 2;
   o.window = 8;
   o.page_tokens = 8;
   auto probe = make_kv_cache(o, f.dims);
   const int n_total = 10 + 120;
   // Three sequences at their final bits fit; at 16 bits they would not.
-  o.budget_mib = (double)(3 * probe->sequence_bytes_bound(n_total) + 1024) / (1024.0 * 1024.0);
+  o.budget_mib = (double)(3 * probe->byte_model().sequence_bytes_bound(n_total) + 1024) / (1024.0 * 1024.0);
   Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), small_steps());
   Collected c;
   for (int s = 0; s < 3; ++s) eng.add_request(greedy(prompt(s, 10), 120), collect(c));
@@ -205,7 +205,7 @@ TEST(ServingEngine, PreemptedSequenceIsRecomputedToTheSameTokens) {
   KvCacheOptions o = f16_opts();
   auto probe = make_kv_cache(o, f.dims);
   const int n_total = 9 + 60;
-  o.budget_mib = (double)(2 * probe->sequence_bytes_bound(n_total)) / (1024.0 * 1024.0);
+  o.budget_mib = (double)(2 * probe->byte_model().sequence_bytes_bound(n_total)) / (1024.0 * 1024.0);
   EngineOptions e = small_steps();
   e.admission_overcommit = 3.0;  // admits more than fits: the newest must give way
   Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), e);
@@ -267,7 +267,7 @@ TEST(ServingEngine, BadRequestsAreRejectedAndChangeNothing) {
   const Fixture& f = tiny();
   KvCacheOptions o = f16_opts();
   auto probe = make_kv_cache(o, f.dims);
-  o.budget_mib = (double)probe->sequence_bytes_bound(100) / (1024.0 * 1024.0);
+  o.budget_mib = (double)probe->byte_model().sequence_bytes_bound(100) / (1024.0 * 1024.0);
   EngineOptions e = small_steps();
   e.max_queue = 2;
   Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), e);
