@@ -11,6 +11,12 @@ Scheduler::Scheduler(int max_seqs, size_t admit_bytes, std::function<size_t(int)
     : max_seqs_(max_seqs), admit_bytes_(admit_bytes), footprint_(std::move(footprint)), available_(std::move(available)),
       n_ctx_(n_ctx) {}
 
+void Scheduler::add(std::unique_ptr<Sequence> s) {
+  const int p = s->params.priority;
+  auto at = std::find_if(waiting_.begin(), waiting_.end(), [p](const auto& w) { return w->params.priority > p; });
+  waiting_.insert(at, std::move(s));
+}
+
 std::vector<Sequence*> Scheduler::admit() {
   std::vector<Sequence*> out;
   while (!waiting_.empty() && (int)running_.size() < max_seqs_) {

@@ -25,10 +25,11 @@ class Scheduler {
   Scheduler(int max_seqs, size_t admit_bytes, std::function<size_t(int)> footprint, std::function<size_t()> available,
             int n_ctx);
 
-  void add(std::unique_ptr<Sequence> s) { waiting_.push_back(std::move(s)); }
-  // Moves waiting sequences to running, oldest first, while they fit (engine.h, step 3): their
-  // projection within admit_bytes, and room in the cache now for the tokens they already have
-  // plus one (so a preempted sequence is not taken back before the cache can hold it again, which
+  // Queues s behind every waiting sequence of equal or lower priority value (RequestParams::priority).
+  void add(std::unique_ptr<Sequence> s);
+  // Moves waiting sequences to running in queue order (priority, then oldest first) while they
+  // fit (engine.h, step 3): their projection within admit_bytes, and room in the cache now for the
+  // tokens they already have plus one (so a preempted sequence is not taken back before the cache can hold it again, which
   // would only preempt it again). Stops at the first that does not fit (no overtaking). Returns the
   // newly admitted ones.
   std::vector<Sequence*> admit();
