@@ -283,8 +283,8 @@ def test_openai_fields(openai, client, srv):
     check(r.usage.prompt_tokens_details.cached_tokens == 0, "cached_tokens: %r" % r.usage)
 
     # Token-id prompts and prompt lists give the text of the same prompt as a string; echo.
-    def complete(prompt, **kw):
-        return client.completions.create(model="smol", prompt=prompt, max_tokens=8, temperature=0, **kw)
+    def complete(prompt, max_tokens=8, **kw):
+        return client.completions.create(model="smol", prompt=prompt, max_tokens=max_tokens, temperature=0, **kw)
     alone = complete(text).choices[0].text
     check(complete(post_json(base, "/tokenize", {"prompt": text})["tokens"]).choices[0].text == alone, "token-id prompt")
     other = "Once upon a time"
@@ -308,13 +308,18 @@ def test_openai_fields(openai, client, srv):
     r = complete(text, logit_bias={str(forced): 100}, extra_body={"stop_token_ids": [forced]})
     check(r.choices[0].finish_reason == "stop" and r.usage.completion_tokens == 1 and r.choices[0].text == "",
           "stop_token_ids: %r" % r)
-    # Penalties over the generated tokens change a greedy output that repeats itself.
-    rep_prompt = "1, 2, 1, 2, 1, 2, 1, 2,"
-    plain = complete(rep_prompt, max_tokens=16, logprobs=0).choices[0].logprobs.tokens
-    check(len(set(plain)) < len(plain), "the greedy continuation should repeat tokens: %r" % plain)
-    for kw in ({"presence_penalty": 2.0}, {"frequency_penalty": 2.0}):
-        pen = complete(rep_prompt, max_tokens=16, logprobs=0, **kw).choices[0].logprobs.tokens
-        check(pen != plain and len(set(pen)) > len(set(plain)), "%r: %r vs %r" % (kw, pen, plain))
+    # Penalties over the generated tokens: positive ones make a greedy continuation that repeats
+    # itself use more distinct tokens, a negative one fewer.
+    def distinct(prompt, **kw):
+        toks = complete(prompt, max_tokens=24, logprobs=0, **kw).choices[0].logprobs.tokens
+        check(len(toks) == 24, "24 tokens expected: %r" % toks)
+        return len(set(toks))
+    counting = "1, 2, 1, 2, 1, 2, 1, 2,"
+    plain = distinct(counting)
+    check(plain < 12, "the greedy continuation of %r should repeat itself (%d distinct tokens)" % (counting, plain))
+    check(distinct(counting, frequency_penalty=2.0) > plain, "frequency_penalty 2 did not widen the output")
+    check(distinct(counting, presence_penalty=-2.0) < plain, "presence_penalty -2 did not narrow the output")
+    check(distinct(text, presence_penalty=2.0) > distinct(text), "presence_penalty 2 did not widen the output")
     r = complete(text, extra_body={"priority": -5})
     check(r.choices[0].text == alone, "priority does not change the tokens")
 

@@ -65,6 +65,19 @@ class Stepper {
   std::thread t_;
 };
 
+// Parses an SSE body into its events ("[DONE]" as a string).
+std::vector<json> sse_json(const std::string& sse) {
+  std::vector<json> ev;
+  for (size_t pos = 0; pos < sse.size();) {
+    const size_t end = sse.find("\n\n", pos);
+    if (end == std::string::npos) break;
+    const std::string data = sse.substr(pos + 6, end - pos - 6);
+    ev.push_back(data == "[DONE]" ? json("[DONE]") : json::parse(data));
+    pos = end + 2;
+  }
+  return ev;
+}
+
 const std::string kChat = R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})";
 }  // namespace
 
@@ -186,33 +199,14 @@ TEST(ServerHandler, StreamingChatEndsWithUsageAndDone) {
   EXPECT_EQ(r.content_type, "text/event-stream");
   const std::string sse = drain_stream(*r.stream, &b);
   std::string content;
-  std::vector<json> ev;
-  for (size_t pos = 0; pos < sse.size();) {
-    const size_t end = sse.find("\n\n", pos);
-    ASSERT_NE(end, std::string::npos);
-    const std::string data = sse.substr(pos + 6, end - pos - 6);
-    ev.push_back(data == "[DONE]" ? json("[DONE]") : json::parse(data));
-    pos = end + 2;
-  }
+  const std::vector<json> ev = sse_json(sse);
+  EXPECT_EQ(sse.size(), sse.rfind("data: [DONE]\n\n") + 14);  // every event parsed, [DONE] last
   ASSERT_GE(ev.size(), 4u);
   for (size_t i = 0; i + 2 < ev.size(); ++i) content += ev[i]["choices"][0]["delta"].value("content", "");
   EXPECT_EQ(content, "use");
   EXPECT_EQ(ev[ev.size() - 3]["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(ev[ev.size() - 2]["usage"]["completion_tokens"], 3);
   EXPECT_EQ(ev.back(), "[DONE]");
-}
-
-// Parses an SSE body into its events ("[DONE]" as a string).
-std::vector<json> sse_json(const std::string& sse) {
-  std::vector<json> ev;
-  for (size_t pos = 0; pos < sse.size();) {
-    const size_t end = sse.find("\n\n", pos);
-    if (end == std::string::npos) break;
-    const std::string data = sse.substr(pos + 6, end - pos - 6);
-    ev.push_back(data == "[DONE]" ? json("[DONE]") : json::parse(data));
-    pos = end + 2;
-  }
-  return ev;
 }
 
 // /v1/completions with several prompts (text and token ids): one choice each, in order; echo

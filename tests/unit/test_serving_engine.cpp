@@ -112,6 +112,16 @@ EngineOptions small_steps() {
   return e;
 }
 
+// A request run alone on a fresh engine: its tokens and finish reason.
+std::pair<std::vector<int32_t>, FinishReason> run_alone(const RequestParams& r) {
+  const Fixture& f = tiny();
+  Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+  Collected c;
+  const uint64_t id = eng.add_request(r, collect(c));
+  eng.run_until_idle();
+  return {c.tokens[id], c.final_event[id].reason};
+}
+
 TEST(ServingEngine, OneRequestMatchesAPlainGreedyLoop) {
   const Fixture& f = tiny();
   Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
@@ -330,13 +340,7 @@ TEST(ServingEngine, IgnoreEosAndMinTokensHoldEndOfGenerationBack) {
     r.sampling.seed = seed;
     return r;
   };
-  auto run = [&](const RequestParams& r) {
-    Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
-    Collected c;
-    const uint64_t id = eng.add_request(r, collect(c));
-    eng.run_until_idle();
-    return std::make_pair(c.tokens[id], c.final_event[id].reason);
-  };
+  auto run = run_alone;
   auto eog_positions = [&](const std::vector<int32_t>& t) {
     std::vector<size_t> v;
     for (size_t i = 0; i < t.size(); ++i)
@@ -496,14 +500,7 @@ TEST(ServingEngine, RepeatPenaltyCountsThePromptTokens) {
 // stop_token_ids end the request like an end-of-generation token (the token counted, its text not
 // shown), and min_tokens holds them back the same way.
 TEST(ServingEngine, StopTokenIdsEndTheRequest) {
-  const Fixture& f = tiny();
-  auto run = [&](const RequestParams& r) {
-    Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
-    Collected c;
-    const uint64_t id = eng.add_request(r, collect(c));
-    eng.run_until_idle();
-    return std::make_pair(c.tokens[id], c.final_event[id].reason);
-  };
+  auto run = run_alone;
   const std::vector<int32_t> all = run(greedy(prompt(4, 12), 40)).first;
   ASSERT_EQ(all.size(), 40u);
   // A token that occurs at least twice, first after position 2.
