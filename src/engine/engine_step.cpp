@@ -68,7 +68,10 @@ void Engine::emit_token(Sequence& s, Sampled sampled) {
   // it; stop strings once min_tokens tokens, this one included, are out.
   FinishReason r = FinishReason::none;
   const int n_gen = s.n_generated();
-  if (tok_.is_end_of_generation(t) && !s.params.ignore_eos && n_gen - 1 >= s.params.min_tokens) {
+  const bool eog = tok_.is_end_of_generation(t) && !s.params.ignore_eos;
+  const bool stop_token = std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(), t) !=
+                          s.params.stop_token_ids.end();
+  if ((eog || stop_token) && n_gen - 1 >= s.params.min_tokens) {
     r = FinishReason::stop;
   } else {
     out.text_delta = s.text.push(tok_.token_piece(t), /*match_stop=*/n_gen >= s.params.min_tokens);

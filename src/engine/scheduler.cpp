@@ -13,6 +13,12 @@ Scheduler::Scheduler(KvMemory& kv, SchedulerOptions o) : kv_(kv), opts_(o) {
   admit_bytes_ = budget == 0 ? 0 : (size_t)((double)budget * opts_.admission_overcommit);
 }
 
+void Scheduler::add(std::unique_ptr<Sequence> s) {
+  const int p = s->params.priority;
+  auto at = std::find_if(waiting_.begin(), waiting_.end(), [p](const auto& w) { return w->params.priority > p; });
+  waiting_.insert(at, std::move(s));
+}
+
 void Scheduler::check_fits_alone(int n) const {
   const size_t budget = kv_.budget_bytes();
   MPKV_CHECK(budget == 0 || footprint(n) <= budget,

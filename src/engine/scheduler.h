@@ -35,9 +35,10 @@ class Scheduler {
   // for memory). Reads only the byte model and the budget: safe from any thread.
   void check_fits_alone(int n_positions) const;
 
-  void add(std::unique_ptr<Sequence> s) { waiting_.push_back(std::move(s)); }
+  // Queues s behind every waiting sequence of equal or lower priority value (RequestParams::priority).
+  void add(std::unique_ptr<Sequence> s);
   // The next step's batch, with KV room reserved for every entry; empty: nothing can run.
-  //   1. admits waiting sequences, oldest first, while fewer than max_seqs run and the projected
+  //   1. admits waiting sequences in queue order (priority, then oldest first) while fewer than max_seqs run and the projected
   //      footprint of every running sequence plus the new one, each at its plan's final bits for
   //      min(prompt + max_tokens, n_ctx) positions (KvByteModel::sequence_bytes_bound), stays
   //      within budget x admission_overcommit, and the cache has room now for the tokens it already
