@@ -268,6 +268,7 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each configuration's rows as soon as they are scored
   try {
     return run(parse_args(argc, argv));
   } catch (const std::exception& e) {
