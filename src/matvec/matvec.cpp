@@ -56,9 +56,12 @@ void for_each_row(const WeightMatrix& w, RowFn&& dot_rows) {
   });
 }
 
-// Activations up to this many values are quantized on the calling thread: quantizing costs about a
-// nanosecond per 32 values, so a decode batch's (16 x 1536 values: ~1 us) is cheaper than the
-// wake-up and join of a pool job (a few us; docs/results/speed.md, threads). Prefill splits.
+// Activations up to this many values are quantized on the calling thread, without a pool job:
+// quantizing took ~13 ns per block of 32 (16 x 576 values: 3.8 us, 16 x 1536: 10 us, thread CPU
+// time under load, AVX2 and AVX-512 alike), about what a pool job's wake-up and join cost against
+// the half a second thread would take over. So a decode batch (16 rows: 9K-25K values) quantizes
+// on the caller, and a layer waits for its threads 4 times fewer (docs/results/engine_speed.md,
+// packed weights); prefill splits.
 constexpr int64_t kSerialQuantizeValues = 64 * 1024;
 
 // Activation rows per panel: a panel's quantized blocks (kActPanel * cols / 32 * 40 bytes, 120 KiB

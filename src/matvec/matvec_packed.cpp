@@ -26,9 +26,9 @@ void pack_q4_1_block(const WeightMatrix& w, int64_t g, int64_t b, uint8_t* out) 
     const int64_t row = g * kPackRows + r;
     if (row >= w.rows) continue;
     const BlockQ4_1& src = reinterpret_cast<const BlockQ4_1*>(w.data + (size_t)row * w.row_bytes)[b];
-    for (int c = 0; c < 4; ++c) std::memcpy(out + 32 * c + 4 * r, src.qs + 4 * c, 4);
-    std::memcpy(out + 128 + 2 * r, &src.d, 2);
-    std::memcpy(out + 144 + 2 * r, &src.m, 2);
+    for (int c = 0; c < 4; ++c) std::memcpy(out + kPackedChunkBytes * c + 4 * r, src.qs + 4 * c, 4);
+    std::memcpy(out + kPackedQ4_1ScaleAt + 2 * r, &src.d, 2);
+    std::memcpy(out + kPackedQ4_1MinAt + 2 * r, &src.m, 2);
   }
 }
 
@@ -37,11 +37,11 @@ void pack_q8_0_block(const WeightMatrix& w, int64_t g, int64_t b, uint8_t* out) 
     const int64_t row = g * kPackRows + r;
     if (row >= w.rows) continue;
     const BlockQ8_0& src = reinterpret_cast<const BlockQ8_0*>(w.data + (size_t)row * w.row_bytes)[b];
-    for (int c = 0; c < 8; ++c) std::memcpy(out + 32 * c + 4 * r, src.qs + 4 * c, 4);
-    std::memcpy(out + 256 + 2 * r, &src.d, 2);
+    for (int c = 0; c < 8; ++c) std::memcpy(out + kPackedChunkBytes * c + 4 * r, src.qs + 4 * c, 4);
+    std::memcpy(out + kPackedQ8_0ScaleAt + 2 * r, &src.d, 2);
     int16_t sum = 0;
     for (int j = 0; j < 32; ++j) sum = (int16_t)(sum + src.qs[j]);  // |sum| <= 4096
-    std::memcpy(out + 272 + 2 * r, &sum, 2);
+    std::memcpy(out + kPackedQ8_0SumAt + 2 * r, &sum, 2);
   }
 }
 

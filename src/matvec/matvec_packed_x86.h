@@ -2,12 +2,13 @@
 // matvec_avx512.cpp and matvec_avx512vnni.cpp (include ONLY from those; internal linkage for the
 // reason given in matvec_x86_helpers.h).
 //
-// One call: a group of 8 interleaved weight rows x nv activation rows, in tiles of V activation
-// rows. Per block b and tile: each code register of the block (8 rows x 4 bytes) is loaded once;
-// per activation row, 8 broadcasts of 4 activation codes each meet them in an integer multiply-add
-// (lane r accumulates row r's integer sum, exactly), then one cvt, one mul (d_r * dx) and one fma
-// (two with a min term) finish the block for all 8 rows (matvec_packed.h gives the per-lane
-// arithmetic, the same as the _ref kernels'). The VNNI block sums are in matvec_avx512vnni.cpp.
+// 256-bit kernels: a group of 16 interleaved rows is taken as two halves of 8 rows (lanes), each
+// against nv activation rows in tiles of V. Per block b and tile: each code register of the half
+// (8 rows x 4 bytes) is loaded once; per activation row, 8 broadcasts of 4 activation codes meet
+// them in an integer multiply-add (lane r accumulates row r's integer sum, exactly), then one cvt,
+// one mul (d_r * dx) and one fma (two with a min term) finish the block for the 8 rows
+// (matvec_packed.h gives the per-lane arithmetic, the same as the _ref kernels'). The AVX-512 VNNI
+// kernels (matvec_avx512vnni.cpp) take the whole group in 512-bit registers.
 #pragma once
 #include <cstring>
 
@@ -25,15 +26,16 @@ inline __m256i packed_act4(const BlockQ8Act& a, int k) {
   return _mm256_set1_epi32(v);
 }
 
-// Block sums of a packed type: sums<V>(blk, a, stride, isum) sets isum[v] (8 int32 lanes, lane r =
-// row r) to the exact integer sum of row r's codes of this block times activation row v's codes
-// (a[v * stride] is activation row v's block). kScaleAt / kMinAt: byte offsets of the 8 fp16
-// scales d / mins m in the block (kMinAt 0: no min term).
+// Block sums of a packed type on one half of a group: sums<V>(blk, a, stride, isum) sets isum[v]
+// (8 int32 lanes, lane r = row r of the half) to the exact integer sum of the row's codes of this
+// block times activation row v's codes (a[v * stride] is activation row v's block). `blk` points
+// at the block plus the half's offset in each chunk (0 or 32 bytes); kScaleAt / kMinAt: offsets of
+// the fp16 scales d / mins m in the block (kMinAt 0: no min term).
 
 // Q4_1 on a u8 x s8 multiply-add Dot: Dot::Sum accumulates 4-byte groups, Dot::lanes gives int32.
 template <class Dot>
 struct SumsQ4_1 {
-  static constexpr size_t kBlockBytes = kPackedQ4_1BlockBytes, kScaleAt = 128, kMinAt = 144;
+  static constexpr size_t kBlockBytes = kPackedQ4_1BlockBytes, kScaleAt = kPackedQ4_1ScaleAt, kMinAt = kPackedQ4_1MinAt;
   template <int V>
   static void sums(const uint8_t* blk, const BlockQ8Act* a, size_t stride, __m256i* isum) {
     const __m256i low = _mm256_set1_epi8(0x0f);
@@ -41,7 +43,7 @@ struct SumsQ4_1 {
     for (int v = 0; v < V; ++v) sum[v] = Dot::zero();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 * c));
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kPackedChunkBytes * c));
       const __m256i lo = _mm256_and_si256(raw, low), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
 #pragma GCC unroll 8
       for (int v = 0; v < V; ++v) {
@@ -66,14 +68,14 @@ struct DotMaddubs {
 // Q8_0 on AVX2: signed codes, so maddubs(|w|, sign(a, w)) (a pair <= 2 * 128 * 127 = 32512 fits
 // int16) and madd into int32 per 4-byte group.
 struct SumsQ8_0Maddubs {
-  static constexpr size_t kBlockBytes = kPackedQ8_0BlockBytes, kScaleAt = 256, kMinAt = 0;
+  static constexpr size_t kBlockBytes = kPackedQ8_0BlockBytes, kScaleAt = kPackedQ8_0ScaleAt, kMinAt = 0;
   template <int V>
   static void sums(const uint8_t* blk, const BlockQ8Act* a, size_t stride, __m256i* isum) {
     const __m256i ones = _mm256_set1_epi16(1);
     for (int v = 0; v < V; ++v) isum[v] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) {
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 * c));
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kPackedChunkBytes * c));
       const __m256i wabs = _mm256_sign_epi8(w, w);
 #pragma GCC unroll 8
       for (int v = 0; v < V; ++v) {
@@ -84,18 +86,20 @@ struct SumsQ8_0Maddubs {
   }
 };
 
-// 8 packed rows x V activation rows (activation row v at xq + v * xq_stride): out[v * 8 + r].
+// Half h (rows 8h .. 8h + 7) of a group x V activation rows (row v at xq + v * xq_stride):
+// out[v * kPackRows + 8h + r].
 template <class S, int V>
-void packed_rows(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, size_t xq_stride, float* out) {
+void packed_half_rows(const uint8_t* group, int h, int64_t nb, const BlockQ8Act* xq, size_t xq_stride, float* out) {
   __m256 acc[V];
   for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + (size_t)b * S::kBlockBytes;
     __m256i isum[V];
-    S::template sums<V>(blk, xq + b, xq_stride, isum);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + S::kScaleAt)));
+    S::template sums<V>(blk + 32 * h, xq + b, xq_stride, isum);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + S::kScaleAt + 16 * h)));
     __m256 m = _mm256_setzero_ps();
-    if constexpr (S::kMinAt > 0) m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + S::kMinAt)));
+    if constexpr (S::kMinAt > 0)
+      m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + S::kMinAt + 16 * h)));
 #pragma GCC unroll 8
     for (int v = 0; v < V; ++v) {
       const BlockQ8Act& a = xq[(size_t)v * xq_stride + b];
@@ -104,26 +108,47 @@ void packed_rows(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, size_t 
       if constexpr (S::kMinAt > 0) acc[v] = _mm256_fmadd_ps(m, _mm256_broadcast_ss(&a.s), acc[v]);
     }
   }
-  for (int v = 0; v < V; ++v) _mm256_storeu_ps(out + (size_t)v * kPackRows, acc[v]);
+  for (int v = 0; v < V; ++v) _mm256_storeu_ps(out + (size_t)v * kPackRows + 8 * h, acc[v]);
 }
 
-// The last nv < W activation rows: the <S, nv> instance.
+// Both halves of a group x V activation rows.
 template <class S, int V>
+void packed_rows(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, size_t xq_stride, float* out) {
+  packed_half_rows<S, V>(group, 0, nb, xq, xq_stride, out);
+  packed_half_rows<S, V>(group, 1, nb, xq, xq_stride, out);
+}
+
+// The tiling of nv activation rows shared by the 256- and 512-bit kernels: tiles of W rows through
+// Rows<W>::run, then the last nv % W rows through Rows<nv % W>::run. A pair's lane arithmetic
+// does not depend on the tile it is in, so neither W nor nv changes any result.
+template <template <int> class Rows, int V>
 void packed_tail(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, size_t xq_stride, int nv, float* out) {
   if constexpr (V > 0) {
-    if (nv == V) return packed_rows<S, V>(group, nb, xq, xq_stride, out);
-    packed_tail<S, V - 1>(group, nb, xq, xq_stride, nv, out);
+    if (nv == V) return Rows<V>::run(group, nb, xq, xq_stride, out);
+    packed_tail<Rows, V - 1>(group, nb, xq, xq_stride, nv, out);
   }
 }
 
-// A PackedTileFn: tiles of W activation rows, then the rest (a pair's lane arithmetic does not
-// depend on the tile it is in, so neither W nor nv changes any result).
+template <template <int> class Rows, int W>
+void packed_tiles(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, size_t xq_stride, int nv, float* out) {
+  int v = 0;
+  for (; v + W <= nv; v += W) Rows<W>::run(group, nb, xq + (size_t)v * xq_stride, xq_stride, out + (size_t)v * kPackRows);
+  packed_tail<Rows, W - 1>(group, nb, xq + (size_t)v * xq_stride, xq_stride, nv - v, out + (size_t)v * kPackRows);
+}
+
+// A PackedTileFn of the 256-bit kernels.
+template <class S>
+struct PackedRows256 {
+  template <int V>
+  struct Rows {
+    static void run(const uint8_t* g, int64_t nb, const BlockQ8Act* xq, size_t st, float* out) {
+      packed_rows<S, V>(g, nb, xq, st, out);
+    }
+  };
+};
 template <class S, int W>
 void packed_tile(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, size_t xq_stride, int nv, float* out) {
-  int v = 0;
-  for (; v + W <= nv; v += W)
-    packed_rows<S, W>(group, nb, xq + (size_t)v * xq_stride, xq_stride, out + (size_t)v * kPackRows);
-  packed_tail<S, W - 1>(group, nb, xq + (size_t)v * xq_stride, xq_stride, nv - v, out + (size_t)v * kPackRows);
+  packed_tiles<PackedRows256<S>::template Rows, W>(group, nb, xq, xq_stride, nv, out);
 }
 
 }  // namespace

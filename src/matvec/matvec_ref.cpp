@@ -208,12 +208,12 @@ void packed_q4_1_ref(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, siz
         int isum = 0;
         for (int c = 0; c < 4; ++c) {
           for (int i = 0; i < 4; ++i) {
-            const uint8_t byte = blk[32 * c + 4 * r + i];
+            const uint8_t byte = blk[kPackedChunkBytes * c + 4 * r + i];
             isum += (byte & 0x0f) * a.qs[4 * c + i] + (byte >> 4) * a.qs[16 + 4 * c + i];
           }
         }
-        const float d = fp16_to_fp32(load_unaligned<uint16_t>(blk + 128, r));
-        const float m = fp16_to_fp32(load_unaligned<uint16_t>(blk + 144, r));
+        const float d = fp16_to_fp32(load_unaligned<uint16_t>(blk + kPackedQ4_1ScaleAt, r));
+        const float m = fp16_to_fp32(load_unaligned<uint16_t>(blk + kPackedQ4_1MinAt, r));
         acc = std::fma(d * a.d, (float)isum, acc);
         acc = std::fma(m, a.s, acc);
       }
@@ -232,8 +232,8 @@ void packed_q8_0_ref(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, siz
         const BlockQ8Act& a = xq[(size_t)v * xq_stride + b];
         int isum = 0;
         for (int c = 0; c < 8; ++c)
-          for (int i = 0; i < 4; ++i) isum += (int8_t)blk[32 * c + 4 * r + i] * a.qs[4 * c + i];
-        acc = std::fma(fp16_to_fp32(load_unaligned<uint16_t>(blk + 256, r)) * a.d, (float)isum, acc);
+          for (int i = 0; i < 4; ++i) isum += (int8_t)blk[kPackedChunkBytes * c + 4 * r + i] * a.qs[4 * c + i];
+        acc = std::fma(fp16_to_fp32(load_unaligned<uint16_t>(blk + kPackedQ8_0ScaleAt, r)) * a.d, (float)isum, acc);
       }
       out[(size_t)v * kPackRows + r] = acc;
     }

@@ -67,7 +67,7 @@ class MatvecPacked : public ::testing::TestWithParam<GgmlType> {};
 TEST_P(MatvecPacked, EveryTableThreadCountAndBatchGivesThePairArithmetic) {
   const GgmlType t = GetParam();
   const int saved = omp_get_max_threads();
-  for (int64_t rows : {int64_t(21), int64_t(8), int64_t(1), int64_t(301)}) {
+  for (int64_t rows : {int64_t(21), int64_t(16), int64_t(1), int64_t(301)}) {
     for (int64_t cols : {int64_t(96), int64_t(576)}) {
       const TestMatrix m = make_test_matrix(t, rows, cols, 7 + (uint32_t)(rows * cols), /*pad=*/4);
       const std::unique_ptr<PackedMatrix> p = pack_weight_matrix(m.view());
