@@ -14,11 +14,7 @@ namespace mpkv {
 namespace {
 
 // The 4 activation codes [4k, 4k + 4) of `a` in every 32-bit lane.
-inline __m512i packed_act4_512(const BlockQ8Act& a, int k) {
-  int32_t v;
-  std::memcpy(&v, a.qs + 4 * k, 4);
-  return _mm512_set1_epi32(v);
-}
+inline __m512i packed_act4_512(const BlockQ8Act& a, int k) { return _mm512_set1_epi32(packed_act_word(a, k)); }
 
 // Block sums of a whole group (as the 256-bit Sums of matvec_packed_x86.h, 16 lanes).
 struct Sums512Q4_1 {

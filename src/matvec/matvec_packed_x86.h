@@ -19,12 +19,13 @@
 namespace mpkv {
 namespace {
 
-// The 4 activation codes [4k, 4k + 4) of `a` in every 32-bit lane.
-inline __m256i packed_act4(const BlockQ8Act& a, int k) {
+// The 4 activation codes [4k, 4k + 4) of `a` as one 32-bit word (to broadcast to every lane).
+inline int32_t packed_act_word(const BlockQ8Act& a, int k) {
   int32_t v;
   std::memcpy(&v, a.qs + 4 * k, 4);
-  return _mm256_set1_epi32(v);
+  return v;
 }
+inline __m256i packed_act4(const BlockQ8Act& a, int k) { return _mm256_set1_epi32(packed_act_word(a, k)); }
 
 // Block sums of a packed type on one half of a group: sums<V>(blk, a, stride, isum) sets isum[v]
 // (8 int32 lanes, lane r = row r of the half) to the exact integer sum of the row's codes of this
