@@ -9,10 +9,15 @@
 // Last, the per-token matvec time of the whole model (30 layers + the Q8_0 output head, cold,
 // active kernels) and the tokens/s it alone would allow.
 //
-// --batch: only the batch-width table: per shape, the time per activation row of one matmul_rows
-// call with n = 1, 2, 4, 8, 16, 64 rows (1 thread, active kernels, hot matrix), and its ratio to
-// n = 1. Timed in thread CPU time (CLOCK_THREAD_CPUTIME_ID), median of 15+ calls, so time the
-// process spends descheduled on a shared machine does not count (cache sharing still does).
+// --batch: only the batch-width table. First the int8 multiply-add peak of one core, probed in
+// the same run: a loop of independent multiply-adds (vpdpbusd on 512 and 256 bits where the CPU
+// has AVX-512 VNNI, vpmaddubsw on 256 bits), in multiply-adds per second of thread CPU time; the
+// best probe is "the peak". Then per shape and layout (GGUF rows, and the packed row-interleaved
+// copy for types that have one, matvec_packed.h) the time per activation row of one matmul_rows
+// call with n = 1, 4, 16, 32 rows (1 thread, active kernels, hot matrix), its multiply-adds per
+// second (rows x cols x n / time) and their percentage of the peak. Timed in thread CPU time
+// (CLOCK_THREAD_CPUTIME_ID), median of 15+ calls, so time the process spends descheduled on a
+// shared machine does not count (cache sharing still does).
 //
 // --kquant: only the K-quant table (Gemma-3-270M / SmolLM2 shapes whose columns are a multiple of
 // 256, in Q4_K, Q5_K, Q6_K and, for comparison, Q5_0 / Q8_0): per matrix and n = 1, 8 activation
@@ -26,6 +31,11 @@
 // within every repetition so a shared machine's load falls on all alike; median of 15.
 //
 // Usage: bench_matvec [--quick] [--batch] [--kquant] [--model PATH]
+// GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on their own _mm512_undefined_*() (GCC bug
+// 105593, as in matvec_avx512.cpp); the probes read no uninitialized value.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -40,6 +50,7 @@
 
 #include "gguf/ggml_types.h"
 #include "matvec/matvec.h"
+#include "matvec/matvec_packed.h"
 #include "model/model.h"
 #include "util/cpu_features.h"
 #include "util/fp16.h"
@@ -152,10 +163,13 @@ double thread_cpu_seconds() {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-// Median thread-CPU seconds of one matmul_rows call with n activation rows (1 thread, hot).
-double cpu_seconds_per_call(const Shape& s, int n) {
+// Median thread-CPU seconds of one matmul_rows call with n activation rows (1 thread, hot), on the
+// GGUF rows or (packed) on their packed copy.
+double cpu_seconds_per_call(const Shape& s, int n, bool packed = false) {
   const std::vector<uint8_t> m = random_matrix_bytes(s.type, s.rows, s.cols, 1);
-  const WeightMatrix w{s.type, s.rows, s.cols, m.data(), ggml_row_bytes(s.type, s.cols)};
+  WeightMatrix w{s.type, s.rows, s.cols, m.data(), ggml_row_bytes(s.type, s.cols)};
+  const std::unique_ptr<PackedMatrix> p = packed ? pack_weight_matrix(w) : nullptr;
+  w.packed = p.get();
   std::vector<float> x((size_t)n * s.cols), y((size_t)n * s.rows);
   std::mt19937 rng(3);
   std::normal_distribution<float> g(0.0f, 1.0f);
@@ -172,25 +186,106 @@ double cpu_seconds_per_call(const Shape& s, int n) {
   return median(times);
 }
 
+// ---- int8 multiply-add peak probes: kProbeAcc independent accumulators, so throughput, not
+// latency, bounds the loop; the empty asm keeps the operands opaque to the compiler. ----
+constexpr int kProbeAcc = 12;
+constexpr int64_t kProbeIters = 4000000;
+
+struct Probe {
+  const char* name;
+  double macs_per_s;
+};
+
+double probe_rate(double macs_per_iter, void (*loop)()) {
+  std::vector<double> rates;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double t0 = thread_cpu_seconds();
+    loop();
+    rates.push_back(macs_per_iter * (double)kProbeIters / (thread_cpu_seconds() - t0));
+  }
+  return median(rates);
+}
+
+// (Lambdas would not inherit the target attribute, so each loop is a function of its own.)
+__attribute__((target("avx2"))) void loop_maddubs256() {
+  __m256i acc[kProbeAcc];
+  for (auto& a : acc) a = _mm256_setzero_si256();
+  __m256i u = _mm256_set1_epi8(3), v = _mm256_set1_epi8(-2);
+  for (int64_t i = 0; i < kProbeIters; ++i) {
+    __asm__ volatile("" : "+x"(u), "+x"(v));
+    for (auto& a : acc) a = _mm256_add_epi16(a, _mm256_maddubs_epi16(u, v));
+  }
+  __m256i t = acc[0];
+  for (int k = 1; k < kProbeAcc; ++k) t = _mm256_xor_si256(t, acc[k]);
+  __asm__ volatile("" : : "x"(t));
+}
+
+__attribute__((target("avx512f,avx512vl,avx512vnni"))) void loop_vnni256() {
+  __m256i acc[kProbeAcc];
+  for (auto& a : acc) a = _mm256_setzero_si256();
+  __m256i u = _mm256_set1_epi8(3), v = _mm256_set1_epi8(-2);
+  for (int64_t i = 0; i < kProbeIters; ++i) {
+    __asm__ volatile("" : "+v"(u), "+v"(v));
+    for (auto& a : acc) a = _mm256_dpbusd_epi32(a, u, v);
+  }
+  __m256i t = acc[0];
+  for (int k = 1; k < kProbeAcc; ++k) t = _mm256_xor_si256(t, acc[k]);
+  __asm__ volatile("" : : "v"(t));
+}
+
+__attribute__((target("avx512f,avx512vnni"))) void loop_vnni512() {
+  __m512i acc[kProbeAcc];
+  for (auto& a : acc) a = _mm512_setzero_si512();
+  __m512i u = _mm512_set1_epi8(3), v = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < kProbeIters; ++i) {
+    __asm__ volatile("" : "+v"(u), "+v"(v));
+    for (auto& a : acc) a = _mm512_dpbusd_epi32(a, u, v);
+  }
+  __m512i t = acc[0];
+  for (int k = 1; k < kProbeAcc; ++k) t = _mm512_xor_si512(t, acc[k]);
+  __asm__ volatile("" : : "v"(t));
+}
+
+// The probes this CPU can run; the first entry of the result is the best.
+std::vector<Probe> int8_peak_probes() {
+  std::vector<Probe> p;
+  if ((int)best_isa() >= (int)Isa::avx2) p.push_back({"vpmaddubsw ymm", probe_rate(kProbeAcc * 32.0, loop_maddubs256)});
+  if ((int)best_isa() >= (int)Isa::avx512 && cpu_has_avx512_vnni()) {
+    p.push_back({"vpdpbusd ymm", probe_rate(kProbeAcc * 32.0, loop_vnni256)});
+    p.push_back({"vpdpbusd zmm", probe_rate(kProbeAcc * 64.0, loop_vnni512)});
+  }
+  std::sort(p.begin(), p.end(), [](const Probe& a, const Probe& b) { return a.macs_per_s > b.macs_per_s; });
+  return p;
+}
+
 void print_batch_table() {
-  const int widths[] = {1, 2, 4, 8, 16, 64};
-  std::printf("us of thread CPU time per activation row, matmul_rows with n rows, 1 thread, %s kernels, hot\n",
+  const int widths[] = {1, 4, 16, 32};
+  omp_set_num_threads(1);
+  const std::vector<Probe> probes = int8_peak_probes();
+  std::printf("int8 multiply-add peak of one core (thread CPU time, median of 5):");
+  for (const Probe& p : probes) std::printf("  %s %.1f GMAC/s", p.name, p.macs_per_s / 1e9);
+  const double peak = probes.empty() ? 0.0 : probes[0].macs_per_s;
+  std::printf("\n  peak = %.1f GMAC/s (%s)\n", peak / 1e9, probes.empty() ? "no SIMD probe" : probes[0].name);
+  std::printf("matmul_rows with n rows, 1 thread, %s kernels, hot: us of thread CPU time per activation row, "
+              "GMAC/s, %% of the peak\n",
               active_matvec_kernels().name);
-  std::printf("%-26s %-10s %-5s", "matrix", "shape", "type");
-  for (int n : widths) std::printf(" %8s%-3d", "n=", n);
-  std::printf("   (n=1 / n=16)\n");
+  std::printf("%-26s %-10s %-5s %-6s", "matrix", "shape", "type", "layout");
+  for (int n : widths) std::printf(" | %6s%-2d %7s %5s", "n=", n, "GMAC/s", "%peak");
+  std::printf("\n");
   for (const Shape& s : kShapes) {
     char shape[32];
     std::snprintf(shape, sizeof shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
-    std::printf("%-26s %-10s %-5s", s.what, shape, ggml_type_name((uint32_t)s.type).c_str());
-    double one = 0, sixteen = 0;
-    for (int n : widths) {
-      const double per_row = cpu_seconds_per_call(s, n) / n;
-      if (n == 1) one = per_row;
-      if (n == 16) sixteen = per_row;
-      std::printf(" %11.1f", per_row * 1e6);
+    for (bool packed : {false, true}) {
+      if (packed && !has_packed_layout(s.type)) continue;
+      std::printf("%-26s %-10s %-5s %-6s", s.what, shape, ggml_type_name((uint32_t)s.type).c_str(),
+                  packed ? "packed" : "gguf");
+      for (int n : widths) {
+        const double t = cpu_seconds_per_call(s, n, packed);
+        const double macs = (double)s.rows * (double)s.cols * n / t;
+        std::printf(" | %8.1f %7.1f %4.0f%%", t / n * 1e6, macs / 1e9, peak > 0 ? 100.0 * macs / peak : 0.0);
+      }
+      std::printf("\n");
     }
-    std::printf("   %.2fx\n", one / sixteen);
   }
 }
 

@@ -56,6 +56,14 @@ void for_each_row(const WeightMatrix& w, RowFn&& dot_rows) {
   });
 }
 
+// Activations up to this many values are quantized on the calling thread, without a pool job:
+// quantizing took ~13 ns per block of 32 (16 x 576 values: 3.8 us, 16 x 1536: 10 us, thread CPU
+// time under load, AVX2 and AVX-512 alike), about what a pool job's wake-up and join cost against
+// the half a second thread would take over. So a decode batch (16 rows: 9K-25K values) quantizes
+// on the caller, and a layer waits for its threads 4 times fewer (docs/results/engine_speed.md,
+// packed weights); prefill splits.
+constexpr int64_t kSerialQuantizeValues = 64 * 1024;
+
 // Activation rows per panel: a panel's quantized blocks (kActPanel * cols / 32 * 40 bytes, 120 KiB
 // for 1536 columns) stay in L2 while a thread's weight rows stream past them.
 constexpr int kActPanel = 64;
@@ -79,13 +87,38 @@ inline void prefetch_bytes(const uint8_t* data, size_t begin, size_t end, size_t
 }
 
 // One matrix of a tile job: its kernel and output, the tile height R and how its tiles are chunked.
+// A packed matrix (w->packed set and the table has its kernel) runs `packed` on groups of kPackRows.
 struct TileJob {
   QuantTileFn tile;
+  PackedTileFn packed;
   const WeightMatrix* w;
   float* y;
   int R = 1;
   int64_t n_tiles = 0, grain = 1, first_chunk = 0;
 };
+
+// The packed path of run_tiles: tiles [t0, t1) are groups of kPackRows rows; each group meets a
+// panel of activation rows in one kernel call, whose [nv, kPackRows] results are copied into y
+// (rows past the matrix dropped).
+void run_packed_groups(const TileJob& j, const BlockQ8Act* xq, int n, int64_t t0, int64_t t1, size_t ahead) {
+  const WeightMatrix& w = *j.w;
+  const PackedMatrix& p = *w.packed;
+  const int64_t rows = w.rows, nb = w.cols / kActBlock;
+  float out[kActPanel * kPackRows];
+  for (int v0 = 0; v0 < n; v0 += kActPanel) {
+    const int nv = std::min(n - v0, kActPanel);
+    for (int64_t g = t0; g < t1; ++g) {
+      if (ahead > 0 && v0 == 0) {  // later panels find the chunk's weights in cache
+        const size_t at = (size_t)g * p.group_bytes() + ahead;
+        prefetch_bytes(p.group(0), at, at + p.group_bytes(), p.size_bytes());
+      }
+      j.packed(p.group(g), nb, xq + (size_t)v0 * nb, (size_t)nb, nv, out);
+      const int nr = (int)std::min<int64_t>(kPackRows, rows - g * kPackRows);
+      for (int v = 0; v < nv; ++v)
+        std::copy(out + v * kPackRows, out + v * kPackRows + nr, j.y + (size_t)(v0 + v) * rows + g * kPackRows);
+    }
+  }
+}
 
 // y[v * rows + r] = dot(row r, xq_v) for weight-row tiles [t0, t1) of one matrix: activation panels,
 // then weight tiles of R rows, then activation tiles of kQuantTileMax rows. Every (row, activation)
@@ -93,6 +126,7 @@ struct TileJob {
 // the chunks or threads change any result. In the first panel each weight tile first prefetches
 // the bytes `ahead` bytes further on (0: none).
 void run_tiles(const TileJob& j, const BlockQ8Act* xq, int n, int64_t t0, int64_t t1, size_t ahead) {
+  if (j.packed) return run_packed_groups(j, xq, n, t0, t1, ahead);
   const WeightMatrix& w = *j.w;
   const int64_t rows = w.rows, nb = w.cols / kActBlock;
   const size_t size = (size_t)rows * w.row_bytes;
@@ -130,7 +164,7 @@ void quant_tiles(std::vector<TileJob>& jobs, const BlockQ8Act* xq, int n) {
     // tile-shape sweep on the 2-core EPYC VM: 2-4 interleaved row streams took 1.5-2x the CPU time;
     // with the weight prefetch of run_tiles, 2 rows did about as well as 1 on the Gemma head, 4 worse).
     constexpr size_t kStreamingBytes = 8u << 20;
-    j.R = (size_t)j.w->rows * j.w->row_bytes > kStreamingBytes ? 1 : 2;
+    j.R = j.packed ? kPackRows : (size_t)j.w->rows * j.w->row_bytes > kStreamingBytes ? 1 : 2;
     j.n_tiles = (j.w->rows + j.R - 1) / j.R;
     j.grain = parallel ? chunk_items((size_t)j.R * j.w->row_bytes * (size_t)n) : std::max<int64_t>(1, j.n_tiles);
     j.first_chunk = n_chunks;
@@ -154,12 +188,12 @@ void quant_dot_shared(const MatvecKernels& k, std::initializer_list<MatmulTarget
   thread_local std::vector<BlockQ8Act> xq_buf;
   xq_buf.resize((size_t)n * nb);
   BlockQ8Act* xq = xq_buf.data();
-  parallel_for(n, n >= 16 ? 4 : n, [&](int64_t v0, int64_t v1) {
+  parallel_for(n, (int64_t)n * cols > kSerialQuantizeValues ? 4 : n, [&](int64_t v0, int64_t v1) {
     for (int64_t v = v0; v < v1; ++v) k.quantize_act(x + (size_t)v * cols, xq + (size_t)v * nb, cols);
   });
   std::vector<TileJob> jobs;
   for (const MatmulTarget& t : targets)
-    if (t.w->rows > 0) jobs.push_back({k.quant_tile(t.w->type), t.w, t.y});
+    if (t.w->rows > 0) jobs.push_back({k.quant_tile(t.w->type), t.w->packed ? k.packed_tile(t.w->type) : nullptr, t.w, t.y});
   if (!jobs.empty()) quant_tiles(jobs, xq, n);
 }
 
@@ -200,6 +234,8 @@ void check_weight_matrix(const WeightMatrix& w) {
                                       std::to_string(need) + " bytes of " + std::to_string(w.cols) + " " +
                                       info->name + " elements");
   MPKV_CHECK(w.rows == 0 || w.data != nullptr, "matvec: weight data is null");
+  MPKV_CHECK(w.packed == nullptr || (w.packed->type() == w.type && w.packed->rows() == w.rows && w.packed->cols() == w.cols),
+             "matvec: the packed copy does not match the matrix's type and shape");
 }
 
 void matmul_rows_with(const MatvecKernels& k, const WeightMatrix& w, const float* x, float* y, int n) {

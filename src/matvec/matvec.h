@@ -9,6 +9,8 @@
 //   BF16                          SLOW PATH: each row is dequantized into a thread-local fp32 buffer
 //                                 and then float-dotted; about 3-10x slower than the integer paths.
 //   anything else                 Error naming the type.
+// A matrix with a packed copy (WeightMatrix::packed, matvec_packed.h) runs the packed kernel instead
+// of the GGUF-layout tile: same bound, its own fixed per-pair arithmetic.
 // Rows are independent: chunks of rows go to the thread pool (util/thread_pool.h; the caller sets
 // the thread count with omp_set_num_threads, i.e. `mpkv -t`). Batch- and thread-invariant: y for one activation
 // row is bit for bit the same whatever other rows are multiplied in the same call and however many
@@ -20,17 +22,22 @@
 
 #include "gguf/ggml_types.h"
 #include "matvec/matvec_kernels.h"
+#include "matvec/matvec_packed.h"
 
 namespace mpkv {
 
 // A weight matrix [rows, cols] as stored in GGUF (ggml dims {cols, rows}), row-major: row r starts
 // at data + r * row_bytes and holds cols elements in `type`'s block layout. cols must be a multiple
 // of the type's block size and row_bytes >= ggml_row_bytes(type, cols). The data is not owned.
+// `packed`, when set, is the same matrix repacked (pack_weight_matrix, matvec_packed.h; not owned):
+// the integer-dot path then runs the packed kernel, whose per-pair arithmetic is the packed
+// layout's (matvec_packed.h), for every n and thread count.
 struct WeightMatrix {
   GgmlType type;
   int64_t rows, cols;
   const uint8_t* data;
   size_t row_bytes;
+  const PackedMatrix* packed = nullptr;
 };
 
 // y[rows] = W x[cols].

@@ -1,7 +1,8 @@
 // The one place that picks a kernel table: active_isa() decides once, for the whole process.
 // This file is compiled without ISA flags; the tables themselves are constant-initialized data in
 // matvec_ref.cpp / matvec_avx2.cpp / matvec_avx512.cpp, so nothing from those files runs before
-// a kernel is called.
+// a kernel is called (the AVX-512 VNNI table is a copy of the AVX-512 one with the VNNI packed
+// kernels of matvec_avx512vnni.cpp, built on first use).
 #include "matvec/matvec_kernels.h"
 
 namespace mpkv {
@@ -9,6 +10,7 @@ namespace mpkv {
 extern const MatvecKernels kMatvecKernelsRef;
 extern const MatvecKernels kMatvecKernelsAvx2;
 extern const MatvecKernels kMatvecKernelsAvx512;
+extern const PackedTileFn kPackedQ4_1Vnni, kPackedQ8_0Vnni;
 
 QuantDotFn MatvecKernels::quant_dot(GgmlType type) const {
   switch (type) {
@@ -38,6 +40,14 @@ QuantTileFn MatvecKernels::quant_tile(GgmlType type) const {
   }
 }
 
+PackedTileFn MatvecKernels::packed_tile(GgmlType type) const {
+  switch (type) {
+    case GgmlType::Q4_1: return packed_q4_1;
+    case GgmlType::Q8_0: return packed_q8_0;
+    default: return nullptr;
+  }
+}
+
 FloatDotFn MatvecKernels::float_dot(GgmlType type) const {
   switch (type) {
     case GgmlType::F32: return dot_f32;
@@ -50,9 +60,25 @@ const MatvecKernels& matvec_kernels_ref() { return kMatvecKernelsRef; }
 const MatvecKernels& matvec_kernels_avx2() { return kMatvecKernelsAvx2; }
 const MatvecKernels& matvec_kernels_avx512() { return kMatvecKernelsAvx512; }
 
+bool cpu_has_avx512_vnni() {
+  static const bool has = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+  return has;
+}
+
+const MatvecKernels& matvec_kernels_avx512_vnni() {
+  static const MatvecKernels k = [] {
+    MatvecKernels t = kMatvecKernelsAvx512;
+    t.name = "avx512vnni";
+    t.packed_q4_1 = kPackedQ4_1Vnni;
+    t.packed_q8_0 = kPackedQ8_0Vnni;
+    return t;
+  }();
+  return k;
+}
+
 const MatvecKernels& matvec_kernels_for(Isa isa) {
   switch (isa) {
-    case Isa::avx512: return kMatvecKernelsAvx512;
+    case Isa::avx512: return cpu_has_avx512_vnni() ? matvec_kernels_avx512_vnni() : kMatvecKernelsAvx512;
     case Isa::avx2: return kMatvecKernelsAvx2;
     case Isa::scalar: break;
   }

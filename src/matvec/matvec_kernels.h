@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "gguf/ggml_types.h"
+#include "matvec/matvec_packed.h"
 #include "util/cpu_features.h"
 
 namespace mpkv {
@@ -64,18 +65,21 @@ using FloatDotFn = float (*)(const void* row, const float* x, int64_t n);
 
 struct MatvecKernels {
   Isa isa;
-  const char* name;  // "ref", "avx2", "avx512"
+  const char* name;  // "ref", "avx2", "avx512", "avx512vnni"
   QuantizeActFn quantize_act;
   QuantDotFn dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0;
   FloatDotFn dot_f32, dot_f16;
   QuantTileFn tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q8_0;
   QuantDotFn dot_q4_k, dot_q5_k, dot_q6_k;  // n a multiple of 256
   QuantTileFn tile_q4_k, tile_q5_k, tile_q6_k;
+  PackedTileFn packed_q4_1, packed_q8_0;  // the packed-layout kernels (matvec_packed.h)
 
   // The integer-dot kernel for `type`, or nullptr when `type` is not an integer-dot type.
   QuantDotFn quant_dot(GgmlType type) const;
   // The tile kernel for `type`, or nullptr when `type` is not an integer-dot type.
   QuantTileFn quant_tile(GgmlType type) const;
+  // The packed-layout kernel for `type`, or nullptr when `type` has no packed layout.
+  PackedTileFn packed_tile(GgmlType type) const;
   // The float-dot kernel for F32 / F16, or nullptr.
   FloatDotFn float_dot(GgmlType type) const;
 };
@@ -85,6 +89,11 @@ struct MatvecKernels {
 const MatvecKernels& matvec_kernels_ref();
 const MatvecKernels& matvec_kernels_avx2();
 const MatvecKernels& matvec_kernels_avx512();
+// The AVX-512 table with the packed kernels on VNNI (vpdpbusd); callable only when
+// cpu_has_avx512_vnni(). matvec_kernels_for(Isa::avx512) returns it on such CPUs: VNNI is not an
+// ISA tier of its own, its kernels give the same bits as the AVX-512 / AVX2 / ref ones.
+const MatvecKernels& matvec_kernels_avx512_vnni();
+bool cpu_has_avx512_vnni();
 // The table for one ISA level.
 const MatvecKernels& matvec_kernels_for(Isa isa);
 // The table for active_isa(), chosen once.

@@ -197,6 +197,49 @@ float dot_f16_ref(const void* row, const float* x, int64_t n) {
   return acc;
 }
 
+// The packed Q4_1 x8 group (matvec_packed.h): per (row, activation row) the fixed chain of fmas.
+void packed_q4_1_ref(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, size_t xq_stride, int nv, float* out) {
+  for (int v = 0; v < nv; ++v) {
+    for (int r = 0; r < kPackRows; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = group + (size_t)b * kPackedQ4_1BlockBytes;
+        const BlockQ8Act& a = xq[(size_t)v * xq_stride + b];
+        int isum = 0;
+        for (int c = 0; c < 4; ++c) {
+          for (int i = 0; i < 4; ++i) {
+            const uint8_t byte = blk[kPackedChunkBytes * c + 4 * r + i];
+            isum += (byte & 0x0f) * a.qs[4 * c + i] + (byte >> 4) * a.qs[16 + 4 * c + i];
+          }
+        }
+        const float d = fp16_to_fp32(load_unaligned<uint16_t>(blk + kPackedQ4_1ScaleAt, r));
+        const float m = fp16_to_fp32(load_unaligned<uint16_t>(blk + kPackedQ4_1MinAt, r));
+        acc = std::fma(d * a.d, (float)isum, acc);
+        acc = std::fma(m, a.s, acc);
+      }
+      out[(size_t)v * kPackRows + r] = acc;
+    }
+  }
+}
+
+// The packed Q8_0 x8 group (matvec_packed.h).
+void packed_q8_0_ref(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, size_t xq_stride, int nv, float* out) {
+  for (int v = 0; v < nv; ++v) {
+    for (int r = 0; r < kPackRows; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = group + (size_t)b * kPackedQ8_0BlockBytes;
+        const BlockQ8Act& a = xq[(size_t)v * xq_stride + b];
+        int isum = 0;
+        for (int c = 0; c < 8; ++c)
+          for (int i = 0; i < 4; ++i) isum += (int8_t)blk[kPackedChunkBytes * c + 4 * r + i] * a.qs[4 * c + i];
+        acc = std::fma(fp16_to_fp32(load_unaligned<uint16_t>(blk + kPackedQ8_0ScaleAt, r)) * a.d, (float)isum, acc);
+      }
+      out[(size_t)v * kPackRows + r] = acc;
+    }
+  }
+}
+
 // The reference tile: one dot per (weight row, activation row) pair, so it equals Dot by definition.
 template <QuantDotFn Dot>
 void tile_ref(const uint8_t* rows, size_t row_bytes, int nr, const BlockQ8Act* xq, size_t xq_stride, int nv, int64_t n,
@@ -214,6 +257,7 @@ constinit const MatvecKernels kMatvecKernelsRef{
     dot_q5_1_ref, dot_q8_0_ref, dot_f32_ref, dot_f16_ref,
     tile_ref<dot_q4_0_ref>, tile_ref<dot_q4_1_ref>, tile_ref<dot_q5_0_ref>, tile_ref<dot_q5_1_ref>,
     tile_ref<dot_q8_0_ref>, dot_q45_k_ref<BlockQ4_K>, dot_q45_k_ref<BlockQ5_K>, dot_q6_k_ref,
-    tile_ref<dot_q45_k_ref<BlockQ4_K>>, tile_ref<dot_q45_k_ref<BlockQ5_K>>, tile_ref<dot_q6_k_ref>};
+    tile_ref<dot_q45_k_ref<BlockQ4_K>>, tile_ref<dot_q45_k_ref<BlockQ5_K>>, tile_ref<dot_q6_k_ref>,
+    packed_q4_1_ref, packed_q8_0_ref};
 
 }  // namespace mpkv

@@ -93,7 +93,19 @@ ModelWeights ModelWeights::from_gguf(const GgufReader& g, const ModelConfig& c) 
     L.w_up = ld.matrix(p + "ffn_up.weight", c.d_ffn, c.d_model);
     L.w_down = ld.matrix(p + "ffn_down.weight", c.d_model, c.d_ffn);
   }
+  w.pack_matrices();
   return w;
+}
+
+void ModelWeights::pack_matrices() {
+  auto pack = [&](WeightMatrix& m) {
+    std::shared_ptr<const PackedMatrix> p = pack_weight_matrix(m);
+    m.packed = p.get();
+    if (p) packed_store.push_back(std::move(p));
+  };
+  for (LayerWeights& L : layers)
+    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);
+  pack(output);  // token_embd keeps its GGUF rows for the embedding lookup; a tied head is a copy
 }
 
 }  // namespace mpkv

@@ -1,5 +1,6 @@
 // Views of a model's tensors inside the mapped GGUF file (weights stay in their GGUF encoding).
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "gguf/gguf_reader.h"
@@ -32,10 +33,16 @@ struct ModelWeights {
   WeightMatrix output;                    // [n_vocab, d_model]; == token_embd when tied
   bool tied_output = false;
   std::vector<LayerWeights> layers;
+  // Owners of the matrices' packed copies (WeightMatrix::packed, matvec_packed.h), made at load
+  // for the types that have a packed layout; shared by copies of this struct.
+  std::vector<std::shared_ptr<const PackedMatrix>> packed_store;
 
   // Looks up and shape-checks every tensor the architecture needs; throws Error naming the first
   // missing tensor, wrong shape or unsupported tensor type.
   static ModelWeights from_gguf(const GgufReader& gguf, const ModelConfig& config);
+
+  // Repacks every layer matrix and the output head whose type has a packed layout.
+  void pack_matrices();
 };
 
 }  // namespace mpkv

@@ -282,15 +282,21 @@ INSTANTIATE_TEST_SUITE_P(Types, MatvecFloatDot, ::testing::Values(GgmlType::F32,
 // ---- the tables themselves --------------------------------------------------------------------
 
 TEST(MatvecKernelTables, EveryEntryFilledAndActiveFollowsIsa) {
-  for (const MatvecKernels* k : {&matvec_kernels_ref(), &matvec_kernels_avx2(), &matvec_kernels_avx512()}) {
+  for (const MatvecKernels* k : {&matvec_kernels_ref(), &matvec_kernels_avx2(), &matvec_kernels_avx512(),
+                                 &matvec_kernels_avx512_vnni()}) {
     EXPECT_NE(k->quantize_act, nullptr) << k->name;
     for (GgmlType t : kQuantTypes) EXPECT_NE(k->quant_dot(t), nullptr) << k->name;
     EXPECT_NE(k->float_dot(GgmlType::F32), nullptr) << k->name;
     EXPECT_NE(k->float_dot(GgmlType::F16), nullptr) << k->name;
     EXPECT_EQ(k->quant_dot(GgmlType::BF16), nullptr) << k->name;
     EXPECT_EQ(k->quant_dot(GgmlType::Q2_K), nullptr) << k->name;
-    EXPECT_EQ(&matvec_kernels_for(k->isa), k);
+    for (GgmlType t : kQuantTypes) EXPECT_EQ(k->packed_tile(t) != nullptr, has_packed_layout(t)) << k->name;
   }
+  EXPECT_EQ(&matvec_kernels_for(Isa::scalar), &matvec_kernels_ref());
+  EXPECT_EQ(&matvec_kernels_for(Isa::avx2), &matvec_kernels_avx2());
+  // The avx512 tier takes the VNNI packed kernels where the CPU has them (the same bits).
+  EXPECT_EQ(&matvec_kernels_for(Isa::avx512),
+            cpu_has_avx512_vnni() ? &matvec_kernels_avx512_vnni() : &matvec_kernels_avx512());
   EXPECT_EQ(active_matvec_kernels().isa, active_isa());
 }
 

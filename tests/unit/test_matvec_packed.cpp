@@ -1,0 +1,155 @@
+// The packed (row-interleaved) weight path (matvec_packed.h): every kernel table this CPU can run
+// gives, through the whole driver, exactly the per-pair arithmetic the layout defines, computed
+// here from the GGUF blocks (not from the packed bytes); whatever the number of activation rows
+// (tails of every kernel tile width, more than one activation panel), rows not a multiple of 8,
+// and 1 / 2 / 3 threads. Plus the error bound against the exact product and bad input.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "matvec/matvec.h"
+#include "matvec/matvec_packed.h"
+#include "test_matvec_blocks.h"
+#include "util/error.h"
+#include "util/fp16.h"
+
+namespace mpkv {
+namespace {
+
+using test::make_activations;
+using test::make_test_matrix;
+using test::TestMatrix;
+
+// The kernel tables this CPU can run (the VNNI one is the avx512 tier's on a VNNI CPU).
+std::vector<const MatvecKernels*> runnable_tables() {
+  std::vector<const MatvecKernels*> t = {&matvec_kernels_ref()};
+  if ((int)best_isa() >= (int)Isa::avx2) t.push_back(&matvec_kernels_avx2());
+  if ((int)best_isa() >= (int)Isa::avx512) t.push_back(&matvec_kernels_avx512());
+  if ((int)best_isa() >= (int)Isa::avx512 && cpu_has_avx512_vnni()) t.push_back(&matvec_kernels_avx512_vnni());
+  return t;
+}
+
+// The pair arithmetic of matvec_packed.h, from row r's GGUF blocks and activation row xq.
+float pair_spec(const TestMatrix& m, int64_t r, const BlockQ8Act* xq) {
+  const uint8_t* row = m.bytes.data() + (size_t)r * m.row_bytes;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < m.cols / 32; ++b) {
+    if (m.type == GgmlType::Q8_0) {
+      const BlockQ8_0& w = reinterpret_cast<const BlockQ8_0*>(row)[b];
+      int isum = 0;
+      for (int j = 0; j < 32; ++j) isum += w.qs[j] * xq[b].qs[j];
+      acc = std::fma(fp16_to_fp32(w.d) * xq[b].d, (float)isum, acc);
+      continue;
+    }
+    const BlockQ4_1& w = reinterpret_cast<const BlockQ4_1*>(row)[b];
+    int isum = 0;
+    for (int j = 0; j < 16; ++j) isum += (w.qs[j] & 0x0f) * xq[b].qs[j] + (w.qs[j] >> 4) * xq[b].qs[j + 16];
+    acc = std::fma(fp16_to_fp32(w.d) * xq[b].d, (float)isum, acc);
+    acc = std::fma(fp16_to_fp32(w.m), xq[b].s, acc);
+  }
+  return acc;
+}
+
+std::vector<float> activation_rows(int64_t cols, int n, uint32_t seed) {
+  std::vector<float> x;
+  for (int v = 0; v < n; ++v) {
+    const std::vector<float> xv = make_activations(cols, seed + (uint32_t)v);
+    x.insert(x.end(), xv.begin(), xv.end());
+  }
+  return x;
+}
+
+class MatvecPacked : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(MatvecPacked, EveryTableThreadCountAndBatchGivesThePairArithmetic) {
+  const GgmlType t = GetParam();
+  const int saved = omp_get_max_threads();
+  for (int64_t rows : {int64_t(21), int64_t(16), int64_t(1), int64_t(301)}) {
+    for (int64_t cols : {int64_t(96), int64_t(576)}) {
+      const TestMatrix m = make_test_matrix(t, rows, cols, 7 + (uint32_t)(rows * cols), /*pad=*/4);
+      const std::unique_ptr<PackedMatrix> p = pack_weight_matrix(m.view());
+      ASSERT_NE(p, nullptr);
+      WeightMatrix w = m.view();
+      w.packed = p.get();
+      for (int n : {1, 2, 3, 4, 5, 7, 8, 9, 17, 70}) {
+        const std::vector<float> x = activation_rows(cols, n, 100 * n);
+        std::vector<BlockQ8Act> xq((size_t)n * (cols / 32));
+        for (int v = 0; v < n; ++v)
+          matvec_kernels_ref().quantize_act(x.data() + (size_t)v * cols, xq.data() + (size_t)v * (cols / 32), cols);
+        std::vector<float> want((size_t)n * rows);
+        for (int v = 0; v < n; ++v)
+          for (int64_t r = 0; r < rows; ++r)
+            want[(size_t)v * rows + r] = pair_spec(m, r, xq.data() + (size_t)v * (cols / 32));
+        for (const MatvecKernels* k : runnable_tables()) {
+          for (int threads : {1, 2, 3}) {
+            omp_set_num_threads(threads);
+            std::vector<float> y((size_t)n * rows, -1.0f);
+            matmul_rows_with(*k, w, x.data(), y.data(), n);
+            for (size_t i = 0; i < y.size(); ++i)
+              ASSERT_EQ(y[i], want[i]) << k->name << " rows " << rows << " cols " << cols << " n " << n << " threads "
+                                       << threads << " activation row " << i / rows << " row " << i % rows;
+          }
+        }
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+TEST_P(MatvecPacked, WithinTheErrorBoundOfTheExactProduct) {
+  const TestMatrix m = make_test_matrix(GetParam(), 37, 512, 5);
+  const std::unique_ptr<PackedMatrix> p = pack_weight_matrix(m.view());
+  WeightMatrix w = m.view();
+  w.packed = p.get();
+  const std::vector<float> x = make_activations(m.cols, 6);
+  std::vector<float> y(m.rows);
+  matvec(w, x.data(), y.data());
+  for (int64_t r = 0; r < m.rows; ++r) {
+    const test::RowBounds rb = test::row_bounds(m, r, x.data());
+    ASSERT_LE(std::fabs(y[r] - rb.exact), rb.act_bound + test::fp32_rel_bound(m.type, m.cols) * rb.fp_scale)
+        << "row " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatvecPacked, ::testing::Values(GgmlType::Q4_1, GgmlType::Q8_0),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) { return ggml_type_name((uint32_t)i.param); });
+
+// Packed and GGUF-layout matrices in one shared call: each output is what its own call gives.
+TEST(MatvecPackedShared, SharedCallMixesPackedAndUnpackedMatrices) {
+  const TestMatrix a = make_test_matrix(GgmlType::Q4_1, 45, 576, 8), b = make_test_matrix(GgmlType::Q8_0, 19, 576, 9);
+  const std::unique_ptr<PackedMatrix> p = pack_weight_matrix(a.view());
+  WeightMatrix wa = a.view();
+  wa.packed = p.get();
+  const WeightMatrix wb = b.view();
+  constexpr int kN = 6;
+  const std::vector<float> x = activation_rows(576, kN, 40);
+  std::vector<float> ya(kN * 45), yb(kN * 19), ya1(kN * 45), yb1(kN * 19);
+  matmul_rows_shared({{&wa, ya.data()}, {&wb, yb.data()}}, x.data(), kN);
+  matmul_rows(wa, x.data(), ya1.data(), kN);
+  matmul_rows(wb, x.data(), yb1.data(), kN);
+  EXPECT_EQ(ya, ya1);
+  EXPECT_EQ(yb, yb1);
+}
+
+TEST(MatvecPackedErrors, OnlyTypesWithALayoutArePackedAndAMismatchedCopyIsAnError) {
+  EXPECT_TRUE(has_packed_layout(GgmlType::Q4_1));
+  EXPECT_TRUE(has_packed_layout(GgmlType::Q8_0));
+  const TestMatrix q4 = make_test_matrix(GgmlType::Q4_0, 8, 64, 1);
+  EXPECT_EQ(pack_weight_matrix(q4.view()), nullptr);
+  const TestMatrix a = make_test_matrix(GgmlType::Q4_1, 16, 64, 2), b = make_test_matrix(GgmlType::Q4_1, 8, 64, 3);
+  const std::unique_ptr<PackedMatrix> pb = pack_weight_matrix(b.view());
+  WeightMatrix w = a.view();
+  w.packed = pb.get();  // 8 rows packed, 16 in the matrix
+  std::vector<float> x(64, 1.0f), y(16, -7.0f);
+  EXPECT_THROW(matvec(w, x.data(), y.data()), Error);
+  EXPECT_EQ(y, std::vector<float>(16, -7.0f));
+  WeightMatrix bad = b.view();
+  bad.cols = 48;  // not a multiple of 32
+  EXPECT_THROW(pack_weight_matrix(bad), Error);
+}
+
+}  // namespace
+}  // namespace mpkv
