@@ -93,7 +93,7 @@ HttpResponse ApiHandler::route(const HttpRequest& req) {
     r.body = metrics_.render(b ? b->metrics() : EngineMetrics{});
     return r;
   }
-  return complete(p == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completions, req.body);
+  return complete(p == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completions, req);
 }
 
 HttpResponse ApiHandler::models() const {
@@ -117,8 +117,8 @@ std::vector<int32_t> ApiHandler::prompt_tokens(Backend& b, const CompletionReque
   return r.endpoint == Endpoint::chat ? b.encode_chat(r.messages) : b.encode_prompt(r.prompt);
 }
 
-HttpResponse ApiHandler::complete(Endpoint endpoint, const std::string& body) {
-  const CompletionRequest r = parse_completion_request(endpoint, body);
+HttpResponse ApiHandler::complete(Endpoint endpoint, const HttpRequest& req) {
+  const CompletionRequest r = parse_completion_request(endpoint, req.body);
   for (const std::string& f : r.unknown_fields)
     if (metrics_.count_unknown_field(f))
       std::fprintf(stderr, "mpkv serve: ignoring unknown request field '%s' (logged once)\n", f.c_str());
@@ -144,7 +144,10 @@ HttpResponse ApiHandler::complete(Endpoint endpoint, const std::string& body) {
   auto c = std::make_shared<Completion>(*b, metrics_, inflight_, std::move(fmt), static_cast<int>(params.prompt.size()),
                                         r.include_usage);
   c->start(std::move(params));
-  if (!r.stream) return c->wait_response();
+  if (!r.stream) {  // a client that leaves meanwhile aborts it (a stream's transport cancels it)
+    const AbortOnClose abort_on_close(req.client, [c] { c->cancel(); });
+    return c->wait_response();
+  }
   HttpResponse resp;
   resp.content_type = "text/event-stream";
   resp.headers.emplace_back("Cache-Control", "no-cache");

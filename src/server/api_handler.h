@@ -48,7 +48,7 @@ class ApiHandler {
 
  private:
   HttpResponse route(const HttpRequest& req);
-  HttpResponse complete(Endpoint endpoint, const std::string& body);
+  HttpResponse complete(Endpoint endpoint, const HttpRequest& req);
   std::vector<int32_t> prompt_tokens(Backend& b, const CompletionRequest& r) const;
   HttpResponse models() const;
   std::string new_id(const char* prefix);

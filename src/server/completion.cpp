@@ -20,6 +20,7 @@ Completion::Completion(Backend& backend, ServerMetrics& metrics, InFlight& infli
 }
 
 Completion::~Completion() {
+  channel_->set_wakeup(nullptr);  // the transport's wake may reference a connection being destroyed
   cancel();
   inflight_.remove(channel_.get());
 }

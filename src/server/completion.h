@@ -4,6 +4,7 @@
 // destroyed or cancelled before its final event aborts its request, so a vanished client never
 // leaves pages behind.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -32,7 +33,8 @@ class Completion : public ResponseStream {
   // chunk, the usage chunk when asked, and data: [DONE]. An SSE comment every kKeepAlive
   // without events, so a vanished client is noticed even while its request waits.
   bool next(std::string& out, std::chrono::milliseconds wait) override;
-  void cancel() override;
+  void cancel() override;  // any thread
+  void set_wakeup(std::function<void()> wake) override { channel_->set_wakeup(std::move(wake)); }
 
   static constexpr std::chrono::seconds kKeepAlive{5};
 
@@ -48,7 +50,8 @@ class Completion : public ResponseStream {
   ServerMetrics& metrics_;
   int n_prompt_;
   bool include_usage_;
-  bool started_stream_ = false, finished_ = false;
+  bool started_stream_ = false;
+  std::atomic<bool> finished_{false};  // read by cancel() on the transport's thread
   std::chrono::steady_clock::time_point last_write_;
 };
 
