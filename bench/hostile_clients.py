@@ -4,9 +4,9 @@ docs/serving.md, "Limits and vanished clients" (no benchmark library, plain sock
 
 - the time a good chat request takes alone, then while each attack runs: 300 connections sending
   headers slowly, 300 sending one byte of a declared 100 KB body, 1,000 idle connections;
-- for 16 clients that vanish 0.5 s after sending (non-streaming, then streaming) requests that
-  would generate 1,000 tokens each: seconds from their close until the server holds no KV bytes and
-  runs nothing (polling /metrics every 20 ms), and the good request's time meanwhile;
+- for 16 clients that vanish 0.5 s after their requests (1,000 tokens each, non-streaming, then
+  streaming) all run: seconds from their close until the server holds no KV bytes and runs nothing
+  (polling /metrics every 20 ms; tests/unit/test_server_hostile.cpp checks a good request meanwhile);
 - malformed requests (deep JSON nesting, invalid UTF-8, huge numbers and strings, broken HTTP):
   the statuses they get (any 5xx is a failure).
 
@@ -18,6 +18,7 @@ import os
 import re
 import resource
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -90,33 +91,41 @@ def open_attackers(port, n, payload):
     return socks
 
 
-def under_attack(port, label, n, payload):
+def median_of(runs):
+    """Median of the runs' figures (None when any failed), and the figures."""
+    ok = sorted(r for r in runs if r is not None)
+    return (statistics.median(ok) if len(ok) == len(runs) else None), runs
+
+
+def under_attack(port, label, n, payload, reps):
     socks = open_attackers(port, n, payload)
     time.sleep(0.2)
-    secs = good_request_seconds(port)
+    secs = median_of([good_request_seconds(port) for _ in range(reps)])
     for s in socks:
         s.close()
     return label, secs
 
 
 def vanishing(url, port, stream, n=16, stay=0.5):
-    """n clients send LONG requests and close after `stay` s; seconds until no KV bytes and nothing
-    running, and the good request's time right after they left."""
+    """n clients send LONG requests, wait until all run (their KV bytes held), stay `stay` s more
+    and close; (KV bytes, running) at the close and the seconds from the close until no KV bytes are
+    held and nothing runs (None: not within 300 s)."""
     body = dict(LONG, stream=stream)
     socks = open_attackers(port, n, request_bytes("/v1/chat/completions", body))
+    t_sent = time.monotonic()
+    while metrics(url)[1] < n and time.monotonic() - t_sent < 120:
+        time.sleep(0.02)
     time.sleep(stay)
     before = metrics(url)
     for s in socks:
         s.close()
     t0 = time.monotonic()
-    good = good_request_seconds(port)
     while time.monotonic() - t0 < 300:
         kv, running = metrics(url)
         if kv == 0 and running == 0:
-            break
+            return before, time.monotonic() - t0
         time.sleep(0.02)
-    freed = time.monotonic() - t0
-    return before, freed, good
+    return before, None
 
 
 MALFORMED = {
@@ -151,29 +160,35 @@ def main():
     p.add_argument("--mpkv", required=True)
     p.add_argument("--model", default="models/SmolLM2-135M-Instruct.Q4_1.gguf")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--reps", type=int, default=3, help="figures are medians of this many runs")
+    p.add_argument("--extra", default="", help="more `mpkv serve` options, space-separated")
     a = p.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, 4096), hard), hard))
     log = os.path.join(tempfile.mkdtemp(prefix="hostile_"), "serve.log")
-    argv = [a.mpkv, "serve", "-m", a.model, "--port", "0", "-t", str(a.threads), "-c", "2048", "--max-seqs", "16"]
+    argv = [a.mpkv, "serve", "-m", a.model, "--port", "0", "-t", str(a.threads), "-c", "2048", "--max-seqs", "16", *a.extra.split()]
     with serve_servers.Server(argv, log) as srv:
         port = int(srv.url.rsplit(":", 1)[1])
         fmt = lambda s: "timed out / failed" if s is None else f"{s:.3f} s"
+        fmt_runs = lambda m: f"{fmt(m[0])} ({', '.join('-' if r is None else f'{r:.2f}' for r in m[1])})"
         good_request_seconds(port)  # warm-up
-        rows = [("none (alone)", good_request_seconds(port))]
+        rows = [("none (alone)", median_of([good_request_seconds(port) for _ in range(a.reps)]))]
         rows.append(under_attack(port, "300 connections, headers sent slowly",
-                                 300, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"))
+                                 300, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n", a.reps))
         rows.append(under_attack(port, "300 connections, 1 byte of a 100 KB body", 300,
-                                 b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{"))
-        rows.append(under_attack(port, "1,000 idle connections", 1000, b""))
+                                 b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{", a.reps))
+        rows.append(under_attack(port, "1,000 idle connections", 1000, b"", a.reps))
+        print(f"medians of {a.reps} runs (the runs in brackets)\n")
         print("| attack | good request (chat, 8 tokens) answered in |\n|---|---|")
         for label, secs in rows:
-            print(f"| {label} | {fmt(secs)} |")
-        print("\n| 16 clients vanish 0.5 s after sending (1,000 tokens each) | KV bytes, running before | "
-              "seconds until KV bytes = 0 and nothing runs | good request meanwhile |\n|---|---|---|---|")
+            print(f"| {label} | {fmt_runs(secs)} |")
+        print("\n| 16 clients vanish 0.5 s after all run (1,000 tokens each) | KV bytes, running at the close | "
+              "seconds until KV bytes = 0 and nothing runs |\n|---|---|---|")
         for stream in (False, True):
-            (kv, running), freed, good = vanishing(srv.url, port, stream)
-            print(f"| {'streaming' if stream else 'non-streaming'} | {kv:.0f} B, {running:.0f} | {freed:.3f} | {fmt(good)} |")
+            runs = [vanishing(srv.url, port, stream) for _ in range(a.reps)]
+            kv, running = runs[0][0]
+            print(f"| {'streaming' if stream else 'non-streaming'} | {kv / 2**20:.1f} MiB, {running:.0f} | "
+                  f"{fmt_runs(median_of([r[1] for r in runs]))} |")
         print("\n| malformed request | status |\n|---|---|")
         bad = 0
         for label, status in malformed(port):

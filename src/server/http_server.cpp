@@ -438,7 +438,7 @@ void ServerCore::accept() {
 // Over max_connections: 503 + Retry-After written without reading the request (an empty send
 // buffer takes it at once), then a lingering close.
 void ServerCore::refuse(tcp::socket socket) {
-  static const std::string bytes = serialize(
+  const std::string bytes = serialize(
       error_response(ApiError(503, "too many connections; try again later", "", "", "server_error"),
                      handler.options().retry_after_seconds),
       false);
