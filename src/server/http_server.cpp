@@ -485,7 +485,17 @@ int HttpServer::start() {
   const int port = s.acceptor.local_endpoint().port();
   s.workers.emplace(static_cast<size_t>(s.opts.threads));
   s.accept();
-  s.io_thread = std::thread([&s] { s.ioc.run(); });
+  s.io_thread = std::thread([&s] {
+    const auto work = net::make_work_guard(s.ioc);  // run() returns only at stop()
+    for (;;) {
+      try {
+        s.ioc.run();
+        return;
+      } catch (const std::exception& e) {  // a bug in a handler: log it, keep serving the others
+        std::fprintf(stderr, "[server] the I/O thread: %s\n", report_for(e).line.c_str());
+      }
+    }
+  });
   return port;
 }
 
