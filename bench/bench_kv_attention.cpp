@@ -93,7 +93,7 @@ KvCacheOptions options_of(const std::string& name) {
   if (name == "f16") return o;
   size_t i = name.size();
   while (i > 0 && std::isdigit((unsigned char)name[i - 1])) --i;
-  o.method = name.substr(0, i);
+  o.method = mpkv::parse_kv_method(name.substr(0, i));
   if (i < name.size()) o.bits = std::stoi(name.substr(i));
   return o;
 }
@@ -123,7 +123,7 @@ FilledCache fill_cache(const std::string& m, const KvDims& dims, int ctx) {
       cache.append(0, l, n, k.data(), v.data());
     }
   }
-  const int fp16_rows = ctx - cache.tokens_in_pages(0, ctx);
+  const int fp16_rows = ctx - cache.byte_model().tokens_in_pages(0, ctx);
   size_t page_bytes = 0;
   for (int l = 0; l < layers; ++l) {
     for (int p = 0; p < cache.n_pages(0, l); ++p) {
@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
       const KvDims full{30, 9, 3, 64};
       KvCacheOptions o = options_of("progressive2");
       auto probe_cache = make_kv_cache(o, full);
-      o.budget_mib = probe_cache->sequence_bytes_bound(8192) / 1048576.0 * 1.05;
+      o.budget_mib = probe_cache->byte_model().sequence_bytes_bound(8192) / 1048576.0 * 1.05;
       auto cache = make_kv_cache(o, full);
       std::vector<double> pauses;
       cache->set_shrink_listener([&](const ShrinkPause& p) { pauses.push_back(p.seconds); });

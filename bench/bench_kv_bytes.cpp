@@ -49,7 +49,7 @@ size_t bytes_after(const mpkv::KvCacheOptions& o, int n) {
 mpkv::KvCacheOptions kv(const char* method, int kb, int vb, int page_tokens = 0) {
   mpkv::KvCacheOptions o;
   o.page_tokens = page_tokens;
-  o.method = method;
+  o.method = mpkv::parse_kv_method(method);
   o.k_bits = kb;
   o.v_bits = vb;
   o.bits = vb;

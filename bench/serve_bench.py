@@ -219,6 +219,19 @@ async def warm_up(client, a, headers):
     return model, len(sample) / prompt_tokens
 
 
+def token_hex(e):
+    """A logprob entry's token bytes as hex (its 'bytes' field, else its text in UTF-8)."""
+    return bytes(e.get("bytes") or e["token"].encode("utf-8")).hex()
+
+
+def keep_logprobs(choice, rec):
+    """Appends a chat chunk's per-token logprobs to rec['logprobs'] as [hex, logprob, [[hex, logprob], ...]]
+    (bench/served_quality.cpp reads them back to token ids by their bytes)."""
+    for e in ((choice.get("logprobs") or {}).get("content") or []):
+        rec.setdefault("logprobs", []).append(
+            [token_hex(e), e["logprob"], [[token_hex(t), t["logprob"]] for t in e.get("top_logprobs") or []]])
+
+
 async def one_request(client, a, headers, model, prompt, seed, rec):
     """Streams one completion into rec (times relative to rec['start'], monotonic seconds)."""
     body = {"model": model, "max_tokens": a.max_tokens, "temperature": a.temperature,
@@ -231,6 +244,11 @@ async def one_request(client, a, headers, model, prompt, seed, rec):
         body["top_p"] = a.top_p
     if a.top_k is not None:
         body["top_k"] = a.top_k
+    if a.top_logprobs is not None:
+        body["logprobs"] = True
+        body["top_logprobs"] = a.top_logprobs
+    if a.keep_text:
+        rec["prompt"] = prompt
     if a.ignore_eos:
         body["ignore_eos"] = True              # vLLM's field (mpkv serve)
         body["min_tokens"] = a.max_tokens      # vLLM's and llama-cpp-python's (holds end-of-generation back)
@@ -263,6 +281,8 @@ async def one_request(client, a, headers, model, prompt, seed, rec):
                     chunks.append(time.monotonic() - t0)
                     if a.keep_text:
                         rec["text"] = rec.get("text", "") + piece
+                if a.top_logprobs is not None:
+                    keep_logprobs(ch, rec)
                 if ch.get("finish_reason"):
                     rec["finish_reason"] = ch["finish_reason"]
     rec["status"] = 200
@@ -487,7 +507,10 @@ def main():
     p.add_argument("--request-rate", type=float, default=float("inf"),
                    help="Poisson arrivals per second (inf: all at once, closed loop of --levels workers)")
     p.add_argument("--slo-tpot-ms", type=float, default=250.0, help="TPOT bound of the goodput figure")
-    p.add_argument("--keep-text", action="store_true", help="store each answer's text in the records")
+    p.add_argument("--keep-text", action="store_true", help="store each prompt and answer text in the records")
+    p.add_argument("--top-logprobs", type=int, choices=range(0, 21), metavar="0..20",
+                   help="chat only: ask for each token's logprob and this many alternatives and store them "
+                        "in the records (bench/served_quality.cpp)")
     p.add_argument("--levels", default="1,4,16,64", help="comma-separated concurrency levels")
     p.add_argument("--requests", type=int, default=0, help="requests per level (0: its concurrency)")
     p.add_argument("--level-seconds", type=float, default=0, help="time box per level (0: none)")
@@ -502,6 +525,8 @@ def main():
     a.levels = [int(x) for x in a.levels.split(",") if x.strip()]
     if not a.levels or min(a.levels) < 1:
         sys.exit("serve_bench: --levels needs positive integers")
+    if a.top_logprobs is not None and a.endpoint != "chat":
+        sys.exit("serve_bench: --top-logprobs needs --endpoint chat (completions logprobs carry no token bytes)")
     result = asyncio.run(main_async(a))
     tmp = a.out + ".tmp"
     with open(tmp, "w") as f:

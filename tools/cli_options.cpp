@@ -161,17 +161,26 @@ CLI::Validator llama_cache_type() {
   return make_validator(
       [](std::string& s) -> std::string {
         if (s == "f16") return {};
-        return "mpkv has no cache type '" + s + "' with llama.cpp's meaning; use --kv-method (f16, uniform, kivi, "
-               "rotated, turbo, progressive) and --kv-bits";
+        return "mpkv has no cache type '" + s + "' with llama.cpp's meaning; use --kv-method (" + kv_method_list() +
+               ") and --kv-bits";
       },
       "f16");
+}
+
+CLI::Validator kv_method_name_check() {
+  return make_validator(
+      [](std::string& s) -> std::string { return is_kv_method(s) ? "" : "'" + s + "' is not one of " + kv_method_list(); },
+      "a KV method");
 }
 }  // namespace
 
 void add_kv_cache_options(CLI::App* sub, KvCacheOptions& o) {
-  sub->add_option("--kv-method", o.method, "KV cache: f16, uniform, kivi, rotated, turbo or progressive")
-      ->capture_default_str();
-  sub->add_option("--cache-type-k,--cache-type-v", o.method, "-ctk / -ctv: llama.cpp's cache types; only f16 has the same meaning here")
+  const auto set_method = [&o](const std::string& s) { o.method = parse_kv_method(s); };
+  sub->add_option_function<std::string>("--kv-method", set_method, "KV cache: " + kv_method_list())
+      ->default_str(kv_method_name(o.method))
+      ->check(kv_method_name_check());
+  sub->add_option_function<std::string>("--cache-type-k,--cache-type-v", set_method,
+                                         "-ctk / -ctv: llama.cpp's cache types; only f16 has the same meaning here")
       ->check(llama_cache_type());
   sub->add_option("--kv-bits", o.bits, "final bits of keys and values (progressive: the lowest they shrink to)")
       ->capture_default_str()->check(integer_in(1, 16, "in [1, 16]"));
@@ -204,7 +213,7 @@ void check_kv_flags(const CLI::App* sub, const KvCacheOptions& o) {
     if (!given(sub, f)) continue;
     MPKV_CHECK(method, std::string(f) + " needs a quantizing --kv-method (uniform, kivi, rotated, turbo, progressive); "
                                         "the default cache is f16");
-    MPKV_CHECK(o.method != "f16", std::string(f) + " has no effect with --kv-method f16");
+    MPKV_CHECK(o.method != KvMethod::f16, std::string(f) + " has no effect with --kv-method f16");
   }
 }
 
@@ -214,7 +223,7 @@ void cap_kv_sizes(KvCacheOptions& o, int n_ctx) {
 }
 
 void warn_if_nothing_quantized(const KvPlan& plan, int n_ctx) {
-  if (plan.method == "f16" || n_ctx > plan.sink + plan.window) return;
+  if (plan.method == KvPlanMethod::f16 || n_ctx > plan.sink + plan.window) return;
   std::fprintf(stderr,
                "warning: the context (%d tokens) is not longer than the fp16 sink + window (%d + %d): no position will "
                "be quantized; raise -c or lower --kv-window\n",

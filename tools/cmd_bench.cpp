@@ -34,6 +34,7 @@
 #include "model/forward.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
+#include "util/units.h"
 
 namespace mpkv::cli {
 
@@ -72,8 +73,6 @@ std::string figure(const std::vector<double>& runs) {
 nlohmann::json figure_json(const std::vector<double>& runs) {
   return {{"tok_s", median(runs)}, {"tok_s_stddev", stddev(runs)}, {"tok_s_runs", runs}};
 }
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // CPU seconds of every thread of this process: on a shared machine, tokens per CPU-second of a
 // 1-thread run barely depend on what else runs, where tokens per wall second do.
@@ -165,10 +164,11 @@ DecodeRate time_decode(const Model& model, const KvCacheOptions& kv, const Decod
 int admitted_sequences(const KvCacheOptions& kv, const KvDims& dims, int tokens) {
   MPKV_CHECK(kv.budget_mib > 0, "--parallel 0 needs --kv-budget-mib");
   auto probe = make_kv_cache(kv, dims);
-  const int n = (int)(probe->pool().budget() / probe->sequence_bytes_bound(tokens));
+  const KvByteModel& bytes = probe->byte_model();
+  const int n = (int)bytes.sequences_within(probe->budget_bytes(), tokens);
   MPKV_CHECK(n > 0, "the budget cannot hold one sequence of " + std::to_string(tokens) + " tokens");
   std::printf("admitted %d sequences of %d tokens (%.2f MiB each at most) in %s MiB\n", n, tokens,
-              probe->sequence_bytes_bound(tokens) / 1048576.0, format_number(kv.budget_mib).c_str());
+              bytes.sequence_bytes_bound(tokens) / 1048576.0, format_number(kv.budget_mib).c_str());
   return n;
 }
 

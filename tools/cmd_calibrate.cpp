@@ -36,6 +36,7 @@
 #include "quant/distortion.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/units.h"
 #include "util/progress.h"
 
 namespace mpkv::cli {
@@ -55,8 +56,6 @@ struct Args {
   double force_beta = 0;
   bool smooth = true, per_head = false, progress = true, all_pairs = false, progressive = false, direct = false;
 };
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Widths the sensitivities are measured at: every width an allocation method chooses from (the
 // ratequant set contains pmkvq's and combined's ladder {2, 4, 8}).
@@ -184,25 +183,11 @@ calib::CalibrationInputs calibrate_now(const Args& a, const Model& model, const 
   const std::vector<std::vector<int32_t>> windows(data.samples.begin(), data.samples.begin() + nw);
   const calib::KvSamples kv =
       calib::collect_kv(model, windows, r.smoothing.lambda, [&](size_t w) { bar.update(w); }, runtime.sink);
-  calib::CalibrationInputs in;
-  in.fits = calib::fit_components(kv, q, supported_distortion_bits(q));
-  in.fit_k = in.fits.pooled_key;
-  in.fit_v = in.fits.pooled_value;
+  calib::ComponentFits fits = calib::fit_components(kv, q, supported_distortion_bits(q));
   bar.finish();
-  in.model = id;
-  in.quantizer = q;
-  in.bits = r.sensitivity.bits;
-  in.pmkvq_k = r.sensitivity.pmkvq_key;
-  in.pmkvq_v = r.sensitivity.pmkvq_value;
-  in.w_k = r.sensitivity.w_key;
-  in.w_v = r.sensitivity.w_value;
-  in.smoothing = r.smoothing;
-  in.total_s = now_s() - t0;
-  in.cpu_s = (double)(std::clock() - cpu0) / CLOCKS_PER_SEC;
-  in.calib_file = a.calib_file;
-  in.calib_n = a.calib_n;
-  in.calib_len = a.calib_len;
-  in.pi_scale = a.pi_scale;
+  const calib::CalibrationInputs in =
+      calib::make_calibration_inputs(r, std::move(fits), id, q, {a.calib_file, a.calib_n, a.calib_len, a.pi_scale},
+                                     now_s() - t0, (double)(std::clock() - cpu0) / CLOCKS_PER_SEC);
   report = r;
   report.update(nlohmann::json(in));  // the inputs' keys (what --report-in reads) over the full report
   report["distortion_fits"]["windows"] = nw;

@@ -75,7 +75,7 @@ void run_check(const Args& a) {
   const calib::CalibrationInputs in =
       read_calibration_report(a.report_in, "--report-in " + a.report_in + ": ", c, kv_model_identity(*model));
   KvCacheOptions ko;
-  ko.method = method_name(in.quantizer);
+  ko.method = parse_kv_method(method_name(in.quantizer));
   ko.bits = a.check_bits;
   KvPlan base = make_kv_plan(ko, c.kv_dims());
   base.smoothing = in.smoothing.lambda;
@@ -110,7 +110,7 @@ void run_check(const Args& a) {
   std::printf("Prediction check on %s: %s K/V at %d bits (smoothing from the report), each of %zu components dropped "
               "alone to %d bits; %d window(s) of %d tokens of %s, %lld scored positions per variant, quantized where "
               "the runtime quantizes (sink %d, fp16 window %d); %.0f s\n",
-              c.name.c_str(), ko.method.c_str(), a.check_bits, comps.size(), a.check_drop, a.check_windows, a.ctx,
+              c.name.c_str(), kv_method_name(ko.method), a.check_bits, comps.size(), a.check_drop, a.check_windows, a.ctx,
               a.file.c_str(), (long long)r.scored, base.sink, base.window, r.seconds);
   std::printf("KL(f16 || base) = %.5f; measured dKL = KL(f16 || dropped) - KL(f16 || base)\n\n", r.kl_base);
   std::printf("| predictor | Spearman rho vs dKL | vs KL(base || dropped) |\n|---|---|---|\n");

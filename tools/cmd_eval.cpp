@@ -37,7 +37,7 @@ EvalMatrix methods_for(const std::vector<std::string>& names, const std::vector<
   EvalMatrix m = eval_matrix(names, bits, a.plan_dir, a.model);
   std::vector<EvalMethod> kept;
   for (EvalMethod& e : m.methods) {
-    if (e.method == "f16") continue;
+    if (e.kv.method == KvMethod::f16 && e.kv.plan_file.empty()) continue;  // the reference
     e.kv.model = kv_model_identity(model);
     kept.push_back(e);
   }
@@ -98,7 +98,7 @@ void register_eval(CLI::App& app) {
     for (const auto* mm : {&text_m, &drift_m})
       for (const EvalMethod& e : mm->methods) {
         const KvPlan plan = make_kv_plan(e.kv, dims);
-        if (!warned && mm == &text_m && !a->file.empty() && plan.method != "f16" && a->n_ctx <= plan.sink + plan.window) {
+        if (!warned && mm == &text_m && !a->file.empty() && plan.method != KvPlanMethod::f16 && a->n_ctx <= plan.sink + plan.window) {
           warn_if_nothing_quantized(plan, a->n_ctx);
           warned = true;
         }

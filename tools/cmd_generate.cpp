@@ -22,6 +22,7 @@
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/units.h"
 
 namespace mpkv::cli {
 
@@ -81,8 +82,6 @@ struct RunState {
   double t_start = 0, t_last_first_token = 0, t_end = 0;
   std::vector<StepTime> steps;  // every step that forwarded tokens (engine/phase_time.h)
 };
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 void print_summary(const GenerateArgs& a, const std::string& model_name, const Engine& engine, const RunState& st,
                    uint64_t seed, int threads) {
@@ -149,7 +148,7 @@ void run_generate(const GenerateArgs& a, const CLI::App* sub) {
   warn_if_nothing_quantized(cache->plan(), a.n_ctx);
   if (a.verbose) {
     std::fprintf(stderr, "[kv] %s; plan %s, pages of %d tokens, window %d, sink %d\n", describe(kv).c_str(),
-                 cache->plan().method.c_str(), cache->plan().page_tokens, cache->plan().window, cache->plan().sink);
+                 kv_plan_method_name(cache->plan().method), cache->plan().page_tokens, cache->plan().window, cache->plan().sink);
     const PagedKvCache* cp = cache.get();
     cache->set_shrink_listener([cp](const ShrinkPause& p) {
       std::fprintf(stderr, "\n[kv] shrink for seq %d: %d page shrinks (%d -> %d bits), freed %.1f KiB in %.3f ms; in use %.2f / %.2f MiB\n",

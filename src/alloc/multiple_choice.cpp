@@ -9,6 +9,7 @@
 #include <string>
 
 #include "util/error.h"
+#include "util/units.h"
 
 namespace mpkv {
 
@@ -28,8 +29,6 @@ void validate(const MultipleChoiceProblem& p) {
     }
   }
 }
-
-std::string mib(int64_t bytes) { return std::to_string((double)bytes / (1024.0 * 1024.0)) + " MiB"; }
 
 struct ProbDeleter {
   void operator()(glp_prob* p) const { glp_delete_prob(p); }

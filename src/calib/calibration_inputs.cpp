@@ -1,10 +1,35 @@
 #include "calib/calibration_inputs.h"
 
 #include <string>
+#include <utility>
 
 #include "util/error.h"
 
 namespace mpkv::calib {
+
+CalibrationInputs make_calibration_inputs(const CalibrationReport& r, ComponentFits fits, const KvModelIdentity& model,
+                                          QuantMethod quantizer, const CalibrationSource& source, double total_s,
+                                          double cpu_s) {
+  CalibrationInputs in;
+  in.fits = std::move(fits);
+  in.fit_k = in.fits.pooled_key;
+  in.fit_v = in.fits.pooled_value;
+  in.model = model;
+  in.quantizer = quantizer;
+  in.bits = r.sensitivity.bits;
+  in.pmkvq_k = r.sensitivity.pmkvq_key;
+  in.pmkvq_v = r.sensitivity.pmkvq_value;
+  in.w_k = r.sensitivity.w_key;
+  in.w_v = r.sensitivity.w_value;
+  in.smoothing = r.smoothing;
+  in.total_s = total_s;
+  in.cpu_s = cpu_s;
+  in.calib_file = source.calib_file;
+  in.calib_n = source.calib_n;
+  in.calib_len = source.calib_len;
+  in.pi_scale = source.pi_scale;
+  return in;
+}
 
 void validate(const CalibrationInputs& in, int n_layer, int n_head_kv) {
   const auto shape_ok = [&](const auto& t) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "calib/calibrate.h"
 #include "calib/distortion_fits.h"
 #include "calib/smoothing.h"
 #include "kvcache/kv_plan.h"
@@ -40,6 +41,20 @@ struct CalibrationInputs {
   int calib_n = 0, calib_len = 0;
   double pi_scale = 0;
 };
+
+// Where a calibration's data came from (CalibrationInputs' provenance fields).
+struct CalibrationSource {
+  std::string calib_file;
+  int calib_n = 0, calib_len = 0;
+  double pi_scale = 0;
+};
+
+// The allocators' inputs from a fresh calibration (`mpkv calibrate` without --report-in): its
+// sensitivities and smoothing, the per-component distortion fits (the pooled ones taken from
+// them), the model and quantizer it was run for, its source and its wall / CPU seconds.
+CalibrationInputs make_calibration_inputs(const CalibrationReport& r, ComponentFits fits, const KvModelIdentity& model,
+                                          QuantMethod quantizer, const CalibrationSource& source, double total_s,
+                                          double cpu_s);
 
 // Error (naming the field) unless the tables match n_layer x n_head_kv and every PM-KVQ row has
 // one value per width.

@@ -10,8 +10,9 @@
 #include "alloc/progressive_schedule.h"
 #include "alloc/ratequant_allocator.h"
 #include "kvcache/kv_cache_factory.h"
-#include "kvcache/paged_kv_cache.h"
+#include "kvcache/kv_byte_model.h"
 #include "util/error.h"
+#include "util/units.h"
 
 namespace mpkv::calib {
 
@@ -27,12 +28,6 @@ double sensitivity_at_16(double s8) { return s8 * 255.0 / 65535.0; }
 
 // The average bits the budget is taken at: an explicit K/V split's mean, else avg_bits.
 double request_bits(const PlanRequest& r) { return r.k_bits > 0 ? (r.k_bits + r.v_bits) / 2.0 : r.avg_bits; }
-
-std::string mib(double b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f MiB", b / 1048576.0);
-  return buf;
-}
 
 // Index of `bits` in in.bits; Error when the calibration did not measure it.
 size_t bit_index(const CalibrationInputs& in, int bits) {
@@ -60,13 +55,13 @@ PmkvqProblem pmkvq_problem(const CalibrationInputs& in, const PlanRequest& r, co
   int64_t overhead = 0;
   for (size_t j = 0; j < p.bits.size(); ++j) {
     const size_t bi = bit_index(in, p.bits[j]);
-    const PagedKvCache cache(r.dims, request_plan(r, p.bits[j]), 0);
-    overhead = (int64_t)cache.overhead_bytes_bound((int)r.max_len);
+    const KvByteModel bytes(r.dims, request_plan(r, p.bits[j]));
+    overhead = (int64_t)bytes.overhead_bytes_bound((int)r.max_len);
     for (int l = 0; l < r.dims.n_layer; ++l)
       for (int h = 0; h < r.dims.n_head_kv; ++h) {
         const size_t i = blocks.of(l, h);
         p.sensitivity[i][j] += in.pmkvq_k[l][h][bi] + in.pmkvq_v[l][h][bi];
-        for (int kv = 0; kv < 2; ++kv) p.bytes[i][j] += (int64_t)cache.block_bytes_bound(l, h * 2 + kv, (int)r.max_len);
+        for (int kv = 0; kv < 2; ++kv) p.bytes[i][j] += (int64_t)bytes.block_bytes_bound(l, h * 2 + kv, (int)r.max_len);
       }
   }
   p.budget_bytes = budget - overhead;  // the overhead does not depend on bits
@@ -86,7 +81,8 @@ void allocate_pmkvq(const CalibrationInputs& in, const PlanRequest& r, int64_t b
         for (int b : {2, 4, 8}) c.sensitivity[b] = s[bit_index(in, b)];
         c.sensitivity[16] = sensitivity_at_16(c.sensitivity[8]);
       }
-  out.plan.solve.method = r.per_head ? "pmkvq-per-head" : "pmkvq";
+  out.plan.solve.method = KvPlanMethod::pmkvq;
+  out.plan.solve.per_head = r.per_head;
   out.plan.solve.objective = a.objective;
   out.summary = std::string("pmkvq (") + (r.per_head ? "per head" : "per layer") + ", ladder {2, 4, 8}): objective " +
                 "sum s(b) = " + std::to_string(a.objective);
@@ -96,7 +92,7 @@ void allocate_pmkvq(const CalibrationInputs& in, const PlanRequest& r, int64_t b
 // code bytes are linear in bits), divided by their gcd: all 1 unless some layers slide (a windowed
 // layer holds fewer pages, so its bits cost fewer bytes). [kv_component_index order]
 std::vector<int> bit_costs(const PlanRequest& r) {
-  const PagedKvCache c2(r.dims, request_plan(r, 2), 0), c4(r.dims, request_plan(r, 4), 0);
+  const KvByteModel c2(r.dims, request_plan(r, 2)), c4(r.dims, request_plan(r, 4));
   std::vector<int64_t> d((size_t)r.dims.n_layer * r.dims.n_head_kv * 2);
   int64_t g = 0;
   for (int l = 0; l < r.dims.n_layer; ++l)
@@ -188,7 +184,7 @@ void allocate_ratequant(const CalibrationInputs& in, const PlanRequest& r, int64
         for (int b = kProgressiveStartBits; b >= c.bits; b /= 2)  // shrink costs w * D(b)
           c.sensitivity[b] = p.components[i].weight * distortion(p.components[i].model, b);
       }
-  out.plan.solve.method = plan_method_name(r.method);
+  out.plan.solve.method = kv_plan_method(r.method);
   out.plan.solve.objective = res.objective;
   char buf[200];
   std::snprintf(buf, sizeof buf, "%s: predicted gain AM/GM %.4f, achieved objective %.6g (uniform %.6g, gain %.4f)",
@@ -217,29 +213,31 @@ void allocate_fixed(const PlanRequest& r, PlanAllocation& out) {
       out.plan.at(l, h, KvRole::key).bits = kb;
       out.plan.at(l, h, KvRole::value).bits = vb;
     }
-  out.plan.solve.method = r.progressive ? "fixed-progressive" : "fixed";
+  out.plan.solve.method = KvPlanMethod::fixed;
+  out.plan.solve.progressive = r.progressive;
   out.summary = std::string("fixed") + (r.progressive ? " progressive" : "") + ": K" + std::to_string(kb) + "/V" +
                 std::to_string(vb) + " everywhere, with the calibration's smoothing";
 }
 
 }  // namespace
 
-PlanMethod parse_plan_method(const std::string& s) {
-  if (s == "pmkvq") return PlanMethod::pmkvq;
-  if (s == "ratequant") return PlanMethod::ratequant;
-  if (s == "combined") return PlanMethod::combined;
-  if (s == "fixed") return PlanMethod::fixed;
-  throw Error("--method '" + s + "' is not one of pmkvq, ratequant, combined, fixed");
+KvPlanMethod kv_plan_method(PlanMethod m) {
+  switch (m) {
+    case PlanMethod::pmkvq: return KvPlanMethod::pmkvq;
+    case PlanMethod::ratequant: return KvPlanMethod::ratequant;
+    case PlanMethod::combined: return KvPlanMethod::combined;
+    case PlanMethod::fixed: return KvPlanMethod::fixed;
+  }
+  MPKV_ASSERT(false, "PlanMethod out of range");
+  return KvPlanMethod::file;
 }
 
-const char* plan_method_name(PlanMethod m) {
-  switch (m) {
-    case PlanMethod::pmkvq: return "pmkvq";
-    case PlanMethod::ratequant: return "ratequant";
-    case PlanMethod::combined: return "combined";
-    case PlanMethod::fixed: return "fixed";
-  }
-  return "?";
+const char* plan_method_name(PlanMethod m) { return kv_plan_method_name(kv_plan_method(m)); }
+
+PlanMethod parse_plan_method(const std::string& s) {
+  for (PlanMethod m : {PlanMethod::pmkvq, PlanMethod::ratequant, PlanMethod::combined, PlanMethod::fixed})
+    if (s == plan_method_name(m)) return m;
+  throw Error("--method '" + s + "' is not one of pmkvq, ratequant, combined, fixed");
 }
 
 double budget_avg_bits(const PlanRequest& r, int64_t budget) {
@@ -289,7 +287,7 @@ void validate(const PlanRequest& r) {
 
 KvPlan request_plan(const PlanRequest& r, int bits) {
   KvCacheOptions o;
-  o.method = method_name(r.quantizer);
+  o.method = parse_kv_method(method_name(r.quantizer));  // the cache method of that quantizer
   o.bits = bits;
   o.window = r.window;
   o.sink = r.sink;
@@ -302,7 +300,7 @@ KvPlan request_plan(const PlanRequest& r, int bits) {
 
 int64_t plan_bytes(const KvPlan& plan, int64_t max_len) {
   MPKV_CHECK(max_len >= 1 && max_len <= (1 << 24), "plan bytes: max_len outside [1, 2^24]");
-  return (int64_t)PagedKvCache(plan.dims, plan, 0).sequence_bytes_bound((int)max_len);
+  return (int64_t)KvByteModel(plan.dims, plan).sequence_bytes_bound((int)max_len);
 }
 
 double uniform_plan_bytes(const PlanRequest& r, double bits) {
@@ -330,7 +328,7 @@ PlanAllocation allocate_plan(const CalibrationInputs& in, const PlanRequest& r) 
                                               " quantizer, the plan asks for " + method_name(r.quantizer));
   PlanAllocation out;
   out.plan = request_plan(r, plan_candidate_bits(r.method, r.quantizer).front());
-  out.plan.method = plan_method_name(r.method);
+  out.plan.method = kv_plan_method(r.method);
   out.plan.smoothing = in.smoothing.lambda;
   if (r.method == PlanMethod::pmkvq) {
     allocate_pmkvq(in, r, budget, out);
@@ -342,7 +340,7 @@ PlanAllocation allocate_plan(const CalibrationInputs& in, const PlanRequest& r) 
   if (r.direct) {  // ablation: the same finals, quantized directly (no shift, no 16-bit pages)
     out.plan.progressive = false;
     for (KvComponentPlan& c : out.plan.components) c.sensitivity.clear();
-    out.plan.solve.method += "-direct";
+    out.plan.solve.direct = true;
     out.summary += "\n  ablation: finals quantized directly (not progressive)";
   }
   KvPlanSolve& s = out.plan.solve;

@@ -1,6 +1,6 @@
 // From calibration inputs to a KV plan: the allocation stage of `mpkv calibrate`
 // (docs/calibration.md). One byte model: every byte count here is the KV cache's own accounting
-// (PagedKvCache::overhead_bytes_bound + block_bytes_bound for one sequence of max_len tokens, from
+// (KvByteModel::overhead_bytes_bound + block_bytes_bound for one sequence of max_len tokens, from
 // the same block layouts the cache allocates), so a plan solved for budget B runs max_len tokens in
 // a cache of budget B.
 //
@@ -33,7 +33,8 @@ namespace mpkv::calib {
 
 enum class PlanMethod { pmkvq, ratequant, combined, fixed };
 PlanMethod parse_plan_method(const std::string& s);  // Error naming the choices
-const char* plan_method_name(PlanMethod m);
+const char* plan_method_name(PlanMethod m);  // the names of kvcache/kv_method.h
+KvPlanMethod kv_plan_method(PlanMethod m);
 
 struct PlanRequest {
   PlanMethod method = PlanMethod::pmkvq;
@@ -65,7 +66,7 @@ void validate(const PlanRequest& r);
 // The request's plan with every component at `bits` (progressive for pmkvq and combined), page
 // size and defaults as `--kv-method <quantizer>` would build them.
 KvPlan request_plan(const PlanRequest& r, int bits);
-// PagedKvCache::sequence_bytes_bound(max_len) of a plan.
+// KvByteModel::sequence_bytes_bound(max_len) of a plan.
 int64_t plan_bytes(const KvPlan& plan, int64_t max_len);
 // Bytes of request_plan at `bits` for max_len tokens; fractional bits interpolate linearly (exact:
 // codes are linear in bits, everything else does not depend on them).

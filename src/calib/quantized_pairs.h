@@ -1,18 +1,15 @@
 // What the KV cache quantizes (docs/calibration.md, "What the runtime quantizes"): the positions and
 // (query, key) pairs whose key and value a PagedKvCache with a given plan holds in quantized pages.
 // For a query at position t the sequence holds n = t + 1 positions; the keys in pages are
-// [sink, sink + tokens_in_pages(layer, n)) (PagedKvCache::tokens_in_pages: the fp16 window of the
+// [sink, sink + tokens_in_pages(layer, n)) (KvByteModel::tokens_in_pages: the fp16 window of the
 // most recent tokens and the layer's flush granularity, e.g. KIVI's key token group). The sink and
 // the window are fp16, so their pairs contribute nothing to a quantization error.
 #pragma once
 #include <memory>
 
 #include "calib/activation_backward.h"
+#include "kvcache/kv_byte_model.h"
 #include "kvcache/kv_plan.h"
-
-namespace mpkv {
-class PagedKvCache;
-}
 
 namespace mpkv::calib {
 
@@ -20,8 +17,6 @@ class QuantizedPairs {
  public:
   // The plan is validated against its own dims (Error when invalid).
   explicit QuantizedPairs(const KvPlan& plan);
-  ~QuantizedPairs();
-  QuantizedPairs(QuantizedPairs&&) noexcept;
 
   int sink() const;
   // Keys [k0, k1) of `layer` held quantized when the query at position t attends.
@@ -30,7 +25,8 @@ class QuantizedPairs {
   QuantizedKeyRange range() const;
 
  private:
-  std::unique_ptr<PagedKvCache> cache_;  // budget 0: only its accounting is used
+  int sink_;
+  KvByteModel bytes_;
 };
 
 }  // namespace mpkv::calib

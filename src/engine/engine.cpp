@@ -19,16 +19,10 @@ Engine::Engine(const Model& model, const Tokenizer& tok, std::unique_ptr<PagedKv
   MPKV_CHECK(opts_.max_queue >= 1, "engine: max_queue must be at least 1");
   MPKV_CHECK(std::isfinite(opts_.admission_overcommit) && opts_.admission_overcommit >= 1.0,
              "engine: admission_overcommit must be >= 1");
-  const size_t budget = cache_->pool().budget();
-  MPKV_CHECK(budget == 0 || cache_->sequence_bytes_bound(1) <= budget,
-             "engine: the KV budget cannot hold even one token of one sequence");
-  runner_ = std::make_unique<ModelRunner>(model_, *cache_);
-  const size_t admit = budget == 0 ? 0 : (size_t)((double)budget * opts_.admission_overcommit);
-  const PagedKvCache* c = cache_.get();
   sched_ = std::make_unique<Scheduler>(
-      opts_.max_seqs, admit, [c](int n) { return c->sequence_bytes_bound(n); }, [c] { return c->available_bytes(); },
-      opts_.n_ctx);
-  totals_.kv_budget_bytes = budget;
+      *cache_, SchedulerOptions{opts_.max_seqs, opts_.max_batch_tokens, opts_.n_ctx, opts_.admission_overcommit});
+  runner_ = std::make_unique<ModelRunner>(model_, *cache_);
+  totals_.kv_budget_bytes = cache_->budget_bytes();
   snapshot_ = totals_;
 }
 
@@ -51,12 +45,8 @@ void Engine::validate(const RequestParams& p) const {
   MPKV_CHECK(p.top_logprobs >= -1 && p.top_logprobs <= kMaxTopLogprobs,
              "top_logprobs must be between 0 and " + std::to_string(kMaxTopLogprobs));
   Sampler check(p.sampling);  // throws Error on bad sampling values
-  const size_t budget = cache_->pool().budget();
-  const int n = std::min<int64_t>(p.max_tokens < 0 ? opts_.n_ctx : (int64_t)p.prompt.size() + p.max_tokens, opts_.n_ctx);
-  MPKV_CHECK(budget == 0 || cache_->sequence_bytes_bound(n) <= budget,
-             "the request needs up to " + std::to_string(cache_->sequence_bytes_bound(n)) + " KV bytes for " +
-                 std::to_string(n) + " tokens, more than the whole KV budget (" + std::to_string(budget) +
-                 " bytes); lower max_tokens or shorten the prompt");
+  sched_->check_fits_alone(
+      std::min<int64_t>(p.max_tokens < 0 ? opts_.n_ctx : (int64_t)p.prompt.size() + p.max_tokens, opts_.n_ctx));
 }
 
 uint64_t Engine::add_request(RequestParams params, OutputCallback on_output) {
@@ -113,28 +103,20 @@ void Engine::take_inbox() {
     if (Sequence* s = sched_->find(id)) s->abort_requested = true;
 }
 
+// schedule -> run -> postprocess (engine.h).
 bool Engine::step() {
   take_inbox();
   // Aborted requests end first, so their pages are free for this step.
   const std::vector<Sequence*> aborted = sched_->aborted();
   for (Sequence* s : aborted) finish(*s, FinishReason::abort, {});
-  for (Sequence* s : sched_->admit()) {
-    if (!s->scheduled_once) {
-      s->scheduled_once = true;
-      s->stats.queue_seconds = s->seconds_since_arrival();
-    }
-    s->cache_slot = next_slot_;
-    next_slot_ = next_slot_ == INT32_MAX ? 0 : next_slot_ + 1;
-  }
-  std::vector<BatchEntry> entries = sched_->plan_batch(opts_.max_batch_tokens);
-  bool ran = false;
-  if (!entries.empty() && reserve_all(entries)) {
-    forward_and_sample(entries);
+  std::vector<BatchEntry> batch = sched_->schedule();  // admission, KV reservation, preemption
+  if (!batch.empty()) {
+    forward(batch);
+    sample_and_emit(batch);
     totals_.steps_total++;
-    ran = true;
   }
   publish_metrics();
-  return ran || !aborted.empty() || !sched_->idle();
+  return !batch.empty() || !aborted.empty() || !sched_->idle();
 }
 
 }  // namespace mpkv

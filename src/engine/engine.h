@@ -1,22 +1,16 @@
 // The serving engine: continuous batching over one model and one KV cache whose byte budget every
 // request shares (docs/serving.md). Shape of nano-vllm's engine: sequences (sequence.h), a
-// scheduler (scheduler.h) and this object, which owns the forward pass (model_runner.h).
-//
-// Each step():
-//   1. finishes aborted requests (their pages are freed);
-//   2. admits waiting requests, oldest first, while fewer than max_seqs run and the projected
-//      footprint of every running request plus the new one, each at its plan's final bits for
-//      min(prompt + max_tokens, n_ctx) tokens (PagedKvCache::sequence_bytes_bound), fits the
-//      budget; the oldest waiting request is always admitted when nothing runs;
-//   3. builds one batch under max_batch_tokens: one decode token of every running sequence that
-//      has finished its prompt, then chunks of prompts still being prefilled, oldest first;
-//   4. reserves KV room for each entry (the cache shrinks pages first); only when a reservation
-//      fails with every page at its floor is the newest running sequence preempted: its pages are
-//      freed and it is requeued at the front, to be recomputed from its prompt and the tokens it
-//      had generated (its sampler state is kept, so the continuation is the same);
-//   5. runs the forward pass once for the whole batch, samples, applies stop rules and calls
-//      each request's callback.
-// A request that fits the budget alone never fails for memory.
+// scheduler (scheduler.h: admission, KV reservation, preemption) and this object, which owns the
+// forward pass (model_runner.h). Each step() is schedule -> run -> postprocess:
+//   0. aborted requests finish first (their pages are freed);
+//   1. schedule: the scheduler admits waiting requests, builds one batch under max_batch_tokens
+//      and reserves KV room for it, preempting the newest request only when one token cannot fit
+//      with every page at its floor (Scheduler::schedule);
+//   2. run: one forward pass for the whole batch (forward);
+//   3. postprocess: sampling, stop rules and each request's callback (sample_and_emit).
+// A request that fits the budget alone never fails for memory; a preempted one is recomputed from
+// its prompt and the tokens it had generated (its sampler state is kept, so the continuation is
+// the same).
 //
 // Threads: add_request, abort, metrics and wait_for_work may be called from any thread; step()
 // from one thread at a time (the serving loop, or the caller of a synchronous run).
@@ -108,8 +102,8 @@ class Engine {
   void validate(const RequestParams& p) const;
   void take_inbox();                           // inbox and aborts -> scheduler (stepping thread)
   void finish(Sequence& s, FinishReason r, RequestOutput out);
-  bool reserve_all(std::vector<BatchEntry>& entries);  // with preemption (engine.h, step 4)
-  void forward_and_sample(std::vector<BatchEntry>& entries);
+  void forward(const std::vector<BatchEntry>& batch);
+  void sample_and_emit(const std::vector<BatchEntry>& batch);
   // A sequence's sampled token of this step, with its logprobs when asked for.
   struct Sampled {
     int32_t token = 0;
@@ -123,8 +117,7 @@ class Engine {
   std::unique_ptr<PagedKvCache> cache_;
   EngineOptions opts_;
   std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<Scheduler> sched_;  // stepping thread only
-  int next_slot_ = 0;                 // KV cache sequence ids, one per admission
+  std::unique_ptr<Scheduler> sched_;  // stepping thread only (check_fits_alone: any)
   std::vector<float> logits_;
   EngineMetrics totals_;              // stepping thread's counters, copied to snapshot_
 

@@ -1,5 +1,5 @@
-// Engine::step()'s batch work (engine.h, steps 4-5): KV reservations with preemption, one forward
-// pass for the whole batch, sampling and stop rules, and the metrics snapshot.
+// Engine::step()'s run and postprocess (engine.h): one forward pass for the whole batch, sampling,
+// stop rules and callbacks, and the metrics snapshot.
 #include <algorithm>
 
 #include "engine/engine.h"
@@ -11,47 +11,29 @@
 
 namespace mpkv {
 
-bool Engine::reserve_all(std::vector<BatchEntry>& entries) {
-  for (BatchEntry& e : entries) {
-    while (e.n_tokens > 0) {
-      // A prefill chunk that does not fit is halved first (fewer fresh pages at once).
-      if (const int n = reserve_halving(*cache_, e.seq->cache_slot, e.n_tokens)) {
-        e.n_tokens = n;
-        break;
-      }
-      // Every page is at its floor: the newest running sequence gives its pages back.
-      MPKV_ASSERT(sched_->n_running() > 1, "a request that fits the KV budget alone cannot reserve one token");
-      Sequence* victim = sched_->preempt_newest();
-      cache_->remove(victim->cache_slot);
-      victim->cache_slot = -1;
-      totals_.preemptions_total++;
-      for (BatchEntry& o : entries)
-        if (o.seq == victim) o.n_tokens = 0;
-    }
-  }
-  std::erase_if(entries, [](const BatchEntry& e) { return e.n_tokens == 0; });
-  return !entries.empty();
-}
-
-void Engine::forward_and_sample(std::vector<BatchEntry>& entries) {
-  std::vector<BatchToken> batch;
-  for (const BatchEntry& e : entries) {
+// Run: one forward pass for the whole batch; every entry's tokens become cached.
+void Engine::forward(const std::vector<BatchEntry>& batch) {
+  std::vector<BatchToken> tokens;
+  for (const BatchEntry& e : batch) {
     const Sequence& s = *e.seq;
     const bool decode = s.produced_token && e.n_tokens == 1 && s.n_cached + 1 == (int)s.tokens.size();
     (decode ? totals_.forwarded_decode_tokens_total : totals_.forwarded_prefill_tokens_total) += e.n_tokens;
     for (int i = 0; i < e.n_tokens; ++i) {
       const int k = s.n_cached + i;
-      batch.push_back({s.tokens[k], k, s.cache_slot, k + 1 == (int)s.tokens.size()});
+      tokens.push_back({s.tokens[k], k, s.cache_slot, k + 1 == (int)s.tokens.size()});
     }
   }
-  runner_->run(batch, logits_);
+  runner_->run(tokens, logits_);
+  for (const BatchEntry& e : batch) e.seq->n_cached += e.n_tokens;
+}
+
+// Postprocess: every sequence whose tokens are now all cached samples its next token (one logits
+// row each, in batch order), then stop rules and callbacks.
+void Engine::sample_and_emit(const std::vector<BatchEntry>& batch) {
   const int n_vocab = model_.config().n_vocab;
-  std::vector<Sequence*> emitting;  // one logits row each, in batch order
-  for (BatchEntry& e : entries) {
-    Sequence& s = *e.seq;
-    s.n_cached += e.n_tokens;
-    if (s.n_cached == (int)s.tokens.size()) emitting.push_back(&s);
-  }
+  std::vector<Sequence*> emitting;
+  for (const BatchEntry& e : batch)
+    if (e.seq->n_cached == (int)e.seq->tokens.size()) emitting.push_back(e.seq);
   MPKV_ASSERT(emitting.size() * (size_t)n_vocab == logits_.size(), "engine: logits rows do not match the batch");
   // (a) Sampling and logprobs of every row at once: each sequence has its own Sampler (and rng),
   // so the tokens do not depend on which thread samples which row (docs/design.md, "Sampling").
@@ -86,7 +68,10 @@ void Engine::emit_token(Sequence& s, Sampled sampled) {
   // it; stop strings once min_tokens tokens, this one included, are out.
   FinishReason r = FinishReason::none;
   const int n_gen = s.n_generated();
-  if (tok_.is_end_of_generation(t) && !s.params.ignore_eos && n_gen - 1 >= s.params.min_tokens) {
+  const bool eog = tok_.is_end_of_generation(t) && !s.params.ignore_eos;
+  const bool stop_token = std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(), t) !=
+                          s.params.stop_token_ids.end();
+  if ((eog || stop_token) && n_gen - 1 >= s.params.min_tokens) {
     r = FinishReason::stop;
   } else {
     out.text_delta = s.text.push(tok_.token_piece(t), /*match_stop=*/n_gen >= s.params.min_tokens);
@@ -113,14 +98,14 @@ void Engine::finish(Sequence& s, FinishReason r, RequestOutput out) {
   s.stats.n_generated = s.n_generated();
   s.stats.total_seconds = s.seconds_since_arrival();
   out.stats = s.stats;
-  if (s.cache_slot >= 0) cache_->remove(s.cache_slot);
-  const std::unique_ptr<Sequence> owned = sched_->take(&s);
+  const std::unique_ptr<Sequence> owned = sched_->finish(&s);  // frees its KV pages
   totals_.requests_finished_total++;
   if (owned->on_output) owned->on_output(out);
 }
 
 void Engine::publish_metrics() {
   EngineMetrics m = totals_;
+  m.preemptions_total = sched_->preemptions_total();
   m.running = (int)sched_->n_running();
   m.waiting = (int)sched_->n_waiting();
   m.kv_bytes_used = cache_->bytes_used();

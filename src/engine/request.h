@@ -37,6 +37,10 @@ struct RequestParams {
                                     // before min_tokens tokens are out (vLLM's rule; docs/serving.md)
   int top_logprobs = -1;            // -1: no logprobs; 0..kMaxTopLogprobs: the sampled token's logprob
                                     // and that many most likely alternatives per token
+  std::vector<int32_t> stop_token_ids;  // more tokens that end the request like end-of-generation
+                                        // ones (not shown; min_tokens applies; ignore_eos does not)
+  int priority = 0;                 // waiting-queue order: lower first, arrival order among equals
+                                    // (vLLM's rule; running requests are never displaced)
 };
 inline constexpr int kMaxTopLogprobs = 20;
 

@@ -22,6 +22,12 @@ Sampler::Sampler(SamplerOptions opts) : opts_(opts), rng_(opts.seed) {
   MPKV_CHECK(opts.min_p >= 0.0f && opts.min_p <= 1.0f, "min-p must be in [0, 1]");
   MPKV_CHECK(opts.repeat_penalty > 0.0f && std::isfinite(opts.repeat_penalty), "repeat-penalty must be > 0");
   MPKV_CHECK(opts.repeat_last_n >= 0, "repeat-last-n must be >= 0");
+  for (float p : {opts.presence_penalty, opts.frequency_penalty})
+    MPKV_CHECK(p >= -kMaxOpenAiPenalty && p <= kMaxOpenAiPenalty, "presence/frequency penalty must be in [-2, 2]");
+  for (const auto& [token, bias] : opts.logit_bias) {
+    MPKV_CHECK(token >= 0, "logit-bias token ids must be >= 0");
+    MPKV_CHECK(bias >= -kMaxLogitBias && bias <= kMaxLogitBias, "logit-bias values must be in [-100, 100]");
+  }
 }
 
 void Sampler::accept(int32_t token) {
@@ -30,24 +36,39 @@ void Sampler::accept(int32_t token) {
   if ((int)history_.size() > opts_.repeat_last_n) history_.pop_front();
 }
 
+bool Sampler::adjusts_logits() const {
+  const bool repetition = opts_.repeat_penalty != 1.0f && !history_.empty();
+  const bool openai = (opts_.presence_penalty != 0.0f || opts_.frequency_penalty != 0.0f) && !generated_.empty();
+  return repetition || openai || !opts_.logit_bias.empty();
+}
+
 const float* Sampler::penalized(const float* logits, int n_vocab) {
-  if (opts_.repeat_penalty == 1.0f || history_.empty()) return logits;
+  if (!adjusts_logits()) return logits;
   penalized_.assign(logits, logits + n_vocab);
-  // Each distinct token once, without sorting the history: a token is penalized only while its
-  // value is still the caller's. A repeat finds it changed, or the penalty maps that value to
+  // (a) Each distinct token once, without sorting the history: a token is penalized only while
+  // its value is still the caller's. A repeat finds it changed, or the penalty maps that value to
   // itself (0, say), where a second application changes nothing either.
-  for (int32_t t : history_) {
-    if (t < 0 || t >= n_vocab) continue;
-    float& l = penalized_[t];
-    if (std::memcmp(&l, &logits[t], sizeof(float)) != 0) continue;
-    l = l > 0.0f ? l / opts_.repeat_penalty : l * opts_.repeat_penalty;
+  if (opts_.repeat_penalty != 1.0f) {
+    for (int32_t t : history_) {
+      if (t < 0 || t >= n_vocab) continue;
+      float& l = penalized_[t];
+      if (std::memcmp(&l, &logits[t], sizeof(float)) != 0) continue;
+      l = l > 0.0f ? l / opts_.repeat_penalty : l * opts_.repeat_penalty;
+    }
   }
+  // (b), (c): additive, one term per token, so the map's iteration order does not matter.
+  if (opts_.presence_penalty != 0.0f || opts_.frequency_penalty != 0.0f)
+    for (const auto& [t, count] : generated_)
+      if (t >= 0 && t < n_vocab) penalized_[t] -= opts_.presence_penalty + (float)count * opts_.frequency_penalty;
+  for (const auto& [t, bias] : opts_.logit_bias)
+    if (t < n_vocab) penalized_[t] += bias;
   return penalized_.data();
 }
 
 int32_t Sampler::sample(const float* raw_logits, int n_vocab) {
   const int32_t t = sample_from(penalized(raw_logits, n_vocab), n_vocab);
   accept(t);
+  if (opts_.presence_penalty != 0.0f || opts_.frequency_penalty != 0.0f) ++generated_[t];
   return t;
 }
 

@@ -1,16 +1,21 @@
 // Next-token sampling: greedy at temperature 0, else temperature + top-k + top-p (nucleus) + min-p;
-// llama.cpp's repetition penalty before either.
+// llama.cpp's repetition penalty, OpenAI's presence/frequency penalties and logit bias before either.
 //
 // Order in sample():
-//   1. repetition penalty (when repeat_penalty != 1): every distinct token among the last
-//      repeat_last_n accepted ones has its logit divided by the penalty when positive, multiplied
-//      when negative (llama.cpp's penalties sampler);
+//   1. logit adjustments, on a copy of the logits, only when one is set:
+//      a. repetition penalty (when repeat_penalty != 1): every distinct token among the last
+//         repeat_last_n accepted ones has its logit divided by the penalty when positive,
+//         multiplied when negative (llama.cpp's penalties sampler);
+//      b. presence/frequency penalties (OpenAI's rule): every token generated so far (sample()'s
+//         tokens, not the prompt fed by accept()) loses presence_penalty + c * frequency_penalty,
+//         c = how many times it was generated;
+//      c. logit_bias: each listed token's bias is added;
 //   2. temperature 0: argmax of the (penalized) logits;
 //   3. else the top_k largest logits, p_i = softmax(logit_i / temperature) over them;
 //   4. the kept set is the shortest prefix (most likely first) whose cumulative p reaches top_p,
 //      further cut to the tokens with p_i >= min_p * p_max; one is drawn in proportion to p_i.
 // Both cuts are prefixes of the sorted list, so their order does not matter. With the defaults of
-// min_p (0) and repeat_penalty (1) sampling is what it was before those fields existed.
+// min_p (0), repeat_penalty (1), the OpenAI penalties (0) and an empty logit_bias sampling is what it was before those fields existed.
 //
 // Cost: O(n_vocab) per token plus a sort of only the tokens the cuts and the draw reach, never of
 // the whole vocabulary (docs/design.md, "Sampling", has the algorithm and what exactly is summed in
@@ -19,6 +24,8 @@
 #include <cstdint>
 #include <deque>
 #include <random>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace mpkv {
@@ -31,16 +38,23 @@ struct SamplerOptions {
   float min_p = 0.0f;           // keep tokens with p >= min_p * p_max; 0 = off
   float repeat_penalty = 1.0f;  // 1 = off; > 1 discourages the last repeat_last_n tokens
   int repeat_last_n = 64;       // history the penalty looks at (0: none)
+  float presence_penalty = 0.0f;   // [-2, 2]; subtracted once from every generated token's logit
+  float frequency_penalty = 0.0f;  // [-2, 2]; subtracted once per time a token was generated
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id >= 0, bias in [-100, 100]); ids past
+                                                      // the vocabulary are ignored
 };
+inline constexpr float kMaxOpenAiPenalty = 2.0f;
+inline constexpr float kMaxLogitBias = 100.0f;
 
 class Sampler {
  public:
   // Throws Error for values outside their ranges (temperature < 0, top_p outside (0, 1], top_k < 0,
-  // min_p outside [0, 1], repeat_penalty <= 0, repeat_last_n < 0).
+  // min_p outside [0, 1], repeat_penalty <= 0, repeat_last_n < 0, presence/frequency penalty
+  // outside [-2, 2], a logit_bias with a negative id or a bias outside [-100, 100]).
   explicit Sampler(SamplerOptions opts);
   // Weight bands of the no-top-k path (docs/design.md, "Sampling").
   static constexpr int kBuckets = 64;
-  // Samples one token and accepts it into the penalty history.
+  // Samples one token and accepts it into the penalty history (and the generated-token counts).
   int32_t sample(const float* logits, int n_vocab);
   // Adds a token to the penalty history without sampling (a caller feeds the prompt this way, as
   // llama.cpp does).
@@ -57,8 +71,10 @@ class Sampler {
   // Top-p and min-p cuts over order_[0, n) and the draw; sum = the candidates' total weight.
   // full_nucleus: apply the top-p loop even at top_p = 1 (the top-k path, as before).
   int32_t cut_and_draw(const float* logits, size_t n, double sum, bool full_nucleus);
-  // logits with the repetition penalty applied (a copy; the caller's logits stay untouched).
+  // logits with the adjustments of step 1 applied (a copy; the caller's logits stay untouched),
+  // or the caller's logits when none is set.
   const float* penalized(const float* logits, int n_vocab);
+  bool adjusts_logits() const;
 
   SamplerOptions opts_;
   std::mt19937_64 rng_;
@@ -70,6 +86,7 @@ class Sampler {
   size_t sorted_ = 0;           // order_[0, sorted_) is in final order
   int next_bucket_ = 0;         // the next band to sort
   std::deque<int32_t> history_;  // the last repeat_last_n accepted tokens, oldest first
+  std::unordered_map<int32_t, int> generated_;  // token -> times sample() returned it
   std::vector<float> penalized_;
 };
 

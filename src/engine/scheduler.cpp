@@ -1,66 +1,114 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "util/error.h"
 
 namespace mpkv {
 
-Scheduler::Scheduler(int max_seqs, size_t admit_bytes, std::function<size_t(int)> footprint,
-                     std::function<size_t()> available, int n_ctx)
-    : max_seqs_(max_seqs), admit_bytes_(admit_bytes), footprint_(std::move(footprint)), available_(std::move(available)),
-      n_ctx_(n_ctx) {}
+Scheduler::Scheduler(KvMemory& kv, SchedulerOptions o) : kv_(kv), opts_(o) {
+  const size_t budget = kv_.budget_bytes();
+  MPKV_CHECK(budget == 0 || footprint(1) <= budget, "engine: the KV budget cannot hold even one token of one sequence");
+  admit_bytes_ = budget == 0 ? 0 : (size_t)((double)budget * opts_.admission_overcommit);
+}
 
-std::vector<Sequence*> Scheduler::admit() {
-  std::vector<Sequence*> out;
-  while (!waiting_.empty() && (int)running_.size() < max_seqs_) {
+void Scheduler::add(std::unique_ptr<Sequence> s) {
+  const int p = s->params.priority;
+  auto at = std::find_if(waiting_.begin(), waiting_.end(), [p](const auto& w) { return w->params.priority > p; });
+  waiting_.insert(at, std::move(s));
+}
+
+void Scheduler::check_fits_alone(int n) const {
+  const size_t budget = kv_.budget_bytes();
+  MPKV_CHECK(budget == 0 || footprint(n) <= budget,
+             "the request needs up to " + std::to_string(footprint(n)) + " KV bytes for " + std::to_string(n) +
+                 " tokens, more than the whole KV budget (" + std::to_string(budget) +
+                 " bytes); lower max_tokens or shorten the prompt");
+}
+
+void Scheduler::admit() {
+  while (!waiting_.empty() && (int)running_.size() < opts_.max_seqs) {
     Sequence& s = *waiting_.front();
     const size_t need = projected(s);
-    // The oldest waiting request always starts when nothing runs (add_request checked it fits alone).
+    // The oldest waiting request always starts when nothing runs (check_fits_alone let it in).
     if (!running_.empty() && admit_bytes_ > 0 && running_bytes_ + need > admit_bytes_) break;
-    if (!running_.empty() && footprint_(std::min((int)s.tokens.size() + 1, n_ctx_)) > available_()) break;
+    if (!running_.empty() && footprint(std::min((int)s.tokens.size() + 1, opts_.n_ctx)) > kv_.available_bytes()) break;
     running_bytes_ += need;
     s.status = SeqStatus::running;
-    out.push_back(&s);
+    if (!s.scheduled_once) {
+      s.scheduled_once = true;
+      s.stats.queue_seconds = s.seconds_since_arrival();
+    }
+    s.cache_slot = next_slot_;
+    next_slot_ = next_slot_ == INT32_MAX ? 0 : next_slot_ + 1;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
-  return out;
 }
 
-std::vector<BatchEntry> Scheduler::plan_batch(int max_tokens) const {
+std::vector<BatchEntry> Scheduler::plan_batch() const {
   std::vector<BatchEntry> batch;
   int used = 0;
   for (const auto& s : running_) {
-    if (used >= max_tokens) break;
+    if (used >= opts_.max_batch_tokens) break;
     if (s->n_uncached() == 1) {
       batch.push_back({s.get(), 1});
       ++used;
     }
   }
   for (const auto& s : running_) {
-    if (used >= max_tokens) break;
+    if (used >= opts_.max_batch_tokens) break;
     if (!s->prefilling()) continue;
-    const int n = std::min(s->n_uncached(), max_tokens - used);
+    const int n = std::min(s->n_uncached(), opts_.max_batch_tokens - used);
     batch.push_back({s.get(), n});
     used += n;
   }
   return batch;
 }
 
-Sequence* Scheduler::preempt_newest() {
-  if (running_.empty()) return nullptr;
+bool Scheduler::reserve(std::vector<BatchEntry>& entries) {
+  for (BatchEntry& e : entries) {
+    while (e.n_tokens > 0) {
+      // A prefill chunk that does not fit is halved first (fewer fresh pages at once).
+      if (const int n = reserve_halving(kv_, e.seq->cache_slot, e.n_tokens)) {
+        e.n_tokens = n;
+        break;
+      }
+      // Every page is at its floor: the newest running sequence gives its pages back.
+      MPKV_ASSERT(running_.size() > 1, "a request that fits the KV budget alone cannot reserve one token");
+      const Sequence* victim = running_.back().get();
+      preempt_newest();
+      for (BatchEntry& o : entries)
+        if (o.seq == victim) o.n_tokens = 0;
+    }
+  }
+  std::erase_if(entries, [](const BatchEntry& e) { return e.n_tokens == 0; });
+  return !entries.empty();
+}
+
+void Scheduler::preempt_newest() {
   std::unique_ptr<Sequence> s = std::move(running_.back());
   running_.pop_back();
   running_bytes_ -= projected(*s);
+  kv_.remove(s->cache_slot);
+  s->cache_slot = -1;
   s->status = SeqStatus::waiting;
   s->n_cached = 0;
   s->stats.n_preemptions++;
+  preemptions_++;
   waiting_.push_front(std::move(s));
-  return waiting_.front().get();
 }
 
-std::unique_ptr<Sequence> Scheduler::take(Sequence* s) {
+std::vector<BatchEntry> Scheduler::schedule() {
+  admit();
+  std::vector<BatchEntry> batch = plan_batch();
+  if (!batch.empty() && !reserve(batch)) batch.clear();
+  return batch;
+}
+
+std::unique_ptr<Sequence> Scheduler::finish(Sequence* s) {
+  if (s->cache_slot >= 0) kv_.remove(s->cache_slot);
   auto match = [s](const std::unique_ptr<Sequence>& p) { return p.get() == s; };
   if (auto it = std::find_if(running_.begin(), running_.end(), match); it != running_.end()) {
     std::unique_ptr<Sequence> out = std::move(*it);

@@ -1,45 +1,59 @@
-// The engine's queues (engine.h): who waits, who runs, and what goes into the next step's batch.
-// Plain bookkeeping on the stepping thread; the engine does the KV reservations and the forward.
+// The engine's scheduler (engine.h): who waits, who runs, and what goes into the next step's
+// batch. It owns admission, KV reservation and preemption, talking to the cache only through
+// KvMemory (kvcache/kv_memory.h: the byte model, reserve, remove). This file is where a request is
+// admitted. Stepping thread only, except check_fits_alone.
 #pragma once
+#include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <vector>
 
 #include "engine/sequence.h"
+#include "kvcache/kv_memory.h"
 
 namespace mpkv {
 
 // One sequence's share of a step: its next n_tokens uncached tokens.
 struct BatchEntry {
   Sequence* seq = nullptr;
-  int n_tokens = 0;  // 0: dropped (preempted while the step was being prepared)
+  int n_tokens = 0;
+};
+
+struct SchedulerOptions {
+  int max_seqs = 16;
+  int max_batch_tokens = 512;
+  int n_ctx = 4096;
+  double admission_overcommit = 1.0;  // EngineOptions::admission_overcommit
 };
 
 class Scheduler {
  public:
-  // footprint(n): bytes one sequence needs to grow to n positions (PagedKvCache::sequence_bytes_bound);
-  // admit_bytes: what the projected footprints of running sequences may add up to (0: unlimited);
-  // available(): bytes the cache could hand out now, shrinking every page to its floor
-  // (PagedKvCache::available_bytes).
-  Scheduler(int max_seqs, size_t admit_bytes, std::function<size_t(int)> footprint, std::function<size_t()> available,
-            int n_ctx);
+  // Error when the budget cannot hold even one token of one sequence.
+  Scheduler(KvMemory& kv, SchedulerOptions o);
 
-  void add(std::unique_ptr<Sequence> s) { waiting_.push_back(std::move(s)); }
-  // Moves waiting sequences to running, oldest first, while they fit (engine.h, step 3): their
-  // projection within admit_bytes, and room in the cache now for the tokens they already have
-  // plus one (so a preempted sequence is not taken back before the cache can hold it again, which
-  // would only preempt it again). Stops at the first that does not fit (no overtaking). Returns the
-  // newly admitted ones.
-  std::vector<Sequence*> admit();
-  // Decode tokens of every running sequence that has finished prefilling, oldest first, then
-  // prefill chunks, oldest first, until max_tokens tokens are in the batch.
-  std::vector<BatchEntry> plan_batch(int max_tokens) const;
-  // Moves the newest running sequence to the front of the waiting queue (n_cached = 0) and returns
-  // it; the caller frees its cache slot. Null when nothing runs.
-  Sequence* preempt_newest();
-  // Removes a running or waiting sequence and returns ownership.
-  std::unique_ptr<Sequence> take(Sequence* s);
+  // Error unless a request reaching n positions fits the whole budget alone (then it never fails
+  // for memory). Reads only the byte model and the budget: safe from any thread.
+  void check_fits_alone(int n_positions) const;
+
+  // Queues s behind every waiting sequence of equal or lower priority value (RequestParams::priority).
+  void add(std::unique_ptr<Sequence> s);
+  // The next step's batch, with KV room reserved for every entry; empty: nothing can run.
+  //   1. admits waiting sequences in queue order (priority, then oldest first) while fewer than max_seqs run and the projected
+  //      footprint of every running sequence plus the new one, each at its plan's final bits for
+  //      min(prompt + max_tokens, n_ctx) positions (KvByteModel::sequence_bytes_bound), stays
+  //      within budget x admission_overcommit, and the cache has room now for the tokens it already
+  //      has plus one (so a preempted sequence is not taken back before the cache can hold it
+  //      again). Stops at the first that does not fit (no overtaking); the oldest is always
+  //      admitted when nothing runs. Each admitted sequence gets a KV slot.
+  //   2. takes one decode token of every running sequence that has finished prefilling, then
+  //      prefill chunks, oldest first, until max_batch_tokens tokens are in the batch;
+  //   3. reserves KV room for each entry (the cache shrinks pages first; a prefill chunk that does
+  //      not fit is halved); only when one token cannot fit with every page at its floor is the
+  //      newest running sequence preempted: its pages are freed and it goes back to the front of
+  //      the queue, to be recomputed from its prompt and the tokens it had generated.
+  std::vector<BatchEntry> schedule();
+  // Removes a running or waiting sequence, frees its KV pages and returns ownership.
+  std::unique_ptr<Sequence> finish(Sequence* s);
   Sequence* find(uint64_t id);
   // Running and waiting sequences with abort_requested set.
   std::vector<Sequence*> aborted() const;
@@ -48,18 +62,24 @@ class Scheduler {
   size_t n_waiting() const { return waiting_.size(); }
   size_t n_running() const { return running_.size(); }
   bool idle() const { return waiting_.empty() && running_.empty(); }
+  uint64_t preemptions_total() const { return preemptions_; }
 
  private:
-  size_t projected(const Sequence& s) const { return footprint_(s.max_positions(n_ctx_)); }
+  size_t footprint(int n_positions) const { return kv_.byte_model().sequence_bytes_bound(n_positions); }
+  size_t projected(const Sequence& s) const { return footprint(s.max_positions(opts_.n_ctx)); }
+  void admit();
+  std::vector<BatchEntry> plan_batch() const;
+  bool reserve(std::vector<BatchEntry>& entries);
+  void preempt_newest();
 
-  int max_seqs_;
-  size_t admit_bytes_;
-  std::function<size_t(int)> footprint_;
-  std::function<size_t()> available_;
-  int n_ctx_;
+  KvMemory& kv_;
+  SchedulerOptions opts_;
+  size_t admit_bytes_;  // what projected footprints of running sequences may add up to (0: unlimited)
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in order of admission
   size_t running_bytes_ = 0;                        // sum of projected() over running_
+  int next_slot_ = 0;                               // KV sequence ids, one per admission
+  uint64_t preemptions_ = 0;
 };
 
 }  // namespace mpkv

@@ -23,7 +23,7 @@ EvalMethod fixed_bits(const std::string& name, double b) {
   EvalMethod m;
   m.method = name;
   m.bits = b;
-  m.kv.method = name;
+  m.kv.method = parse_kv_method(name);
   const int lo = (int)std::floor(b + 1e-9);
   if (std::fabs(b - lo) < 1e-9) {
     m.kv.bits = lo;
@@ -117,7 +117,7 @@ EvalMatrix eval_matrix(const std::vector<std::string>& methods, const std::vecto
     if (name == "f16") {
       if (!f16_done) {
         EvalMethod m;
-        m.method = m.label = m.kv.method = "f16";
+        m.method = m.label = "f16";
         m.bits = 16;
         r.methods.push_back(m);
       }

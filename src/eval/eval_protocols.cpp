@@ -8,13 +8,12 @@
 #include "eval/fake_quant_kv_cache.h"
 #include "eval/kv_metrics.h"
 #include "util/error.h"
+#include "util/units.h"
 #include "util/progress.h"
 
 namespace mpkv {
 
 namespace {
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Window w of the text, as `mpkv ppl` cuts it.
 std::vector<std::vector<int32_t>> text_windows(const std::vector<int32_t>& tokens, const TextEvalOptions& o) {
@@ -32,7 +31,7 @@ std::vector<std::vector<int32_t>> text_windows(const std::vector<int32_t>& token
 
 void check_no_f16(const std::vector<EvalMethod>& methods) {
   for (const auto& m : methods)
-    MPKV_CHECK(m.kv.method != "f16" || !m.kv.plan_file.empty(), "eval: f16 is the reference; do not list it as a method");
+    MPKV_CHECK(m.kv.method != KvMethod::f16 || !m.kv.plan_file.empty(), "eval: f16 is the reference; do not list it as a method");
 }
 
 // Intervals of a method's dPPL (paired with the reference at the same positions) and mean KL.

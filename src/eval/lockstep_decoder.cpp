@@ -16,7 +16,7 @@ LockstepDecoder::LockstepDecoder(const Model& model, std::vector<EvalMethod> met
   MPKV_CHECK(caches_per_call >= 0, "eval: caches per forward call must be >= 0 (0: all of them)");
   const KvDims dims = model.config().kv_dims();
   KvCacheOptions ref;
-  ref.method = "f16";
+  ref.method = KvMethod::f16;
   ref_ = make_kv_cache(ref, dims);
   for (int w = 0; w < n_streams; ++w) routed_.route(w, ref_.get(), w);
   for (size_t m = 0; m < methods_.size(); ++m) {
@@ -38,7 +38,7 @@ void LockstepDecoder::step(const std::vector<int32_t>& tokens, int pos, bool wan
   const int n_vocab = model_.config().n_vocab;
   if (want_logits) logits.resize((size_t)n_seq * n_vocab);
   // Whole caches per call: all streams of a cache reserve their position before any of them
-  // attends, as a server's step does (Engine::reserve_all), whatever the call size.
+  // attends, as a server's step does (Scheduler::schedule), whatever the call size.
   const int group = (caches_per_call_ > 0 ? caches_per_call_ : 1 + n_methods()) * n_streams_;
   for (int s0 = 0; s0 < n_seq; s0 += group) {
     const int s1 = std::min(n_seq, s0 + group);

@@ -29,7 +29,7 @@ std::string window_over_budget_message(const KvCache& cache, int n_ctx, int held
   if (const auto* paged = dynamic_cast<const PagedKvCache*>(&cache)) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "; the budget is %.2f MiB, a window of %d tokens surely fits in %.2f MiB",
-                  paged->pool().budget() / 1048576.0, n_ctx, paged->sequence_bytes_bound(n_ctx) / 1048576.0);
+                  paged->pool().budget() / 1048576.0, n_ctx, paged->byte_model().sequence_bytes_bound(n_ctx) / 1048576.0);
     msg += buf;
   }
   return msg + ": raise --kv-budget-mib or lower -c";

@@ -5,14 +5,13 @@
 
 #include "attention/attention_f16.h"
 #include "eval/fake_quant_kv_cache.h"
-#include "kvcache/paged_kv_cache.h"
 #include "util/error.h"
 #include "util/fp16.h"
 
 namespace mpkv {
 
 RuntimeFakeQuantKvCache::RuntimeFakeQuantKvCache(KvDims dims, const KvPlan& plan)
-    : KvCache(dims), plan_(plan), rule_(std::make_unique<PagedKvCache>(dims, plan, 0)) {
+    : KvCache(dims), plan_(plan), rule_(dims, plan) {
   validate(plan_, dims);
   quant_ = component_quantizers(plan_, dims);
 }
@@ -20,7 +19,7 @@ RuntimeFakeQuantKvCache::RuntimeFakeQuantKvCache(KvDims dims, const KvPlan& plan
 RuntimeFakeQuantKvCache::~RuntimeFakeQuantKvCache() = default;
 
 int RuntimeFakeQuantKvCache::quantized_end(int layer, int p) const {
-  return plan_.sink + rule_->tokens_in_pages(layer, p + 1);
+  return plan_.sink + rule_.tokens_in_pages(layer, p + 1);
 }
 
 int RuntimeFakeQuantKvCache::length(int seq, int layer) const {

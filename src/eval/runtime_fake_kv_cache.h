@@ -1,7 +1,7 @@
 // A teacher-forced cache that quantizes exactly the (query, key) pairs the runtime does
 // (docs/calibration.md, "What the runtime quantizes"): the query at position p sees fp16 keys and
 // values for the sink and its fp16 window, and quantized-then-dequantized rows for
-// [sink, sink + tokens_in_pages(layer, p + 1)) (PagedKvCache's own rule: window, flush granularity).
+// [sink, sink + tokens_in_pages(layer, p + 1)) (the paged cache's rule, kv_byte_model.h: window, flush granularity).
 // So one prefill pass gives what token-by-token decoding through a PagedKvCache with the same
 // fixed-width plan computes, up to the fp16 rounding of the dequantized rows and the int8 query
 // paths of the paged kernels; it is how `mpkv distortion --check` measures single-component drops
@@ -12,13 +12,12 @@
 #include <memory>
 #include <vector>
 
+#include "kvcache/kv_byte_model.h"
 #include "kvcache/kv_plan.h"
 #include "model/kv_cache.h"
 #include "quant/kv_quantizer.h"
 
 namespace mpkv {
-
-class PagedKvCache;
 
 class RuntimeFakeQuantKvCache final : public KvCache {
  public:
@@ -45,7 +44,7 @@ class RuntimeFakeQuantKvCache final : public KvCache {
   void quantize_rows(LayerStore& s, int layer, int end);
 
   KvPlan plan_;
-  std::unique_ptr<PagedKvCache> rule_;                // budget 0: its tokens_in_pages only
+  KvByteModel rule_;                                 // tokens_in_pages
   std::vector<std::unique_ptr<KvQuantizer>> quant_;  // [n_layer][n_head_kv][2]; null = fp16
   std::map<int, std::vector<LayerStore>> seqs_;
 };

@@ -7,17 +7,7 @@
 
 namespace mpkv {
 
-namespace {
-bool is_method(const std::string& m) {
-  return m == "f16" || m == "uniform" || m == "kivi" || m == "rotated" || m == "turbo" || m == "progressive";
-}
-}  // namespace
-
 void validate(const KvCacheOptions& o) {
-  if (o.plan_file.empty()) {
-    MPKV_CHECK(is_method(o.method), "--kv-method '" + o.method +
-                                        "' is not one of f16, uniform, kivi, rotated, turbo, progressive");
-  }
   for (auto [name, b] : {std::pair<const char*, int>{"--kv-bits", o.bits}, {"--kv-k-bits", o.k_bits}, {"--kv-v-bits", o.v_bits}}) {
     MPKV_CHECK(b >= 0 && b <= 16, std::string(name) + " " + std::to_string(b) + " is outside [1, 16]");
   }
@@ -38,23 +28,23 @@ KvPlan make_kv_plan(const KvCacheOptions& o, const KvDims& dims) {
   } else {
     const int kb = o.k_bits ? o.k_bits : o.bits, vb = o.v_bits ? o.v_bits : o.bits;
     KvComponentPlan k, v;
-    if (o.method == "f16") {
+    const bool f16 = o.method == KvMethod::f16;
+    if (f16) {
       k.fp16 = v.fp16 = true;
       k.bits = v.bits = 16;
     } else {
-      const QuantMethod m = o.method == "progressive" ? QuantMethod::uniform : parse_method(o.method);
-      k.quantizer = v.quantizer = m;
+      k.quantizer = v.quantizer = kv_method_quantizer(o.method);
       k.bits = kb;
       v.bits = vb;
       k.group = v.group = o.group;
     }
     p = uniform_kv_plan(dims, k, v);
-    p.method = o.method;
-    p.progressive = o.method == "progressive";
-    p.window = o.method == "f16" ? 0 : kDefaultKvWindow;
-    p.sink = o.method == "f16" ? 0 : kDefaultKvSink;
+    p.method = plan_method_of(o.method);
+    p.progressive = o.method == KvMethod::progressive;
+    p.window = f16 ? 0 : kDefaultKvWindow;
+    p.sink = f16 ? 0 : kDefaultKvSink;
     int P = kDefaultPageTokens;
-    if (o.method == "kivi") P = std::lcm(P, o.group > 0 ? o.group : kKiviDefaultGroup);
+    if (o.method == KvMethod::kivi) P = std::lcm(P, o.group > 0 ? o.group : kKiviDefaultGroup);
     p.page_tokens = P;
   }
   if (o.window >= 0) p.window = o.window;
@@ -72,8 +62,7 @@ std::unique_ptr<PagedKvCache> make_kv_cache(const KvCacheOptions& o, const KvDim
   if (budget == 0 && plan.progressive && plan.solve.budget_bytes > 0) budget = (size_t)plan.solve.budget_bytes;
   auto cache = std::make_unique<PagedKvCache>(dims, std::move(plan), budget);
   if (budget > 0) {
-    size_t min_bytes = cache->sequence_fixed_bytes();
-    for (int l = 0; l < dims.n_layer; ++l) min_bytes += cache->page_data_bytes(l, true) + cache->page_metadata_bytes();
+    const size_t min_bytes = cache->byte_model().min_budget_bytes();
     MPKV_CHECK(budget >= min_bytes, "--kv-budget-mib " + std::to_string(o.budget_mib) +
                                         " cannot hold even one sequence: it needs at least " +
                                         std::to_string((double)min_bytes / (1024.0 * 1024.0)) +
@@ -83,8 +72,8 @@ std::unique_ptr<PagedKvCache> make_kv_cache(const KvCacheOptions& o, const KvDim
 }
 
 std::string describe(const KvCacheOptions& o) {
-  std::string s = o.plan_file.empty() ? o.method : "plan " + o.plan_file;
-  if (o.plan_file.empty() && o.method != "f16") {
+  std::string s = o.plan_file.empty() ? kv_method_name(o.method) : "plan " + o.plan_file;
+  if (o.plan_file.empty() && o.method != KvMethod::f16) {
     const int kb = o.k_bits ? o.k_bits : o.bits, vb = o.v_bits ? o.v_bits : o.bits;
     s += " K" + std::to_string(kb) + "/V" + std::to_string(vb);
     if (o.group) s += " group " + std::to_string(o.group);

@@ -11,18 +11,19 @@
 //   progressive  PM-KVQ: uniform pages start at 16 bits and shrink toward --kv-bits under the budget
 // --kv-k-bits / --kv-v-bits override --kv-bits for keys / values. --kv-plan FILE replaces the
 // method, bits and group (window / sink given explicitly still override the file); its smoothing
-// scales travel in cache->plan().smoothing, which the engine hands to Forward::set_qk_smoothing.
+// scales travel in cache->plan().smoothing, which engine/ModelRunner hands to Forward::set_qk_smoothing.
 #pragma once
 #include <memory>
 #include <string>
 
+#include "kvcache/kv_method.h"
 #include "kvcache/kv_plan.h"
 #include "kvcache/paged_kv_cache.h"
 
 namespace mpkv {
 
 struct KvCacheOptions {
-  std::string method = "f16";
+  KvMethod method = KvMethod::f16;  // parsed from its name where it enters (kv_method.h)
   int bits = 4;              // final bits of keys and values
   int k_bits = 0, v_bits = 0;  // 0: bits
   int group = 0;             // 0: the quantizer's default
@@ -40,7 +41,7 @@ KvModelIdentity kv_model_identity(const M& model) {
   return {model.config().arch_name, tensor_layout_hash(model.gguf().tensors())};
 }
 
-// Field checks that need no model (method name, bits, budget, window...); throws Error.
+// Field checks that need no model (bits, budget, window...); throws Error.
 void validate(const KvCacheOptions& o);
 // The plan for a model with these dims (validated; reads plan_file when set).
 KvPlan make_kv_plan(const KvCacheOptions& o, const KvDims& dims);

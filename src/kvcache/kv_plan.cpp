@@ -134,6 +134,27 @@ uint64_t parse_layout_hash(const std::string& s) {
   return std::stoull(s.substr(prefix.size()), nullptr, 16);
 }
 
+std::string solve_method_name(const KvPlanSolve& s) {
+  std::string n = kv_plan_method_name(s.method);
+  if (s.per_head) n += "-per-head";
+  if (s.progressive) n += "-progressive";
+  if (s.direct) n += "-direct";
+  return n;
+}
+
+void parse_solve_method(const std::string& name, KvPlanSolve& s) {
+  std::string n = name;
+  const auto strip = [&n](const std::string& suffix) {
+    const bool has = n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
+    if (has) n.resize(n.size() - suffix.size());
+    return has;
+  };
+  s.direct = strip("-direct");
+  s.progressive = strip("-progressive");
+  s.per_head = strip("-per-head");
+  s.method = n.empty() ? KvPlanMethod::file : parse_kv_plan_method(n);
+}
+
 bool has_shrink_costs(const KvPlan& plan) {
   for (const KvComponentPlan& c : plan.components)
     if (!c.sensitivity.empty()) return true;
@@ -228,16 +249,16 @@ std::string kv_plan_to_json(const KvPlan& plan) {
   nlohmann::json j;
   j["format"] = "mpkv-kv-plan";
   j["version"] = kKvPlanVersion;
-  j["method"] = plan.method;
+  j["method"] = kv_plan_method_name(plan.method);
   j["model"] = {{"n_layer", plan.dims.n_layer}, {"n_head_kv", plan.dims.n_head_kv}, {"head_dim", plan.dims.head_dim}};
   if (!plan.dims.window.empty()) j["model"]["sliding_window"] = plan.dims.window;  // per layer, 0 = global
   if (plan.model.known()) {
     j["model"]["arch"] = plan.model.arch;
     j["model"]["tensor_layout_hash"] = format_layout_hash(plan.model.tensor_layout_hash);
   }
-  if (!plan.solve.method.empty()) {
+  if (plan.solve.solved()) {
     const KvPlanSolve& s = plan.solve;
-    j["solve"] = {{"method", s.method},     {"target_avg_bits", s.target_avg_bits}, {"avg_bits", s.avg_bits},
+    j["solve"] = {{"method", solve_method_name(s)},     {"target_avg_bits", s.target_avg_bits}, {"avg_bits", s.avg_bits},
                   {"budget_bytes", s.budget_bytes}, {"bytes", s.bytes},   {"max_len", s.max_len},
                   {"objective", s.objective}};
     const KvPlanProvenance& p = plan.provenance;
@@ -299,7 +320,8 @@ KvPlan kv_plan_from_json(const std::string& text, const KvDims& md, const KvMode
   def.fp16 = true;
   if (j.contains("default")) read_component(j["default"], def, "default");
   KvPlan p = uniform_kv_plan(d, def, def);
-  p.method = j.contains("method") && j["method"].is_string() ? j["method"].get<std::string>() : "file";
+  p.method = KvPlanMethod::file;
+  if (const std::string m = read_string(j, "method"); !m.empty()) p.method = parse_kv_plan_method(m);
   if (j.contains("progressive")) {
     MPKV_CHECK(j["progressive"].is_boolean(), "KV plan: 'progressive' must be true or false");
     p.progressive = j["progressive"].get<bool>();
@@ -326,7 +348,7 @@ KvPlan kv_plan_from_json(const std::string& text, const KvDims& md, const KvMode
   if (j.contains("solve")) {
     const nlohmann::json& s = j["solve"];
     MPKV_CHECK(s.is_object(), "KV plan: 'solve' must be an object");
-    p.solve.method = read_string(s, "method");
+    parse_solve_method(read_string(s, "method"), p.solve);
     p.solve.target_avg_bits = read_double(s, "target_avg_bits", 0);
     p.solve.avg_bits = read_double(s, "avg_bits", 0);
     p.solve.budget_bytes = (int64_t)read_double(s, "budget_bytes", 0);

@@ -1,7 +1,7 @@
 // The KV plan: how every KV component (layer, KV head, K|V) is stored. It is the only thing the
 // runtime reads (docs/design.md "Plan, then run"); a command line (--kv-method, --kv-bits ...) builds
-// one in kv_cache_factory, a plan file (--kv-plan) gives one directly, and the calibration issue
-// writes richer ones (it may add fields; readers ignore unknown keys).
+// one in kv_cache_factory, a plan file (--kv-plan) gives one directly, and `mpkv calibrate` writes
+// richer ones (docs/plan_format.md; readers ignore unknown keys).
 //
 // Plan file (versioned JSON, small by design: a default plus per-component overrides):
 //   {
@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "kvcache/kv_method.h"
 #include "model/kv_cache.h"
 #include "quant/quant_options.h"
 
@@ -80,16 +81,24 @@ uint64_t tensor_layout_hash(const Tensors& tensors) {
 std::string format_layout_hash(uint64_t h);
 uint64_t parse_layout_hash(const std::string& s);
 
-// What a calibrated plan was solved for (empty method: a hand-written plan, not written out).
+// What a calibrated plan was solved for (method file: a hand-written plan, not written out).
 struct KvPlanSolve {
-  std::string method;          // pmkvq | pmkvq-per-head | ratequant | combined
+  KvPlanMethod method = KvPlanMethod::file;  // pmkvq | ratequant | combined | fixed
   double target_avg_bits = 0;  // --avg-bits asked (0 when a byte budget was given)
   double avg_bits = 0;         // mean final bits over the n_layer * n_head_kv * 2 components
   int64_t budget_bytes = 0;    // the byte budget for max_len tokens of one sequence (0: none)
-  int64_t bytes = 0;           // PagedKvCache::sequence_bytes_bound(max_len) of this plan (<= budget_bytes)
+  int64_t bytes = 0;           // KvByteModel::sequence_bytes_bound(max_len) of this plan (<= budget_bytes)
   int64_t max_len = 0;
   double objective = 0;        // the allocator's objective at the chosen bits
+  bool per_head = false;       // pmkvq over (layer, KV head) blocks instead of layers
+  bool progressive = false;    // fixed, with pages starting at 16 bits (--progressive)
+  bool direct = false;         // ablation: the finals quantized directly (--direct)
+  bool solved() const { return method != KvPlanMethod::file; }
 };
+// The "solve.method" of a plan file: the method, then -per-head / -progressive, then -direct
+// (e.g. "pmkvq-per-head", "combined-direct", "fixed-progressive"); and back (Error on another name).
+std::string solve_method_name(const KvPlanSolve& s);
+void parse_solve_method(const std::string& name, KvPlanSolve& s);
 
 // Where the calibration came from (informational).
 struct KvPlanProvenance {
@@ -106,7 +115,7 @@ inline constexpr int kDefaultKvSink = 1;      // first tokens kept at fp16
 inline constexpr int kDefaultPageTokens = 64;
 
 struct KvPlan {
-  std::string method = "f16";  // what built it: f16, uniform, kivi, rotated, turbo, progressive, file
+  KvPlanMethod method = KvPlanMethod::f16;  // what built it (kv_method.h)
   bool progressive = false;    // pages start at 16-bit uniform codes and shrink toward `bits`
   KvDims dims;                 // n_layer, n_head_kv, head_dim of the model (n_head unused)
   int window = kDefaultKvWindow;

@@ -5,12 +5,9 @@
 #include <string>
 
 #include "util/error.h"
+#include "util/units.h"
 
 namespace mpkv {
-
-namespace {
-std::string mib(size_t b) { return std::to_string((double)b / (1024.0 * 1024.0)).substr(0, 8) + " MiB"; }
-}  // namespace
 
 size_t PagePool::free_bytes() const {
   if (budget_ == 0) return SIZE_MAX;

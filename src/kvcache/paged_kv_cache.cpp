@@ -12,58 +12,41 @@
 #include "kvcache/paged_kv_cache_records.h"
 #include "quant/lloyd_max.h"
 #include "util/error.h"
+#include "util/units.h"
 #include "util/fp16.h"
 
 namespace mpkv {
 
-namespace {
-std::string mib(size_t b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f MiB", (double)b / (1024.0 * 1024.0));
-  return buf;
-}
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-}  // namespace
-
 PagedKvCache::PagedKvCache(KvDims dims, KvPlan plan, size_t budget_bytes, const PagedAttentionKernels& kernels)
-    : KvCache(dims), plan_(std::move(plan)), kern_(&kernels), pool_(budget_bytes) {
+    : KvCache(dims), plan_(std::move(plan)), bytes_(dims_, plan_), kern_(&kernels), pool_(budget_bytes) {
   // The record constants bound the structs; the rest of each covers their container nodes
   // (page: table slot, id-map node, shrink queue set + map nodes, about 64 bytes each).
   static_assert(sizeof(Page) + sizeof(void*) <= kPageRecordBytes - 3 * 64, "page record");
   static_assert(sizeof(LayerState) <= kLayerRecordBytes, "layer record");
   static_assert(sizeof(SeqState) + 64 <= kSequenceRecordBytes, "sequence record");
-  MPKV_CHECK(dims.n_layer > 0 && dims.n_head_kv > 0 && dims.n_head % dims.n_head_kv == 0,
-             "paged KV cache: n_head must be a positive multiple of n_head_kv");
-  validate(plan_, dims);
   shrink_by_cost_ = plan_.progressive && has_shrink_costs(plan_);
-  const int P = plan_.page_tokens;
-  n_blocks_ = dims.n_head_kv * 2;
-  cap_rows_ = plan_.sink + plan_.window + P;
-  gran_.assign(dims.n_layer, 1);
+  n_blocks_ = bytes_.blocks_per_page();
   comps_.resize((size_t)dims.n_layer * n_blocks_);
   for (int l = 0; l < dims.n_layer; ++l) {
     for (int b = 0; b < n_blocks_; ++b) {
       const KvRole role = b % 2 == 0 ? KvRole::key : KvRole::value;
       const KvComponentPlan& cp = plan_.at(l, b / 2, role);
       Component& c = comps_[(size_t)l * n_blocks_ + b];
-      gran_[l] = std::lcm(gran_[l], component_token_granularity(plan_, cp, role));
       c.fp16 = cp.fp16;
       if (cp.fp16) continue;
       for (const auto& [bits, sens] : cp.sensitivity)
         if (bits >= 1 && bits <= 16) c.sensitivity_at[bits] = sens;
-      c.final_bits = cp.bits;
-      c.init_bits = plan_.progressive ? 16 : cp.bits;
-      c.quant = std::make_unique<KvQuantizer>(component_quant_options(plan_, cp, role, c.init_bits));
-      // Pages are written at init_bits; each halving's layout carries the exact ladder scale
-      // (halved_layout: scale_mult, kv_block_layout.h).
-      c.layout_at[c.init_bits] = c.quant->block_layout(P);
-      for (int bits = c.init_bits; bits > c.final_bits; bits /= 2) {
-        c.layout_at[bits / 2] = halved_layout(c.layout_at[bits]);
+      const int init = bytes_.initial_bits(l, b), fin = bytes_.final_bits(l, b);
+      c.quant = std::make_unique<KvQuantizer>(component_quant_options(plan_, cp, role, init));
+      // Pages are written at the initial bits; each halving's layout carries the exact ladder
+      // scale (halved_layout: scale_mult, kv_block_layout.h).
+      c.layout_at[init] = c.quant->block_layout(plan_.page_tokens);
+      for (int bits = init; bits > fin; bits /= 2) c.layout_at[bits / 2] = halved_layout(c.layout_at[bits]);
+      for (int bits = init; bits >= fin && bits >= 1; bits /= 2) {
+        MPKV_ASSERT(c.layout_at[bits].bytes == bytes_.block_bytes(l, b, bits), "KV byte model and quantizer disagree");
+        if (bits == 1) break;
       }
-      if (c.layout_at[c.init_bits].codec == Codec::lloyd_max) {
-        c.centroids = lloyd_max_gaussian(c.final_bits).centroids_f.data();
-      }
+      if (c.layout_at[init].codec == Codec::lloyd_max) c.centroids = lloyd_max_gaussian(fin).centroids_f.data();
     }
   }
 }
@@ -72,13 +55,7 @@ PagedKvCache::~PagedKvCache() {
   for (auto& [id, p] : pages_by_id_) std::free(p->data);
 }
 
-// ---- accounting -------------------------------------------------------------------------------
-
-size_t PagedKvCache::block_bytes(int layer, int block, int bits) const {
-  const Component& c = comp(layer, block);
-  if (c.fp16) return (size_t)plan_.page_tokens * dims_.head_dim * 2;
-  return c.layout_at[bits].bytes;
-}
+// ---- accounting (the figures: kv_byte_model.h) ---------------------------------------------------
 
 size_t PagedKvCache::block_offset(const Page& p, int block) const {
   size_t off = 0;
@@ -94,87 +71,20 @@ size_t PagedKvCache::page_bytes_final(const Page& p) const {
   return b;
 }
 
-size_t PagedKvCache::sequence_fixed_bytes() const {
-  const size_t buf = 2 * (size_t)cap_rows_ * dims_.n_head_kv * dims_.head_dim * sizeof(uint16_t);
-  return kSequenceRecordBytes + (size_t)dims_.n_layer * (kLayerRecordBytes + buf);
-}
-
-size_t PagedKvCache::page_metadata_bytes() const { return kPageRecordBytes + 2 * (size_t)n_blocks_; }
-
-size_t PagedKvCache::page_data_bytes(int layer, bool at_final_bits) const {
-  size_t b = 0;
-  for (int i = 0; i < n_blocks_; ++i) {
-    const Component& c = comp(layer, i);
-    b += block_bytes(layer, i, at_final_bits ? c.final_bits : c.init_bits);
-  }
-  return b;
-}
-
-int PagedKvCache::tokens_in_pages(int layer, int n) const {
-  const int body = std::max(0, n - plan_.sink);
-  const int g = gran_[layer];
-  return body > plan_.window ? (body - plan_.window) / g * g : 0;
-}
-
-size_t PagedKvCache::pages_bound(int layer, int n) const {
-  const int P = plan_.page_tokens;
-  return std::min((size_t)(tokens_in_pages(layer, n) + P - 1) / P, window_pages_bound(layer));
-}
-
-// A sliding-window layer's live pages (docs/gemma3.md, "Admission"). While token p is appended,
-// the pages left are those not wholly before a = window_start(W, p) - sink (freed by reserve()
-// and at the start of append(), both with first query p), up to the F <= p + 1 - sink - R tokens
-// flushed so far; F - a <= W - R, so they number at most
-//   ceil(F / P) - floor(a / P) <= ceil((W - R + P - 1) / P)
-// (the worst case a = P - 1 mod P, reached by every long enough sequence when the layer flushes
-// token by token), and at least the open page.
-size_t PagedKvCache::window_pages_bound(int layer) const {
-  const int W = dims_.window_of(layer);
-  if (W == 0) return SIZE_MAX;
-  const int P = plan_.page_tokens;
-  const int span = W - plan_.window + P - 1;  // ceil(span / P) pages; at least the open one
-  return span <= P ? 1 : (size_t)((span + P - 1) / P);
-}
-
-size_t PagedKvCache::overhead_bytes_bound(int n) const {
-  size_t b = sequence_fixed_bytes();
-  for (int l = 0; l < dims_.n_layer; ++l) b += pages_bound(l, n) * page_metadata_bytes();
-  return b;
-}
-
-size_t PagedKvCache::block_bytes_bound(int layer, int block, int n) const {
-  const size_t pages = pages_bound(layer, n);
-  if (pages == 0) return 0;
-  const Component& c = comp(layer, block);
-  return (pages - 1) * block_bytes(layer, block, c.final_bits) + block_bytes(layer, block, c.init_bits);
-}
-
-size_t PagedKvCache::sequence_bytes_bound(int n) const {
-  size_t b = overhead_bytes_bound(n);
-  for (int l = 0; l < dims_.n_layer; ++l)
-    for (int i = 0; i < n_blocks_; ++i) b += block_bytes_bound(l, i, n);
-  return b;
-}
-
 size_t PagedKvCache::bytes_needed(int seq, int n) const {
   auto it = seqs_.find(seq);
   const SeqState* s = it == seqs_.end() ? nullptr : it->second.get();
-  size_t need = s ? 0 : sequence_fixed_bytes();
-  const int P = plan_.page_tokens, R = plan_.window;
+  size_t need = s ? 0 : bytes_.sequence_fixed_bytes();
   for (int l = 0; l < dims_.n_layer; ++l) {
-    int n_tok = 0, win = 0, open_free = 0;
+    KvLayerFill fill;
     if (s) {
       const LayerState& ls = s->layers[l];
-      n_tok = ls.n_tokens;
-      win = ls.win_n;
-      if (!ls.pages.empty() && ls.pages.back()->filled < P) open_free = P - ls.pages.back()->filled;
+      fill.n_tokens = ls.n_tokens;
+      fill.window_rows = ls.win_n;
+      if (!ls.pages.empty() && ls.pages.back()->filled < plan_.page_tokens)
+        fill.open_page_free = plan_.page_tokens - ls.pages.back()->filled;
     }
-    const int to_sink = std::clamp(plan_.sink - n_tok, 0, n);
-    const int w = win + n - to_sink;
-    // Flushes keep the window in [R, R + g) once it reaches R (see append); they move this many.
-    const int flushed = w > R ? (w - R) / gran_[l] * gran_[l] : 0;
-    const int new_pages = flushed > open_free ? (flushed - open_free + P - 1) / P : 0;
-    need += (size_t)new_pages * (page_data_bytes(l, false) + page_metadata_bytes());
+    need += bytes_.append_bytes(l, fill, n);
   }
   return need;
 }
@@ -200,6 +110,17 @@ bool PagedKvCache::make_room(size_t bytes, int for_seq) {
   shrink_totals_.max_pause_seconds = std::max(shrink_totals_.max_pause_seconds, pause.seconds);
   if (on_pause_) on_pause_(pause);
   return true;
+}
+
+size_t PagedKvCache::shrink(size_t bytes) {
+  ShrinkPause pause;
+  pause.for_seq = -1;
+  while (pause.bytes_freed < bytes) {
+    const auto id = pool_.next_to_shrink();
+    if (!id) break;
+    shrink_page(*pages_by_id_.at(*id), pause);
+  }
+  return pause.bytes_freed;
 }
 
 int PagedKvCache::shrink_top_bits(const Page& p) const {
@@ -304,7 +225,7 @@ bool PagedKvCache::reserve(int seq, int n_tokens) {
   if (it == seqs_.end()) {
     SeqState& s = create_sequence(seq);
     s.held = need;
-    charge(s, seq, sequence_fixed_bytes(), "its sink and window");
+    charge(s, seq, bytes_.sequence_fixed_bytes(), "its sink and window");
   } else {
     it->second->held = need;
   }
@@ -316,7 +237,7 @@ bool PagedKvCache::reserve(int seq, int n_tokens) {
 PagedKvCache::SeqState& PagedKvCache::create_sequence(int seq) {
   auto s = std::make_unique<SeqState>();
   s->layers.resize(dims_.n_layer);
-  const size_t n = (size_t)cap_rows_ * dims_.n_head_kv * dims_.head_dim;
+  const size_t n = (size_t)bytes_.fp16_rows() * dims_.n_head_kv * dims_.head_dim;
   for (LayerState& ls : s->layers) {
     ls.k16.assign(n, 0);
     ls.v16.assign(n, 0);
@@ -327,23 +248,23 @@ PagedKvCache::SeqState& PagedKvCache::create_sequence(int seq) {
 PagedKvCache::Page& PagedKvCache::open_page(SeqState& s, int seq, int layer) {
   LayerState& ls = s.layers[layer];
   if (!ls.pages.empty() && ls.pages.back()->filled < plan_.page_tokens) return *ls.pages.back();
-  const size_t bytes = page_data_bytes(layer, false);
-  charge(s, seq, bytes + page_metadata_bytes(), "a new page");
+  const size_t bytes = bytes_.page_data_bytes(layer, false);
+  charge(s, seq, bytes_.new_page_bytes(layer), "a new page");
   auto p = std::make_unique<Page>();
   p->id = next_page_id_++;
   p->seq = seq;
   p->layer = layer;
   p->data = static_cast<uint8_t*>(std::calloc(bytes, 1));
   if (!p->data) {
-    pool_.release(bytes + page_metadata_bytes());
+    pool_.release(bytes_.new_page_bytes(layer));
     throw std::bad_alloc();
   }
   p->bytes = bytes;
   p->cur.resize(n_blocks_);
   p->fin.resize(n_blocks_);
   for (int b = 0; b < n_blocks_; ++b) {
-    p->cur[b] = (uint8_t)comp(layer, b).init_bits;
-    p->fin[b] = (uint8_t)comp(layer, b).final_bits;
+    p->cur[b] = (uint8_t)bytes_.initial_bits(layer, b);
+    p->fin[b] = (uint8_t)bytes_.final_bits(layer, b);
   }
   pages_by_id_[p->id] = p.get();
   ls.pages.push_back(std::move(p));
@@ -357,7 +278,7 @@ void PagedKvCache::page_filled(Page& p) {
 }
 
 void PagedKvCache::free_page(Page& p) {
-  pool_.release(p.bytes + page_metadata_bytes());
+  pool_.release(p.bytes + bytes_.page_metadata_bytes());
   if (p.full) reclaimable_ -= p.bytes - page_bytes_final(p);
   pool_.forget(p.id);
   pages_by_id_.erase(p.id);
@@ -404,7 +325,7 @@ void PagedKvCache::append(int seq, int layer, int n_tokens, const float* k, cons
   auto it = seqs_.find(seq);
   SeqState* s;
   if (it == seqs_.end()) {
-    const size_t fixed = sequence_fixed_bytes();
+    const size_t fixed = bytes_.sequence_fixed_bytes();
     if (!make_room(fixed, seq)) {
       throw Error("KV budget of " + mib(pool_.budget()) + " cannot hold another sequence (" + mib(fixed) +
                   " for its sink and window; " + mib(pool_.used()) + " in use)");
@@ -429,7 +350,7 @@ void PagedKvCache::append(int seq, int layer, int n_tokens, const float* k, cons
     put(ls.sink_n++, i);
     ls.n_tokens++;
   }
-  const int R = plan_.window, g = gran_[layer], cap = plan_.window + plan_.page_tokens;
+  const int R = plan_.window, g = bytes_.flush_granularity(layer), cap = plan_.window + plan_.page_tokens;
   while (i < n_tokens) {
     const int m = std::min(n_tokens - i, cap - ls.win_n);
     for (int r = 0; r < m; ++r) put(plan_.sink + ls.win_n + r, i + r);
@@ -469,7 +390,7 @@ void PagedKvCache::remove(int seq) {
   for (LayerState& ls : s.layers)
     for (auto& p : ls.pages) free_page(*p);
   pool_.unhold(s.held);
-  pool_.release(sequence_fixed_bytes());
+  pool_.release(bytes_.sequence_fixed_bytes());
   seqs_.erase(it);
 }
 
@@ -495,7 +416,7 @@ std::map<int, size_t> PagedKvCache::bits_histogram() const {
 
 std::string PagedKvCache::stats() const {
   std::ostringstream o;
-  o << "kv " << plan_.method << (plan_.progressive ? " (progressive)" : "") << ": " << mib(pool_.used()) << " in use";
+  o << "kv " << kv_plan_method_name(plan_.method) << (plan_.progressive ? " (progressive)" : "") << ": " << mib(pool_.used()) << " in use";
   if (pool_.budget() > 0) o << " of " << mib(pool_.budget()) << " budget";
   o << " (peak " << mib(pool_.peak_used()) << "), " << seqs_.size() << " sequences, " << pages_by_id_.size()
     << " pages\n  blocks by current bits:";

@@ -1,6 +1,6 @@
 #include "kvcache/run_budget.h"
 
-#include "kvcache/paged_kv_cache.h"
+#include "kvcache/kv_byte_model.h"
 #include "util/error.h"
 
 namespace mpkv {
@@ -10,8 +10,7 @@ double run_budget_mib(const KvCacheOptions& o, const KvDims& dims, int n_seqs, i
   if (o.budget_mib > 0) return o.budget_mib;
   const KvPlan plan = make_kv_plan(o, dims);
   if (!plan.progressive) return o.budget_mib;
-  const PagedKvCache probe(dims, plan, 0);  // budget 0: only its accounting is used
-  const double bytes = (double)n_seqs * (double)probe.sequence_bytes_bound(max_len);
+  const double bytes = (double)n_seqs * (double)KvByteModel(dims, plan).sequence_bytes_bound(max_len);
   return bytes / (1024.0 * 1024.0) + 1e-6;  // make_kv_cache rounds MiB to bytes: stay above
 }
 

@@ -6,7 +6,7 @@
 // solved for 4096 tokens) never fills that budget: its pages stay at 16 bits and it would be compared,
 // as "3 bits", with fixed plans holding a fifth of its bytes. run_budget_mib gives a progressive plan
 // without a budget what n_seqs sequences of max_len tokens need with every full page at its final
-// bits (PagedKvCache::sequence_bytes_bound): the budget the plan would be solved for at that length.
+// bits (KvByteModel::sequence_bytes_bound): the budget the plan would be solved for at that length.
 // What it still holds above a fixed plan of the same finals is each block's newest page at 16 bits
 // (docs/calibration.md, "Equal bytes at a shorter length").
 #pragma once

@@ -74,13 +74,15 @@ class KvCache {
   // Called before a forward pass that appends n_tokens positions of seq to every layer: makes room
   // for them (a budgeted cache may shrink other pages) and sets it aside, so the pass cannot run
   // out of memory half-way through the layers. False: they cannot fit even after every possible
-  // shrink; nothing has changed and the caller stops seq (stop reason "kv_budget"). Caches
+  // shrink; nothing has changed and the caller decides (the engine's scheduler preempts a
+  // sequence, a one-sequence run stops; kvcache/kv_memory.h). Caches
   // without a budget always return true.
   virtual bool reserve(int seq, int n_tokens) { return true; }
 
   // Key smoothing the forward pass must apply for this cache's plan (q *= lambda, k /= lambda before
   // RoPE, [n_layer][n_head_kv * head_dim]; Forward::set_qk_smoothing); null or empty: none.
-  // engine/ModelRunner is the one place that hands it to the forward pass.
+  // engine/ModelRunner hands it to the forward pass of every run through a cache (calibration's
+  // calib/kv_collector applies the smoothing it is computing directly).
   virtual const std::vector<std::vector<float>>* key_smoothing() const { return nullptr; }
 
   // A short multi-line report of memory use for --verbose; empty when there is nothing to say.
@@ -99,8 +101,10 @@ class KvCache {
 // Reserves room in `cache` for the next n tokens of seq, or for n/2, n/4, ... 1 of them while they
 // do not fit (fewer tokens need fewer fresh pages at once, and a budgeted cache shrinks pages in
 // between). Returns the count reserved; 0 when not even one token fits. The one copy of this loop:
-// prefill (engine/ModelRunner), the engine's steps and the synthetic fills of `mpkv bench`.
-inline int reserve_halving(KvCache& cache, int seq, int n) {
+// prefill (engine/ModelRunner), the engine's scheduler (through kvcache/KvMemory, hence the
+// template) and the synthetic fills of `mpkv bench`.
+template <class Cache>
+int reserve_halving(Cache& cache, int seq, int n) {
   for (; n >= 1; n /= 2)
     if (cache.reserve(seq, n)) return n;
   return 0;

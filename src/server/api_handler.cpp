@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include "server/auth.h"
-#include "server/completion.h"
 
 namespace mpkv::server {
 
@@ -23,13 +22,13 @@ HttpResponse json_response(int status, const json& body) {
 }
 
 // A request the engine will refuse for its length, answered 400 before it is queued.
-void check_context(int n_prompt, const std::optional<int>& max_tokens, int n_ctx) {
-  if (n_prompt == 0) throw ApiError(400, "the prompt is empty", "prompt");
+void check_context(int n_prompt, const std::optional<int>& max_tokens, int n_ctx, const std::string& param) {
+  if (n_prompt == 0) throw ApiError(400, "the prompt is empty", param);
   if (n_prompt >= n_ctx)
     throw ApiError(400,
                    "this model's context is " + std::to_string(n_ctx) + " tokens; the prompt has " +
                        std::to_string(n_prompt) + " (it must leave room for at least one generated token)",
-                   "messages", "context_length_exceeded");
+                   param, "context_length_exceeded");
   if (max_tokens && static_cast<int64_t>(n_prompt) + *max_tokens > n_ctx)
     throw ApiError(400,
                    "this model's context is " + std::to_string(n_ctx) + " tokens; you asked for " +
@@ -37,6 +36,42 @@ void check_context(int n_prompt, const std::optional<int>& max_tokens, int n_ctx
                        " in the prompt, " + std::to_string(*max_tokens) + " to generate)",
                    "max_tokens", "context_length_exceeded");
 }
+
+// Token ids from the client (prompts, stop_token_ids, logit_bias, /detokenize) must name tokens.
+void check_token_ids(const std::vector<int32_t>& ids, int n_vocab, const std::string& param) {
+  for (int32_t id : ids)
+    if (id >= n_vocab)
+      throw ApiError(400, "'" + param + "' holds token id " + std::to_string(id) + "; this model's vocabulary is [0, " +
+                              std::to_string(n_vocab) + ")", param);
+}
+
+// The engine's parameters of one choice (the prompt is filled in by the caller).
+RequestParams request_params(const CompletionRequest& r, uint64_t seed) {
+  RequestParams p;
+  p.max_tokens = r.max_tokens.value_or(-1);
+  p.sampling.temperature = r.temperature;
+  p.sampling.top_p = r.top_p;
+  p.sampling.top_k = r.top_k;
+  p.sampling.seed = seed;
+  p.sampling.min_p = r.min_p;
+  p.sampling.repeat_penalty = r.repetition_penalty;
+  p.sampling.presence_penalty = r.presence_penalty;
+  p.sampling.frequency_penalty = r.frequency_penalty;
+  p.sampling.logit_bias = r.logit_bias;
+  p.stop = r.stop;
+  p.stop_token_ids = r.stop_token_ids;
+  p.ignore_eos = r.ignore_eos;
+  p.min_tokens = r.min_tokens;
+  p.top_logprobs = r.top_logprobs;
+  p.priority = r.priority;
+  return p;
+}
+
+// The routes: POST for the ones that take a body, GET for the rest.
+bool is_post_route(const std::string& p) {
+  return p == "/v1/chat/completions" || p == "/v1/completions" || p == "/tokenize" || p == "/detokenize";
+}
+bool is_get_route(const std::string& p) { return p == "/health" || p == "/v1/models" || p == "/metrics"; }
 }  // namespace
 
 HttpResponse error_response(const ApiError& e, int retry_after_seconds) {
@@ -69,8 +104,7 @@ HttpResponse ApiHandler::handle(const HttpRequest& req) {
 
 HttpResponse ApiHandler::route(const HttpRequest& req) {
   const std::string& p = req.path;
-  const bool known = p == "/health" || p == "/v1/models" || p == "/metrics" || p == "/v1/chat/completions" ||
-                     p == "/v1/completions";
+  const bool known = is_get_route(p) || is_post_route(p);
   if (p == "/health" && req.method == "GET") {
     if (!backend_.load()) throw ApiError(503, "the model is loading", "", "", "server_error");
     if (draining_.load()) throw ApiError(503, "the server is shutting down", "", "", "server_error");
@@ -80,7 +114,7 @@ HttpResponse ApiHandler::route(const HttpRequest& req) {
     throw ApiError(401, "a valid API key is required: Authorization: Bearer <key>", "", "invalid_api_key",
                    "authentication_error");
   if (!known) throw ApiError(404, "no route " + p, "", "", "not_found_error");
-  const bool post = p == "/v1/chat/completions" || p == "/v1/completions";
+  const bool post = is_post_route(p);
   if (req.method != (post ? "POST" : "GET"))
     throw ApiError(405, "method " + req.method + " is not allowed on " + p + " (use " + (post ? "POST" : "GET") + ")");
   if (req.body.size() > opts_.max_body_bytes)
@@ -93,7 +127,41 @@ HttpResponse ApiHandler::route(const HttpRequest& req) {
     r.body = metrics_.render(b ? b->metrics() : EngineMetrics{});
     return r;
   }
+  if (p == "/tokenize") return tokenize(req.body);
+  if (p == "/detokenize") return detokenize(req.body);
   return complete(p == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completions, req);
+}
+
+Backend& ApiHandler::ready_backend() {
+  Backend* b = backend_.load();
+  if (!b) throw ApiError(503, "the model is loading", "", "", "server_error");
+  if (draining_.load()) throw ApiError(503, "the server is shutting down", "", "", "server_error");
+  return *b;
+}
+
+// llama-server answers {"tokens": [...]} (with_pieces: [{"id", "piece"}]); vLLM {"count",
+// "max_model_len", "tokens"[, "token_strs"]}. Both sets of keys are always sent.
+HttpResponse ApiHandler::tokenize(const std::string& body) {
+  const TokenizeRequest r = parse_tokenize_request(body);
+  Backend& b = ready_backend();
+  const std::vector<int32_t> ids = r.chat ? b.encode_chat(r.messages) : b.encode_prompt(r.text, r.add_special);
+  json tokens = json::array(), strs = json::array();
+  for (int32_t id : ids) {
+    tokens.push_back(r.with_pieces ? json{{"id", id}, {"piece", b.token_text(id)}} : json(id));
+    if (r.return_token_strs) strs.push_back(b.token_text(id));
+  }
+  json out = {{"tokens", tokens}, {"count", ids.size()}, {"max_model_len", b.n_ctx()}};
+  if (r.return_token_strs) out["token_strs"] = strs;
+  return json_response(200, out);
+}
+
+// llama-server reads "content", vLLM "prompt": both are sent.
+HttpResponse ApiHandler::detokenize(const std::string& body) {
+  const std::vector<int32_t> ids = parse_detokenize_request(body);
+  Backend& b = ready_backend();
+  check_token_ids(ids, b.n_vocab(), "tokens");
+  const std::string text = b.decode(ids);
+  return json_response(200, {{"content", text}, {"prompt", text}});
 }
 
 HttpResponse ApiHandler::models() const {
@@ -113,8 +181,26 @@ uint64_t ApiHandler::random_seed() {
   return rng_();
 }
 
-std::vector<int32_t> ApiHandler::prompt_tokens(Backend& b, const CompletionRequest& r) const {
-  return r.endpoint == Endpoint::chat ? b.encode_chat(r.messages) : b.encode_prompt(r.prompt);
+std::vector<ChoiceRequest> ApiHandler::choice_requests(Backend& b, const CompletionRequest& r) {
+  check_token_ids(r.stop_token_ids, b.n_vocab(), "stop_token_ids");
+  for (const auto& [id, bias] : r.logit_bias) check_token_ids({id}, b.n_vocab(), "logit_bias");
+  const uint64_t seed = r.seed ? *r.seed : random_seed();
+  std::vector<ChoiceRequest> out;
+  if (r.endpoint == Endpoint::chat) {
+    out.push_back({request_params(r, seed), ""});
+    out.back().params.prompt = b.encode_chat(r.messages);
+  }
+  for (const PromptInput& in : r.prompts) {
+    out.push_back({request_params(r, seed), ""});
+    RequestParams& p = out.back().params;
+    if (in.is_tokens) check_token_ids(in.tokens, b.n_vocab(), "prompt");
+    p.prompt = in.is_tokens ? in.tokens : b.encode_prompt(in.text);
+    if (r.echo) out.back().echo = in.is_tokens ? b.decode(in.tokens) : in.text;
+  }
+  for (const ChoiceRequest& c : out)
+    check_context(static_cast<int>(c.params.prompt.size()), r.max_tokens, b.n_ctx(),
+                  r.endpoint == Endpoint::chat ? "messages" : "prompt");
+  return out;
 }
 
 HttpResponse ApiHandler::complete(Endpoint endpoint, const HttpRequest& req) {
@@ -122,28 +208,14 @@ HttpResponse ApiHandler::complete(Endpoint endpoint, const HttpRequest& req) {
   for (const std::string& f : r.unknown_fields)
     if (metrics_.count_unknown_field(f))
       std::fprintf(stderr, "mpkv serve: ignoring unknown request field '%s' (logged once)\n", f.c_str());
-  Backend* b = backend_.load();
-  if (!b) throw ApiError(503, "the model is loading", "", "", "server_error");
-  if (draining_.load()) throw ApiError(503, "the server is shutting down", "", "", "server_error");
-
-  RequestParams params;
-  params.prompt = prompt_tokens(*b, r);
-  check_context(static_cast<int>(params.prompt.size()), r.max_tokens, b->n_ctx());
-  params.max_tokens = r.max_tokens.value_or(-1);
-  params.sampling = {r.temperature, r.top_p, r.top_k, r.seed ? *r.seed : random_seed()};
-  params.sampling.min_p = r.min_p;
-  params.sampling.repeat_penalty = r.repetition_penalty;
-  params.stop = r.stop;
-  params.ignore_eos = r.ignore_eos;
-  params.min_tokens = r.min_tokens;
-  params.top_logprobs = r.top_logprobs;
+  Backend& b = ready_backend();
+  std::vector<ChoiceRequest> requests = choice_requests(b, r);
 
   const bool chat = endpoint == Endpoint::chat;
   ResponseFormatter fmt(endpoint, new_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(), opts_.model_name,
-                        r.top_logprobs >= 0, r.include_usage);
-  auto c = std::make_shared<Completion>(*b, metrics_, inflight_, std::move(fmt), static_cast<int>(params.prompt.size()),
-                                        r.include_usage);
-  c->start(std::move(params));
+                        r.top_logprobs >= 0, r.include_usage, static_cast<int>(requests.size()));
+  auto c = std::make_shared<Completion>(b, metrics_, inflight_, std::move(fmt), r.include_usage);
+  c->start(std::move(requests));
   if (!r.stream) {  // a client that leaves meanwhile aborts it (a stream's transport cancels it)
     const AbortOnClose abort_on_close(req.client, [c] { c->cancel(); });
     return c->wait_response();

@@ -4,7 +4,9 @@
 //   GET  /v1/models            the one served model
 //   GET  /metrics              Prometheus text (metrics.h)
 //   POST /v1/chat/completions  chat (openai_request.h), JSON or SSE
-//   POST /v1/completions       raw-prompt completion, JSON or SSE
+//   POST /v1/completions       raw-prompt completion (one or more prompts, text or token ids), JSON or SSE
+//   POST /tokenize             text (or chat messages) -> token ids (llama-server's and vLLM's shapes)
+//   POST /detokenize           token ids -> text
 // With an API key every route but /health needs "Authorization: Bearer KEY" (401). Bodies over
 // max_body_bytes get 413, unknown paths 404, wrong methods 405, requests while loading or
 // draining 503, a full queue 503 with Retry-After. Every error body is OpenAI's error object.
@@ -17,6 +19,7 @@
 
 #include "server/api_error.h"
 #include "server/backend.h"
+#include "server/completion.h"
 #include "server/http_types.h"
 #include "server/inflight.h"
 #include "server/metrics.h"
@@ -49,7 +52,11 @@ class ApiHandler {
  private:
   HttpResponse route(const HttpRequest& req);
   HttpResponse complete(Endpoint endpoint, const HttpRequest& req);
-  std::vector<int32_t> prompt_tokens(Backend& b, const CompletionRequest& r) const;
+  HttpResponse tokenize(const std::string& body);
+  HttpResponse detokenize(const std::string& body);
+  Backend& ready_backend();  // throws 503 while loading or draining
+  // One engine request per prompt (chat: one), checked against the context and the vocabulary.
+  std::vector<ChoiceRequest> choice_requests(Backend& b, const CompletionRequest& r);
   HttpResponse models() const;
   std::string new_id(const char* prefix);
   uint64_t random_seed();

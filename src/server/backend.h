@@ -17,10 +17,13 @@ class Backend {
   virtual ~Backend() = default;
   // The prompt of a chat request (chat template + generation prompt) and of a raw completion.
   virtual std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages) const = 0;
-  virtual std::vector<int32_t> encode_prompt(const std::string& text) const = 0;
-  // The bytes one token stands for (logprobs' "token").
+  // add_special: the model's BOS (when it uses one), as /v1/completions does; /tokenize may omit it.
+  virtual std::vector<int32_t> encode_prompt(const std::string& text, bool add_special = true) const = 0;
+  // The bytes one token stands for (logprobs' "token"), and the text of a token sequence.
   virtual std::string token_text(int32_t id) const = 0;
+  virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   virtual int n_ctx() const = 0;
+  virtual int n_vocab() const = 0;  // token ids are in [0, n_vocab)
   // As Engine::add_request / abort / metrics: throws QueueFull when the queue is full and Error
   // for a request the engine refuses; the callback runs on the stepping thread.
   virtual uint64_t add_request(RequestParams params, OutputCallback on_output) = 0;

@@ -7,13 +7,12 @@ ApiError shutting_down() { return ApiError(503, "the server is shutting down; th
 }  // namespace
 
 Completion::Completion(Backend& backend, ServerMetrics& metrics, InFlight& inflight, ResponseFormatter formatter,
-                       int n_prompt_tokens, bool include_usage)
+                       bool include_usage)
     : backend_(backend),
       inflight_(inflight),
       fmt_(std::move(formatter)),
       channel_(std::make_shared<RequestChannel>()),
       metrics_(metrics),
-      n_prompt_(n_prompt_tokens),
       include_usage_(include_usage),
       last_write_(std::chrono::steady_clock::now()) {
   inflight_.add(channel_.get());
@@ -25,22 +24,35 @@ Completion::~Completion() {
   inflight_.remove(channel_.get());
 }
 
-void Completion::start(RequestParams params) {
-  // The callback may outlive this object (an aborted request's final event comes at the next
-  // step), so it holds the channel and the timing by shared_ptr; metrics outlive the engine loop.
-  auto timing = std::make_shared<RequestTiming>();
-  ServerMetrics* metrics = &metrics_;
-  std::shared_ptr<RequestChannel> ch = channel_;
-  const uint64_t id = backend_.add_request(std::move(params), [ch, timing, metrics](const RequestOutput& out) {
-    metrics->on_output(*timing, out);
-    ch->push(out);
-  });
-  channel_->set_id(id);
-  if (inflight_.aborting()) backend_.abort(id);  // shutdown began while it was being submitted
+void Completion::start(std::vector<ChoiceRequest> requests) {
+  choices_.reserve(requests.size());
+  for (ChoiceRequest& r : requests) {
+    Choice& c = choices_.emplace_back();
+    c.n_prompt = static_cast<int>(r.params.prompt.size());
+    c.result.text = std::move(r.echo);
+    // The callback may outlive this object (an aborted request's final event comes at the next
+    // step), so it holds the channel and the timing by shared_ptr; metrics outlive the engine loop.
+    auto timing = std::make_shared<RequestTiming>();
+    ServerMetrics* metrics = &metrics_;
+    std::shared_ptr<RequestChannel> ch = channel_;
+    try {
+      c.id = backend_.add_request(std::move(r.params), [ch, timing, metrics](const RequestOutput& out) {
+        metrics->on_output(*timing, out);
+        ch->push(out);
+      });
+    } catch (...) {
+      choices_.pop_back();  // never submitted
+      throw;
+    }
+    channel_->add_id(c.id);
+    if (inflight_.aborting()) backend_.abort(c.id);  // shutdown began while it was being submitted
+  }
 }
 
+// Any thread (the transport calls it when a non-streaming client leaves while the answer is being
+// waited for): the ids come from the channel, under its lock; aborting a finished request is a no-op.
 void Completion::cancel() {
-  if (!finished_ && channel_->id() != 0) backend_.abort(channel_->id());
+  for (uint64_t id : channel_->ids()) backend_.abort(id);
 }
 
 std::vector<LogprobEntry> Completion::logprob_entries(const RequestOutput& e) const {
@@ -53,41 +65,61 @@ std::vector<LogprobEntry> Completion::logprob_entries(const RequestOutput& e) co
   return v;
 }
 
+Completion::Choice& Completion::choice_of(uint64_t id) {
+  for (Choice& c : choices_)
+    if (c.id == id) return c;
+  throw InternalError("Completion: an event for request " + std::to_string(id) + ", which is not one of its choices");
+}
+
+int Completion::apply(const RequestOutput& e, bool collect) {
+  Choice& c = choice_of(e.id);
+  MPKV_ASSERT(!c.finished, "Completion: an event after a request's final event");
+  if (collect) {
+    c.result.text += e.text_delta;
+    for (LogprobEntry& le : logprob_entries(e)) c.result.logprobs.push_back(std::move(le));
+  }
+  if (e.finished) {
+    c.finished = true;
+    c.result.reason = e.reason;
+    c.n_generated = e.stats.n_generated;
+    ++n_finished_;
+    if (e.reason == FinishReason::abort) aborted_ = true;
+  }
+  return static_cast<int>(&c - choices_.data());
+}
+
+Usage Completion::usage() const {
+  Usage u;
+  for (const Choice& c : choices_) u.prompt_tokens += c.n_prompt, u.completion_tokens += c.n_generated;
+  return u;
+}
+
 HttpResponse Completion::wait_response() {
-  std::string text;
-  std::vector<LogprobEntry> logprobs;
   std::vector<RequestOutput> events;
-  while (!finished_) {
+  while (!all_finished()) {
     events.clear();
     channel_->pop(events, std::chrono::milliseconds(1000));
-    for (const RequestOutput& e : events) {
-      text += e.text_delta;
-      for (LogprobEntry& le : logprob_entries(e)) logprobs.push_back(std::move(le));
-      if (!e.finished) continue;
-      finished_ = true;
-      HttpResponse r;
-      if (e.reason == FinishReason::abort) {
-        const ApiError err = shutting_down();
-        r.status = err.status();
-        r.body = error_body(err);
-      } else {
-        r.body = fmt_.full(text, logprobs, e.reason, {n_prompt_, e.stats.n_generated});
-      }
-      return r;
-    }
+    for (const RequestOutput& e : events) apply(e, /*collect=*/true);
   }
-  throw InternalError("Completion::wait_response: finished without a final event");
+  HttpResponse r;
+  if (aborted_) {
+    const ApiError err = shutting_down();
+    r.status = err.status();
+    r.body = error_body(err);
+    return r;
+  }
+  std::vector<ChoiceResult> results;
+  for (Choice& c : choices_) results.push_back(std::move(c.result));
+  r.body = fmt_.full(results, usage());
+  return r;
 }
 
 std::string Completion::stream_piece(const RequestOutput& e) {
+  const int index = apply(e, /*collect=*/false);
   std::string piece;
-  if (!e.text_delta.empty() || !e.logprobs.empty()) piece += fmt_.delta(e.text_delta, logprob_entries(e));
-  if (!e.finished) return piece;
-  finished_ = true;
-  if (e.reason == FinishReason::abort) return piece + ResponseFormatter::error_event(shutting_down());
-  piece += fmt_.last(e.reason);
-  if (include_usage_) piece += fmt_.usage({n_prompt_, e.stats.n_generated});
-  return piece + ResponseFormatter::done();
+  if (!e.text_delta.empty() || !e.logprobs.empty()) piece += fmt_.delta(index, e.text_delta, logprob_entries(e));
+  if (e.finished && e.reason != FinishReason::abort) piece += fmt_.last(index, e.reason);
+  return piece;
 }
 
 bool Completion::next(std::string& out, std::chrono::milliseconds wait) {
@@ -95,9 +127,11 @@ bool Completion::next(std::string& out, std::chrono::milliseconds wait) {
   if (!started_stream_) {
     started_stream_ = true;
     out = fmt_.first();
+    for (size_t i = 0; i < choices_.size(); ++i)
+      if (!choices_[i].result.text.empty()) out += fmt_.delta(static_cast<int>(i), choices_[i].result.text, {});
     if (!out.empty()) return true;
   }
-  if (finished_) return false;
+  if (ended_stream_) return false;
   std::vector<RequestOutput> events;
   const auto now = std::chrono::steady_clock::now();
   if (!channel_->pop(events, wait)) {
@@ -109,7 +143,15 @@ bool Completion::next(std::string& out, std::chrono::milliseconds wait) {
   }
   for (const RequestOutput& e : events) out += stream_piece(e);
   last_write_ = now;
-  return !finished_;
+  if (!all_finished()) return true;
+  ended_stream_ = true;
+  if (aborted_) {
+    out += ResponseFormatter::error_event(shutting_down());
+    return false;
+  }
+  if (include_usage_) out += fmt_.usage(usage());
+  out += ResponseFormatter::done();
+  return false;
 }
 
 }  // namespace mpkv::server

@@ -1,10 +1,10 @@
 // One completion request in flight between the HTTP thread that answers it and the engine: it
-// submits the request, collects its output events (request_channel.h), and answers either with
-// one JSON body (wait_response) or as a stream of server-sent events (next). A completion that is
-// destroyed or cancelled before its final event aborts its request, so a vanished client never
+// submits one engine request per choice (several only for several /v1/completions prompts),
+// collects their output events in one channel (request_channel.h), and answers either with one
+// JSON body (wait_response) or as a stream of server-sent events (next). A completion that is
+// destroyed or cancelled before its final events aborts its requests, so a vanished client never
 // leaves pages behind.
 #pragma once
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -19,19 +19,26 @@
 
 namespace mpkv::server {
 
+// One choice's engine request and the text its answer starts with (the prompt, for echo).
+struct ChoiceRequest {
+  RequestParams params;
+  std::string echo;
+};
+
 class Completion : public ResponseStream {
  public:
   Completion(Backend& backend, ServerMetrics& metrics, InFlight& inflight, ResponseFormatter formatter,
-             int n_prompt_tokens, bool include_usage);
+             bool include_usage);
   ~Completion() override;
 
-  // Submits the request (throws QueueFull or Error from the backend).
-  void start(RequestParams params);
-  // Blocks until the final event; the non-streaming response.
+  // Submits the requests in order (throws QueueFull or Error from the backend; the ones already
+  // submitted are aborted when this object goes).
+  void start(std::vector<ChoiceRequest> requests);
+  // Blocks until every choice's final event; the non-streaming response.
   HttpResponse wait_response();
-  // ResponseStream: chat's role chunk first, then one chunk per event with text, the finish
-  // chunk, the usage chunk when asked, and data: [DONE]. An SSE comment every kKeepAlive
-  // without events, so a vanished client is noticed even while its request waits.
+  // ResponseStream: chat's role chunk and the echoed prompts first, then one chunk per event with
+  // text, each choice's finish chunk, the usage chunk when asked, and data: [DONE]. An SSE comment
+  // every kKeepAlive without events, so a vanished client is noticed even while its request waits.
   bool next(std::string& out, std::chrono::milliseconds wait) override;
   void cancel() override;  // any thread
   void set_wakeup(std::function<void()> wake) override { channel_->set_wakeup(std::move(wake)); }
@@ -39,19 +46,31 @@ class Completion : public ResponseStream {
   static constexpr std::chrono::seconds kKeepAlive{5};
 
  private:
-  // Appends the text / logprobs of events to text_ / logprobs_ (non-streaming) or to an SSE piece.
+  struct Choice {
+    uint64_t id = 0;  // the engine's request id
+    int n_prompt = 0, n_generated = 0;
+    ChoiceResult result;  // echo + text so far; logprobs (non-streaming); reason once finished
+    bool finished = false;
+  };
   std::vector<LogprobEntry> logprob_entries(const RequestOutput& e) const;
+  Choice& choice_of(uint64_t id);
+  // Applies one event to its choice (appending text and logprobs when `collect`); returns the
+  // choice's index.
+  int apply(const RequestOutput& e, bool collect);
   std::string stream_piece(const RequestOutput& e);
+  bool all_finished() const { return n_finished_ == choices_.size(); }
+  Usage usage() const;
 
   Backend& backend_;
   InFlight& inflight_;
   ResponseFormatter fmt_;
   std::shared_ptr<RequestChannel> channel_;
   ServerMetrics& metrics_;
-  int n_prompt_;
   bool include_usage_;
-  bool started_stream_ = false;
-  std::atomic<bool> finished_{false};  // read by cancel() on the transport's thread
+  std::vector<Choice> choices_;
+  size_t n_finished_ = 0;
+  bool aborted_ = false;  // a choice ended with FinishReason::abort (shutdown): the answer is an error
+  bool started_stream_ = false, ended_stream_ = false;
   std::chrono::steady_clock::time_point last_write_;
 };
 

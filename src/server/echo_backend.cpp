@@ -1,10 +1,11 @@
 #include "server/echo_backend.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace mpkv::server {
 
-std::vector<int32_t> EchoBackend::encode_prompt(const std::string& text) const {
+std::vector<int32_t> EchoBackend::encode_prompt(const std::string& text, bool /*add_special*/) const {
   std::vector<int32_t> ids;
   for (unsigned char c : text) ids.push_back(c);
   return ids;
@@ -18,6 +19,12 @@ std::vector<int32_t> EchoBackend::encode_chat(const std::vector<ChatMessage>& me
 
 std::string EchoBackend::token_text(int32_t id) const {
   return id >= 0 && id < 256 ? std::string(1, static_cast<char>(id)) : std::string();
+}
+
+std::string EchoBackend::decode(const std::vector<int32_t>& ids) const {
+  std::string text;
+  for (int32_t id : ids) text += token_text(id);
+  return text;
 }
 
 uint64_t EchoBackend::add_request(RequestParams params, OutputCallback on_output) {
@@ -62,6 +69,14 @@ RequestOutput EchoBackend::advance(uint64_t id, Held& h) const {
       out.logprobs.push_back(lp);
     }
     ++h.generated;
+    const auto& st = h.params.stop_token_ids;
+    if (std::find(st.begin(), st.end(), tok) != st.end()) {
+      out.finished = true;
+      out.reason = FinishReason::stop;
+      out.stats.n_prompt_tokens = static_cast<int>(p.size());
+      out.stats.n_generated = h.generated;
+      return out;
+    }
     h.text += token_text(tok);
     out.text_delta = token_text(tok);
     for (const std::string& s : h.params.stop) {

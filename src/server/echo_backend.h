@@ -1,8 +1,9 @@
 // A Backend without a model, for unit tests and the fuzzer: one token per byte (id = byte value;
-// kEchoEnd ends generation). A request "generates" its prompt's bytes again, one per step(),
-// cycling, until max_tokens (-1: the prompt's length), the context, or a stop string; logprobs are
-// fixed numbers. It keeps the engine's contract (one final event, abort at the next step) and
-// counts 2 "KV bytes" per held token so tests can see pages freed. Thread-safe.
+// kEchoEnd ends generation; no BOS, so add_special changes nothing). A request "generates" its
+// prompt's bytes again, one per step(), cycling, until max_tokens (-1: the prompt's length), the
+// context, a stop string or a stop token id (its text not shown); logprobs are fixed numbers. It
+// keeps the engine's contract (one final event, abort at the next step) and counts 2 "KV bytes"
+// per held token so tests can see pages freed. Thread-safe.
 #pragma once
 #include <map>
 #include <mutex>
@@ -21,9 +22,11 @@ class EchoBackend : public Backend {
       : n_ctx_(n_ctx), max_queue_(max_queue), immediate_(immediate) {}
 
   std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages) const override;
-  std::vector<int32_t> encode_prompt(const std::string& text) const override;
+  std::vector<int32_t> encode_prompt(const std::string& text, bool add_special = true) const override;
   std::string token_text(int32_t id) const override;
+  std::string decode(const std::vector<int32_t>& ids) const override;
   int n_ctx() const override { return n_ctx_; }
+  int n_vocab() const override { return kEchoEnd + 1; }
   uint64_t add_request(RequestParams params, OutputCallback on_output) override;
   void abort(uint64_t id) override;
   EngineMetrics metrics() const override;

@@ -7,9 +7,9 @@ std::vector<int32_t> EngineBackend::encode_chat(const std::vector<ChatMessage>& 
   return tok.encode(tok.format_chat(messages, /*add_generation_prompt=*/true), tok.add_bos(), /*parse_special=*/true);
 }
 
-std::vector<int32_t> EngineBackend::encode_prompt(const std::string& text) const {
+std::vector<int32_t> EngineBackend::encode_prompt(const std::string& text, bool add_special) const {
   const Tokenizer& tok = engine_.tokenizer();
-  return tok.encode(text, tok.add_bos(), /*parse_special=*/false);
+  return tok.encode(text, add_special && tok.add_bos(), /*parse_special=*/false);
 }
 
 std::string EngineBackend::token_text(int32_t id) const { return engine_.tokenizer().token_piece(id); }

@@ -10,9 +10,11 @@ class EngineBackend : public Backend {
  public:
   explicit EngineBackend(Engine& engine) : engine_(engine) {}
   std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages) const override;
-  std::vector<int32_t> encode_prompt(const std::string& text) const override;
+  std::vector<int32_t> encode_prompt(const std::string& text, bool add_special) const override;
   std::string token_text(int32_t id) const override;
+  std::string decode(const std::vector<int32_t>& ids) const override { return engine_.tokenizer().decode(ids); }
   int n_ctx() const override { return engine_.options().n_ctx; }
+  int n_vocab() const override { return engine_.tokenizer().n_vocab(); }
   uint64_t add_request(RequestParams params, OutputCallback on_output) override;
   void abort(uint64_t id) override { engine_.abort(id); }
   EngineMetrics metrics() const override { return engine_.metrics(); }

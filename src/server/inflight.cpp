@@ -29,7 +29,7 @@ void InFlight::abort_all(Backend& backend) {
   std::lock_guard lock(mu_);
   aborting_ = true;
   for (const RequestChannel* c : channels_)
-    if (c->id() != 0) backend.abort(c->id());
+    for (uint64_t id : c->ids()) backend.abort(id);
 }
 
 bool InFlight::aborting() const {

@@ -15,6 +15,14 @@ std::vector<double> request_bounds() {
   return {0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0};
 }
 
+// Tokens per request: vLLM's 1-2-5 series.
+std::vector<double> token_bounds() {
+  std::vector<double> b;
+  for (double decade = 1; decade <= 100000; decade *= 10)
+    for (double m : {1, 2, 5}) b.push_back(m * decade);
+  return b;
+}
+
 std::string num(double x) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.10g", x);
@@ -95,7 +103,12 @@ ServerMetrics::ServerMetrics(std::string model_name)
       ttft_(latency_bounds()),
       itl_(latency_bounds()),
       e2e_(request_bounds()),
-      queue_(request_bounds()) {}
+      queue_(request_bounds()),
+      prefill_(request_bounds()),
+      decode_(request_bounds()),
+      inference_(request_bounds()),
+      prompt_tokens_(token_bounds()),
+      generation_tokens_(token_bounds()) {}
 
 void ServerMetrics::on_output(RequestTiming& t, const RequestOutput& out, std::chrono::steady_clock::time_point now) {
   if (!out.tokens.empty()) {
@@ -112,9 +125,17 @@ void ServerMetrics::on_output(RequestTiming& t, const RequestOutput& out, std::c
     ++finished_[reason_index(out.reason)];
   }
   if (out.reason == FinishReason::abort) return;  // its latencies measure the client, not the server
-  if (out.stats.n_generated > 0) ttft_.observe(out.stats.first_token_seconds);
-  e2e_.observe(out.stats.total_seconds);
-  queue_.observe(out.stats.queue_seconds);
+  const RequestStats& s = out.stats;
+  if (s.n_generated > 0) {
+    ttft_.observe(s.first_token_seconds);
+    prefill_.observe(s.first_token_seconds - s.queue_seconds);
+    decode_.observe(s.total_seconds - s.first_token_seconds);
+  }
+  e2e_.observe(s.total_seconds);
+  queue_.observe(s.queue_seconds);
+  inference_.observe(s.total_seconds - s.queue_seconds);
+  prompt_tokens_.observe(s.n_prompt_tokens);
+  generation_tokens_.observe(s.n_generated);
 }
 
 bool ServerMetrics::count_unknown_field(const std::string& name) {
@@ -167,6 +188,14 @@ std::string ServerMetrics::render(const EngineMetrics& m) const {
   histogram(out, "vllm:time_per_output_token_seconds", "vLLM's older name of vllm:inter_token_latency_seconds.", L, itl);
   histogram(out, "vllm:e2e_request_latency_seconds", "Request latency, arrival to last token.", L, e2e_.snapshot());
   histogram(out, "vllm:request_queue_time_seconds", "Time from arrival to first scheduled.", L, queue_.snapshot());
+  histogram(out, "vllm:request_prefill_time_seconds", "Time from first scheduled to the first token.", L,
+            prefill_.snapshot());
+  histogram(out, "vllm:request_decode_time_seconds", "Time from the first token to the last.", L, decode_.snapshot());
+  histogram(out, "vllm:request_inference_time_seconds", "Time from first scheduled to the last token.", L,
+            inference_.snapshot());
+  histogram(out, "vllm:request_prompt_tokens", "Prompt tokens per finished request.", L, prompt_tokens_.snapshot());
+  histogram(out, "vllm:request_generation_tokens", "Generated tokens per finished request.", L,
+            generation_tokens_.snapshot());
   metric(out, "mpkv:kv_bytes_used", "gauge", "KV cache bytes in use over all sequences.", L,
          static_cast<double>(m.kv_bytes_used));
   metric(out, "mpkv:kv_budget_bytes", "gauge", "KV cache byte budget (0: none).", L, static_cast<double>(m.kv_budget_bytes));

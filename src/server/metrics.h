@@ -48,8 +48,10 @@ class ServerMetrics {
 
   // Called with every output event of a request (engine thread): each token after the first adds
   // an inter-token latency (the gap since the previous event, split evenly over its tokens); the
-  // final event adds TTFT, end-to-end latency and queue time (from RequestStats) and counts the
-  // finish reason.
+  // final event counts the finish reason and, unless the request was aborted, adds (from
+  // RequestStats) TTFT, end-to-end latency, queue time, prefill time (first scheduled to first
+  // token), decode time (first token to the end), inference time (first scheduled to the end)
+  // and the prompt and generated token counts.
   void on_output(RequestTiming& timing, const RequestOutput& out,
                  std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
 
@@ -65,7 +67,8 @@ class ServerMetrics {
 
  private:
   std::string model_label_;  // model_name="..." (escaped)
-  Histogram ttft_, itl_, e2e_, queue_;
+  Histogram ttft_, itl_, e2e_, queue_, prefill_, decode_, inference_;
+  Histogram prompt_tokens_, generation_tokens_;  // tokens per request
   mutable std::mutex mu_;
   std::array<uint64_t, 4> finished_{};  // by FinishReason stop, length (length + context), abort
   std::map<std::string, uint64_t> unknown_fields_;  // at most kMaxUnknownFieldLabels names

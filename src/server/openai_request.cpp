@@ -5,6 +5,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "engine/sampler.h"
 #include "server/api_error.h"
 
 namespace mpkv::server {
@@ -18,7 +19,7 @@ constexpr std::string_view kKnownFields[] = {
     "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed",
     "stop", "stream", "stream_options", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
     "logit_bias", "n", "best_of", "echo", "suffix", "tools", "functions", "response_format", "ignore_eos",
-    "min_tokens", "repetition_penalty", "min_p"};
+    "min_tokens", "repetition_penalty", "min_p", "stop_token_ids", "priority"};
 
 ApiError bad(const std::string& param, const std::string& message) { return ApiError(400, message, param); }
 
@@ -65,21 +66,17 @@ std::optional<std::string> get_string(const json& obj, const std::string& name) 
 
 // Features of the OpenAI API this server does not implement: absent or at their neutral value is
 // fine; anything else is refused rather than silently ignored.
+// n > 1 waits for shared prompt pages (docs/serving.md, "Requests").
 void reject_unsupported(const json& body, Endpoint endpoint) {
-  for (const char* name : {"presence_penalty", "frequency_penalty"})
-    if (auto x = get_number(body, name); x && *x != 0.0)
-      throw bad(name, std::string("'") + name + "' is not supported by this server (only 0)");
-  if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
-    throw bad("logit_bias", "'logit_bias' is not supported by this server");
   if (auto n = get_int(body, "n", 1, std::numeric_limits<int32_t>::max()); n && *n != 1)
-    throw bad("n", "only n = 1 is supported");
+    throw bad("n", "only n = 1 is supported (n > 1 needs prompt pages shared by the n sequences)");
   if (endpoint == Endpoint::completions) {
     if (auto b = get_int(body, "best_of", 1, std::numeric_limits<int32_t>::max()); b && *b != 1)
       throw bad("best_of", "only best_of = 1 is supported");
-    if (get_bool(body, "echo").value_or(false)) throw bad("echo", "'echo' is not supported by this server");
     if (auto s = get_string(body, "suffix"); s && !s->empty())
       throw bad("suffix", "'suffix' is not supported by this server");
   } else {
+    if (get_bool(body, "echo").value_or(false)) throw bad("echo", "'echo' is only supported by /v1/completions");
     for (const char* name : {"tools", "functions"})
       if (const json* v = field(body, name); v && !(v->is_array() && v->empty()))
         throw bad(name, std::string("'") + name + "' (tool calling) is not supported by this server");
@@ -134,14 +131,41 @@ std::vector<ChatMessage> parse_messages(const json& body) {
   return out;
 }
 
-// prompt: a string, or an array holding exactly one string. Token-id prompts and batches of
-// prompts are refused.
-std::string parse_prompt(const json& body) {
+// An array of token ids, each in [0, 2^31); the vocabulary bound is checked where it is known.
+std::vector<int32_t> token_ids(const json& a, const std::string& param) {
+  if (!a.is_array()) throw bad(param, "'" + param + "' must be an array of token ids");
+  std::vector<int32_t> ids;
+  ids.reserve(a.size());
+  for (const json& x : a) {
+    if (!x.is_number_integer() || (x.is_number_unsigned() && x.get<uint64_t>() > INT32_MAX) ||
+        x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+      throw bad(param, "'" + param + "' must hold token ids (integers >= 0)");
+    ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+  }
+  return ids;
+}
+
+// prompt (OpenAI's four forms): "text", ["text", ...], [id, ...], [[id, ...], ...]; one choice each.
+std::vector<PromptInput> parse_prompts(const json& body) {
   const json* p = field(body, "prompt");
   if (!p) throw bad("prompt", "'prompt' is required");
-  if (p->is_string()) return p->get<std::string>();
-  if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) return (*p)[0].get<std::string>();
-  throw bad("prompt", "'prompt' must be a string (token-id prompts and several prompts per request are not supported)");
+  const char* shape = "'prompt' must be a string, an array of strings, an array of token ids or an array of those";
+  if (p->is_string()) return {PromptInput{p->get<std::string>(), {}, false}};
+  if (!p->is_array() || p->empty()) throw bad("prompt", shape);
+  if ((*p)[0].is_number()) return {PromptInput{"", token_ids(*p, "prompt"), true}};
+  if (p->size() > static_cast<size_t>(kMaxPrompts))
+    throw bad("prompt", "'prompt' holds at most " + std::to_string(kMaxPrompts) + " prompts");
+  std::vector<PromptInput> out;
+  for (size_t i = 0; i < p->size(); ++i) {
+    const json& x = (*p)[i];
+    if (x.is_string())
+      out.push_back({x.get<std::string>(), {}, false});
+    else if (x.is_array())
+      out.push_back({"", token_ids(x, "prompt[" + std::to_string(i) + "]"), true});
+    else
+      throw bad("prompt", shape);
+  }
+  return out;
 }
 
 std::vector<std::string> parse_stop(const json& body) {
@@ -203,6 +227,50 @@ void parse_vllm_sampling(const json& body, CompletionRequest& r) {
   }
 }
 
+// OpenAI's presence/frequency penalties and logit_bias {"token id": bias} (engine/sampler.h).
+void parse_openai_penalties(const json& body, CompletionRequest& r) {
+  for (auto [name, dst] : {std::pair{"presence_penalty", &r.presence_penalty}, std::pair{"frequency_penalty", &r.frequency_penalty}}) {
+    auto x = get_number(body, name);
+    if (!x) continue;
+    if (!(*x >= -kMaxOpenAiPenalty && *x <= kMaxOpenAiPenalty))
+      throw bad(name, std::string("'") + name + "' must be in [-2, 2]");
+    *dst = static_cast<float>(*x);
+  }
+  const json* lb = field(body, "logit_bias");
+  if (!lb) return;
+  if (!lb->is_object()) throw bad("logit_bias", "'logit_bias' must be an object of {\"token id\": bias}");
+  for (const auto& [key, value] : lb->items()) {
+    const std::string p = "logit_bias." + key;
+    int64_t id = -1;
+    if (!key.empty() && key.size() <= 10 && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      id = std::stoll(key);
+    if (id < 0 || id > INT32_MAX) throw bad("logit_bias", "'logit_bias' keys must be token ids (decimal integers >= 0), got '" + key + "'");
+    if (!value.is_number() || !(value.get<double>() >= -kMaxLogitBias && value.get<double>() <= kMaxLogitBias))
+      throw bad(p, "'" + p + "' must be a number in [-100, 100]");
+    r.logit_bias.push_back({static_cast<int32_t>(id), static_cast<float>(value.get<double>())});
+  }
+  std::sort(r.logit_bias.begin(), r.logit_bias.end());
+  for (size_t i = 1; i < r.logit_bias.size(); ++i)
+    if (r.logit_bias[i].first == r.logit_bias[i - 1].first)
+      throw bad("logit_bias", "'logit_bias' names token " + std::to_string(r.logit_bias[i].first) + " twice");
+}
+
+// stop_token_ids, priority, and echo (completions; not with logprobs, which would need the
+// prompt's logprobs: docs/serving.md).
+void parse_vllm_extras(const json& body, CompletionRequest& r) {
+  if (const json* st = field(body, "stop_token_ids")) {
+    r.stop_token_ids = token_ids(*st, "stop_token_ids");
+    if (r.stop_token_ids.size() > static_cast<size_t>(kMaxStopTokenIds))
+      throw bad("stop_token_ids", "'stop_token_ids' holds at most " + std::to_string(kMaxStopTokenIds) + " ids");
+  }
+  if (auto p = get_int(body, "priority", std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()))
+    r.priority = static_cast<int>(*p);
+  if (r.endpoint != Endpoint::completions) return;
+  r.echo = get_bool(body, "echo").value_or(false);
+  if (r.echo && r.top_logprobs >= 0)
+    throw bad("echo", "'echo' with 'logprobs' is not supported (the prompt's logprobs are not computed)");
+}
+
 // Chat: logprobs (bool) + top_logprobs (0..20, needs logprobs). Completions: logprobs (0..20).
 void parse_logprobs(const json& body, CompletionRequest& r) {
   if (r.endpoint == Endpoint::chat) {
@@ -223,12 +291,17 @@ void parse_streaming(const json& body, CompletionRequest& r) {
     r.include_usage = get_bool(*so, "include_usage").value_or(false);
   }
 }
+
+json parse_object(std::string_view body_text) {
+  json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  return body;
+}
 }  // namespace
 
 CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view body_text) {
-  const json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
-  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  const json body = parse_object(body_text);
   CompletionRequest r;
   r.endpoint = endpoint;
   r.model = get_string(body, "model").value_or("");
@@ -236,10 +309,12 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
   if (endpoint == Endpoint::chat)
     r.messages = parse_messages(body);
   else
-    r.prompt = parse_prompt(body);
+    r.prompts = parse_prompts(body);
   parse_sampling(body, r);
   parse_vllm_sampling(body, r);
+  parse_openai_penalties(body, r);
   parse_logprobs(body, r);
+  parse_vllm_extras(body, r);
   parse_streaming(body, r);
   for (const auto& item : body.items())
     if (!is_known_field(item.key())) r.unknown_fields.push_back(item.key());
@@ -248,6 +323,38 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
 
 bool is_known_field(std::string_view name) {
   return std::find(std::begin(kKnownFields), std::end(kKnownFields), name) != std::end(kKnownFields);
+}
+
+TokenizeRequest parse_tokenize_request(std::string_view body_text) {
+  const json body = parse_object(body_text);
+  TokenizeRequest r;
+  const bool llama = field(body, "content") != nullptr;
+  if (llama) {
+    r.text = get_string(body, "content").value();
+    r.add_special = get_bool(body, "add_special").value_or(false);
+    r.with_pieces = get_bool(body, "with_pieces").value_or(false);
+    return r;
+  }
+  r.add_special = get_bool(body, "add_special_tokens").value_or(true);
+  r.return_token_strs = get_bool(body, "return_token_strs").value_or(false);
+  if (field(body, "messages")) {
+    r.chat = true;
+    r.messages = parse_messages(body);
+    if (!get_bool(body, "add_generation_prompt").value_or(true))
+      throw bad("add_generation_prompt", "only 'add_generation_prompt': true is supported");
+    return r;
+  }
+  auto text = get_string(body, "prompt");
+  if (!text) throw bad("prompt", "'content' (llama-server), 'prompt' or 'messages' (vLLM) is required");
+  r.text = *text;
+  return r;
+}
+
+std::vector<int32_t> parse_detokenize_request(std::string_view body_text) {
+  const json body = parse_object(body_text);
+  const json* t = field(body, "tokens");
+  if (!t) throw bad("tokens", "'tokens' is required");
+  return token_ids(*t, "tokens");
 }
 
 }  // namespace mpkv::server

@@ -1,5 +1,6 @@
 // Parsing and validation of OpenAI request bodies: POST /v1/chat/completions and POST
-// /v1/completions (docs/serving.md, "Requests"). The result is a typed CompletionRequest; anything
+// /v1/completions (docs/serving.md, "Requests"), and of /tokenize and /detokenize (llama-server's
+// and vLLM's shapes). The result is a typed CompletionRequest; anything
 // malformed (bad JSON, wrong types, out-of-range values, unknown roles, features this server does
 // not implement set to a non-default value) throws ApiError(400) naming the field. Top-level fields
 // this server does not know are accepted, as OpenAI and vLLM do, and listed in unknown_fields (the
@@ -9,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tokenizer/chat_format.h"
@@ -18,13 +20,23 @@ namespace mpkv::server {
 enum class Endpoint : uint8_t { chat, completions };
 
 inline constexpr int kMaxStopStrings = 4;
-inline constexpr int kMaxLogprobs = 20;  // top_logprobs (chat) and logprobs (completions)
+inline constexpr int kMaxLogprobs = 20;      // top_logprobs (chat) and logprobs (completions)
+inline constexpr int kMaxPrompts = 16;       // prompts in one /v1/completions request
+inline constexpr int kMaxStopTokenIds = 64;  // stop_token_ids entries
+
+// One prompt of /v1/completions: text, or token ids (checked against the vocabulary later).
+struct PromptInput {
+  std::string text;
+  std::vector<int32_t> tokens;
+  bool is_tokens = false;
+};
 
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::chat;
   std::string model;                  // as sent ("" when absent); any name is accepted
   std::vector<ChatMessage> messages;  // chat: roles system / user / assistant ("developer" -> system)
-  std::string prompt;                 // completions
+  std::vector<PromptInput> prompts;   // completions: 1..kMaxPrompts, one choice each
+  bool echo = false;                  // completions: the prompt's text starts each choice's text
   std::optional<int> max_tokens;      // max_completion_tokens, else max_tokens; >= 1
   float temperature = 1.0f;           // [0, 2]; OpenAI's default
   float top_p = 1.0f;                 // (0, 1]
@@ -39,6 +51,11 @@ struct CompletionRequest {
   int min_tokens = 0;                 // >= 0 and <= max_tokens: no stop (EOS or stop string) before this many
   float repetition_penalty = 1.0f;    // > 0; the engine's repeat_penalty (last 64 tokens, docs/serving.md)
   float min_p = 0.0f;                 // [0, 1]
+  std::vector<int32_t> stop_token_ids;  // ids >= 0, at most kMaxStopTokenIds
+  int priority = 0;                   // waiting-queue order, lower first (vLLM)
+  // OpenAI's logit adjustments (engine/sampler.h).
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;  // [-2, 2]
+  std::vector<std::pair<int32_t, float>> logit_bias;          // ids >= 0 (keys are decimal strings), [-100, 100]
   std::vector<std::string> unknown_fields;  // top-level names not in the known table (sorted)
 };
 
@@ -47,5 +64,20 @@ bool is_known_field(std::string_view name);
 
 // Throws ApiError(400) for anything malformed.
 CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view body);
+
+// POST /tokenize: llama-server's {"content", "add_special" (default false), "with_pieces"} or
+// vLLM's {"prompt" | "messages", "add_special_tokens" (default true), "return_token_strs"}.
+struct TokenizeRequest {
+  bool chat = false;                  // vLLM's messages form (chat template + generation prompt)
+  std::string text;
+  std::vector<ChatMessage> messages;
+  bool add_special = false;
+  bool with_pieces = false;           // llama-server: tokens as [{"id", "piece"}]
+  bool return_token_strs = false;     // vLLM: "token_strs" beside the ids
+};
+TokenizeRequest parse_tokenize_request(std::string_view body);
+
+// POST /detokenize: {"tokens": [ids >= 0]} (both servers).
+std::vector<int32_t> parse_detokenize_request(std::string_view body);
 
 }  // namespace mpkv::server

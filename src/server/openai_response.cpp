@@ -18,7 +18,8 @@ json bytes_of(const std::string& s) {
 json usage_json(Usage u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", 0}}}};
 }
 
 // Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}
@@ -62,25 +63,29 @@ const char* openai_finish_reason(FinishReason r) {
 std::string sse_event(const std::string& json_text) { return "data: " + json_text + "\n\n"; }
 
 ResponseFormatter::ResponseFormatter(Endpoint endpoint, std::string id, int64_t created, std::string model,
-                                     bool logprobs, bool include_usage)
+                                     bool logprobs, bool include_usage, int n_choices)
     : endpoint_(endpoint), id_(std::move(id)), model_(std::move(model)), created_(created), logprobs_(logprobs),
-      include_usage_(include_usage) {}
+      include_usage_(include_usage), text_offset_(static_cast<size_t>(n_choices), 0) {}
 
-std::string ResponseFormatter::full(const std::string& text, const std::vector<LogprobEntry>& logprobs,
-                                    FinishReason reason, Usage usage) const {
+std::string ResponseFormatter::full(const std::vector<ChoiceResult>& choices, Usage usage) const {
   const bool chat = endpoint_ == Endpoint::chat;
-  json choice = {{"index", 0}, {"finish_reason", openai_finish_reason(reason)}};
-  size_t offset = 0;
-  if (chat)
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  else
-    choice["text"] = text;
-  choice["logprobs"] = !logprobs_ ? json(nullptr) : chat ? chat_logprobs(logprobs) : completion_logprobs(logprobs, offset);
+  json out = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceResult& c = choices[i];
+    json choice = {{"index", i}, {"finish_reason", openai_finish_reason(c.reason)}};
+    size_t offset = 0;
+    if (chat)
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    else
+      choice["text"] = c.text;
+    choice["logprobs"] = !logprobs_ ? json(nullptr) : chat ? chat_logprobs(c.logprobs) : completion_logprobs(c.logprobs, offset);
+    out.push_back(std::move(choice));
+  }
   json body = {{"id", id_},
                {"object", chat ? "chat.completion" : "text_completion"},
                {"created", created_},
                {"model", model_},
-               {"choices", json::array({choice})},
+               {"choices", out},
                {"usage", usage_json(usage)}};
   return dump(body);
 }
@@ -102,19 +107,19 @@ std::string ResponseFormatter::first() const {
   return chunk(choice);
 }
 
-std::string ResponseFormatter::delta(const std::string& text, const std::vector<LogprobEntry>& logprobs) {
+std::string ResponseFormatter::delta(int index, const std::string& text, const std::vector<LogprobEntry>& logprobs) {
   const bool chat = endpoint_ == Endpoint::chat;
-  json choice = {{"index", 0}, {"finish_reason", nullptr}};
+  json choice = {{"index", index}, {"finish_reason", nullptr}};
   if (chat)
     choice["delta"] = {{"content", text}};
   else
     choice["text"] = text;
-  choice["logprobs"] = !logprobs_ ? json(nullptr) : chat ? chat_logprobs(logprobs) : completion_logprobs(logprobs, text_offset_);
+  choice["logprobs"] = !logprobs_ ? json(nullptr) : chat ? chat_logprobs(logprobs) : completion_logprobs(logprobs, text_offset_.at(index));
   return chunk(choice);
 }
 
-std::string ResponseFormatter::last(FinishReason reason) const {
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(reason)}};
+std::string ResponseFormatter::last(int index, FinishReason reason) const {
+  json choice = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(reason)}};
   if (endpoint_ == Endpoint::chat)
     choice["delta"] = json::object();
   else

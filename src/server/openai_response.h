@@ -19,6 +19,8 @@ namespace mpkv::server {
 // OpenAI's finish_reason: stop -> "stop"; length and context -> "length"; abort -> "abort".
 const char* openai_finish_reason(FinishReason r);
 
+// Totals over the choices. usage.prompt_tokens_details.cached_tokens is always 0: no prompt
+// token is served from a cache yet (docs/serving.md).
 struct Usage {
   int prompt_tokens = 0, completion_tokens = 0;
 };
@@ -30,23 +32,30 @@ struct LogprobEntry {
   std::vector<std::pair<std::string, float>> top;  // most likely first
 };
 
+// One finished choice of a non-streaming response.
+struct ChoiceResult {
+  std::string text;
+  std::vector<LogprobEntry> logprobs;
+  FinishReason reason = FinishReason::none;
+};
+
 class ResponseFormatter {
  public:
   // id: "chatcmpl-..." or "cmpl-..."; created: Unix seconds; logprobs: whether choices carry them;
-  // include_usage: stream chunks carry "usage": null and a usage chunk closes the stream.
+  // include_usage: stream chunks carry "usage": null and a usage chunk closes the stream;
+  // n_choices: choices (index 0..n_choices-1; several only for several completion prompts).
   ResponseFormatter(Endpoint endpoint, std::string id, int64_t created, std::string model, bool logprobs,
-                    bool include_usage);
+                    bool include_usage, int n_choices = 1);
 
-  // The whole non-streaming body.
-  std::string full(const std::string& text, const std::vector<LogprobEntry>& logprobs, FinishReason reason,
-                   Usage usage) const;
+  // The whole non-streaming body: choices[i] has index i.
+  std::string full(const std::vector<ChoiceResult>& choices, Usage usage) const;
 
   // Stream events. first(): chat's {"role": "assistant"} delta ("" for completions); delta(): new
-  // text (and its tokens' logprobs); last(): the empty delta with finish_reason; usage(): the
-  // chunk with "choices": [] and the usage (only when include_usage).
+  // text of one choice (and its tokens' logprobs); last(): its empty delta with finish_reason;
+  // usage(): the chunk with "choices": [] and the usage (only when include_usage).
   std::string first() const;
-  std::string delta(const std::string& text, const std::vector<LogprobEntry>& logprobs);
-  std::string last(FinishReason reason) const;
+  std::string delta(int index, const std::string& text, const std::vector<LogprobEntry>& logprobs);
+  std::string last(int index, FinishReason reason) const;
   std::string usage(Usage usage) const;
   static std::string done() { return "data: [DONE]\n\n"; }
   static std::string error_event(const ApiError& e);
@@ -58,7 +67,7 @@ class ResponseFormatter {
   std::string id_, model_;
   int64_t created_;
   bool logprobs_, include_usage_;
-  size_t text_offset_ = 0;  // completions' logprobs.text_offset: bytes of generated text so far
+  std::vector<size_t> text_offset_;  // per choice, completions' logprobs.text_offset: bytes so far
 };
 
 // "data: <json>\n\n"

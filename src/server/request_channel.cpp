@@ -24,4 +24,14 @@ bool RequestChannel::pop(std::vector<RequestOutput>& out, std::chrono::milliseco
   return true;
 }
 
+void RequestChannel::add_id(uint64_t id) {
+  std::lock_guard lock(ids_mu_);
+  ids_.push_back(id);
+}
+
+std::vector<uint64_t> RequestChannel::ids() const {
+  std::lock_guard lock(ids_mu_);
+  return ids_;
+}
+
 }  // namespace mpkv::server

@@ -1,5 +1,5 @@
-// Hands one request's output events from the engine's stepping thread to the HTTP thread that
-// answers it. push() never blocks for long (it runs inside Engine::step).
+// Hands the output events of one HTTP request's engine requests (one per choice) from the
+// engine's stepping thread to the HTTP thread that answers it. push() never blocks for long (it runs inside Engine::step).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -24,16 +24,17 @@ class RequestChannel {
   // returned); it must not block.
   void set_wakeup(std::function<void()> wake);
 
-  // The engine's id of the request; 0 until add_request returned.
-  void set_id(uint64_t id) { id_.store(id); }
-  uint64_t id() const { return id_.load(); }
+  // The engine's ids of the requests, as add_request returns them.
+  void add_id(uint64_t id);
+  std::vector<uint64_t> ids() const;
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<RequestOutput> events_;
   std::function<void()> wake_;
-  std::atomic<uint64_t> id_{0};
+  mutable std::mutex ids_mu_;
+  std::vector<uint64_t> ids_;
 };
 
 }  // namespace mpkv::server

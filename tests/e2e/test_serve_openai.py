@@ -3,6 +3,9 @@
 
 Starts the server on an ephemeral loopback port with the real SmolLM2 model and a KV budget, then:
   1. chat and completions, streaming and not, usage present; /v1/models; /metrics names;
+     every OpenAI / vLLM field the server reads (penalties, logit_bias, stop_token_ids, echo,
+     token-id prompts, prompt lists, priority, usage.prompt_tokens_details), /tokenize and
+     /detokenize in both servers' shapes, and a 400 naming each field when out of range;
   2. 32 concurrent clients, good requests mixed with bad ones (bad JSON, wrong types, a prompt
      longer than the context, missing auth): every good request gives the same text as when run
      alone at temperature 0, every bad one its 4xx, the KV budget is never exceeded (polled from
@@ -247,6 +250,104 @@ def test_vllm_fields(openai, client, srv):
     print("vllm fields: ok", flush=True)
 
 
+def post_json(base, path, body):
+    status, data = http_request(base, "POST", path, json.dumps(body))
+    check(status == 200, "%s %r: HTTP %d %r" % (path, body, status, data))
+    return json.loads(data)
+
+
+def expect_400(openai, fn, field):
+    try:
+        fn()
+    except openai.BadRequestError as e:
+        check(e.status_code == 400 and field in str(e), "%s: %s" % (field, e))
+        return
+    fail("out-of-range %s was accepted" % field)
+
+
+def test_openai_fields(openai, client, srv):
+    """Every field added for OpenAI / vLLM clients, through the official client."""
+    base = srv.base
+    # /tokenize and /detokenize: llama-server's and vLLM's shapes.
+    text = "The capital of France is"
+    llama = post_json(base, "/tokenize", {"content": text, "with_pieces": True})
+    ids = [t["id"] for t in llama["tokens"]]
+    check("".join(t["piece"] for t in llama["tokens"]) == text, "with_pieces: %r" % llama)
+    vllm = post_json(base, "/tokenize", {"prompt": text, "add_special_tokens": False, "return_token_strs": True})
+    check(vllm["tokens"] == ids and vllm["count"] == len(ids) and vllm["max_model_len"] == N_CTX, "vllm tokenize: %r" % vllm)
+    detok = post_json(base, "/detokenize", {"tokens": ids})
+    check(detok["content"] == text and detok["prompt"] == text, "detokenize: %r" % detok)
+    chat_count = post_json(base, "/tokenize", {"messages": [{"role": "user", "content": "Say hi."}]})["count"]
+    r = client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Say hi."}], max_tokens=1)
+    check(r.usage.prompt_tokens == chat_count, "tokenize(messages) %d vs usage %d" % (chat_count, r.usage.prompt_tokens))
+    check(r.usage.prompt_tokens_details.cached_tokens == 0, "cached_tokens: %r" % r.usage)
+
+    # Token-id prompts and prompt lists give the text of the same prompt as a string; echo.
+    def complete(prompt, max_tokens=8, **kw):
+        return client.completions.create(model="smol", prompt=prompt, max_tokens=max_tokens, temperature=0, **kw)
+    alone = complete(text).choices[0].text
+    check(complete(post_json(base, "/tokenize", {"prompt": text})["tokens"]).choices[0].text == alone, "token-id prompt")
+    other = "Once upon a time"
+    r = complete([text, other])
+    check([c.index for c in r.choices] == [0, 1] and r.choices[0].text == alone and
+          r.choices[1].text == complete(other).choices[0].text, "prompt list: %r" % r)
+    r = complete(text, echo=True)
+    check(r.choices[0].text == text + alone, "echo: %r" % r.choices[0].text)
+    chunks = list(complete([text, other], echo=True, stream=True))
+    streamed = ["", ""]
+    for c in chunks:
+        for ch in c.choices:
+            streamed[ch.index] += ch.text
+    check(streamed[0] == text + alone, "streamed echo + prompt list: %r" % streamed)
+
+    # logit_bias: +100 forces a token; stop_token_ids then ends the request on it.
+    forced = post_json(base, "/tokenize", {"prompt": " Paris", "add_special_tokens": False})["tokens"][0]
+    piece = post_json(base, "/detokenize", {"tokens": [forced]})["content"]
+    r = complete(text, logit_bias={str(forced): 100}, max_tokens=3)
+    check(r.choices[0].text == piece * 3, "logit_bias +100: %r" % r.choices[0].text)
+    r = complete(text, logit_bias={str(forced): 100}, extra_body={"stop_token_ids": [forced]})
+    check(r.choices[0].finish_reason == "stop" and r.usage.completion_tokens == 1 and r.choices[0].text == "",
+          "stop_token_ids: %r" % r)
+    # Penalties over the generated tokens: positive ones make a greedy continuation that repeats
+    # itself use more distinct tokens, a negative one fewer.
+    def distinct(prompt, **kw):
+        toks = complete(prompt, max_tokens=24, logprobs=0, **kw).choices[0].logprobs.tokens
+        check(len(toks) == 24, "24 tokens expected: %r" % toks)
+        return len(set(toks))
+    counting = "1, 2, 1, 2, 1, 2, 1, 2,"
+    plain = distinct(counting)
+    check(plain < 12, "the greedy continuation of %r should repeat itself (%d distinct tokens)" % (counting, plain))
+    check(distinct(counting, frequency_penalty=2.0) > plain, "frequency_penalty 2 did not widen the output")
+    check(distinct(counting, presence_penalty=-2.0) < plain, "presence_penalty -2 did not narrow the output")
+    check(distinct(text, presence_penalty=2.0) > distinct(text), "presence_penalty 2 did not widen the output")
+    r = complete(text, extra_body={"priority": -5})
+    check(r.choices[0].text == alone, "priority does not change the tokens")
+
+    # Each field out of range: 400 naming it.
+    for kw, field in [({"presence_penalty": 2.5}, "presence_penalty"), ({"frequency_penalty": -3}, "frequency_penalty"),
+                      ({"logit_bias": {"x": 1}}, "logit_bias"), ({"logit_bias": {"1": 101}}, "logit_bias"),
+                      ({"logit_bias": {"99999999": 1}}, "logit_bias"), ({"n": 2}, "n"),
+                      ({"echo": True, "logprobs": 1}, "echo"),
+                      ({"extra_body": {"stop_token_ids": [-1]}}, "stop_token_ids"),
+                      ({"extra_body": {"stop_token_ids": [99999999]}}, "stop_token_ids"),
+                      ({"extra_body": {"priority": 1.5}}, "priority")]:
+        expect_400(openai, lambda: complete(text, **kw), field)
+    expect_400(openai, lambda: complete([1, 99999999]), "prompt")
+    expect_400(openai, lambda: client.chat.completions.create(
+        model="smol", messages=[{"role": "user", "content": "x"}], n=2), "n")
+    status, _ = http_request(base, "POST", "/detokenize", json.dumps({"tokens": [99999999]}))
+    check(status == 400, "detokenize of an unknown id: %d" % status)
+
+    t = metrics(base)
+    for name in ["vllm:request_prefill_time_seconds_count", "vllm:request_decode_time_seconds_count",
+                 "vllm:request_inference_time_seconds_count", "vllm:request_prompt_tokens_count",
+                 "vllm:request_generation_tokens_count"]:
+        check((metric(t, name) or 0) >= 1, "metric %s missing or 0" % name)
+    m = re.search(r'^vllm:request_success_total\{finished_reason="stop",[^}]*\} (\S+)$', t, re.M)
+    check(m is not None and float(m.group(1)) >= 1, "request_success_total{stop}")
+    print("openai fields: ok", flush=True)
+
+
 def test_concurrent(openai, client, srv):
     n_good = len(TOPICS)
     alone = [run_good(client, i) for i in range(n_good)]
@@ -369,6 +470,7 @@ def main():
         client = openai.OpenAI(base_url=srv.base + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
         test_basics(openai, client, srv)
         test_vllm_fields(openai, client, srv)
+        test_openai_fields(openai, client, srv)
         test_disconnect(srv)
         mismatch = test_concurrent(openai, client, srv)
         test_shutdown(srv)

@@ -19,7 +19,7 @@ namespace {
 
 const KvDims kDims{4, 4, 2, 64};  // 4 layers, 2 KV heads, head_dim 64
 // The same with layers 0 and 2 sliding over 100 positions (max_len 1000): their bits cost fewer
-// bytes (PagedKvCache::window_pages_bound), which every method must account for.
+// bytes (KvByteModel::window_pages_bound), which every method must account for.
 const KvDims kWindowedDims{4, 4, 2, 64, {100, 0, 100, 0}};
 
 // Sensitivities ~ scale_l * 4^-b (layer 0 the most sensitive), RateQuant weights per component.
@@ -87,8 +87,8 @@ bool run_to(PagedKvCache& c, int n, int chunk) {
   return true;
 }
 
-// Deliverable 3 of issue 12: the plan's bytes are the cache's bytes; with sliding-window layers too
-// (issue 13), where the peak, not the end, is what the bound holds (a windowed layer's live pages
+// The plan's bytes are the cache's bytes (kvcache/kv_byte_model.h); with sliding-window layers too
+// (docs/gemma3.md "Admission"), where the peak, not the end, is what the bound holds (a windowed layer's live pages
 // go up and down as its window moves over page boundaries).
 TEST(PlanAllocation, PlanForBudgetRunsMaxLenInThatBudgetAndUsesIt) {
   const CalibrationInputs in = synthetic_inputs(1);
@@ -110,7 +110,7 @@ TEST(PlanAllocation, PlanForBudgetRunsMaxLenInThatBudgetAndUsesIt) {
     ASSERT_EQ(B, (int64_t)std::floor(uniform_plan_bytes(r, cs.avg_bits))) << what;
     ASSERT_LE(a.plan.solve.bytes, B) << what;
     PagedKvCache cache(dims, a.plan, (size_t)B);
-    EXPECT_EQ((int64_t)cache.sequence_bytes_bound((int)r.max_len), a.plan.solve.bytes) << what;
+    EXPECT_EQ((int64_t)cache.byte_model().sequence_bytes_bound((int)r.max_len), a.plan.solve.bytes) << what;
     ASSERT_TRUE(run_to(cache, (int)r.max_len, 37)) << what << ": stopped for the budget";
     EXPECT_LE(cache.pool().peak_used(), (size_t)B) << what;
     const size_t used = windowed ? cache.pool().peak_used() : cache.bytes_used();
@@ -126,8 +126,8 @@ TEST(PlanAllocation, PmkvqIsProgressiveOnTheLadderWithShrinkCosts) {
   for (bool per_head : {false, true}) {
     const PlanAllocation a = allocate_plan(in, request(PlanMethod::pmkvq, 4.0, per_head));
     EXPECT_TRUE(a.plan.progressive);
-    EXPECT_EQ(a.plan.method, "pmkvq");
-    EXPECT_EQ(a.plan.solve.method, per_head ? "pmkvq-per-head" : "pmkvq");
+    EXPECT_STREQ(kv_plan_method_name(a.plan.method), "pmkvq");
+    EXPECT_EQ(solve_method_name(a.plan.solve), per_head ? "pmkvq-per-head" : "pmkvq");
     std::set<int> seen;
     for (int l = 0; l < kDims.n_layer; ++l)
       for (int h = 0; h < kDims.n_head_kv; ++h) {
@@ -149,7 +149,7 @@ TEST(PlanAllocation, PmkvqIsProgressiveOnTheLadderWithShrinkCosts) {
   }
 }
 
-// The ablation switches (issue 12 d5): fixed baselines carry the smoothing, --direct keeps the
+// The ablation switches (docs/results/ablation.md): fixed baselines carry the smoothing, --direct keeps the
 // finals but not the shift, --force-beta changes RateQuant's allocation, per-component fits are used.
 TEST(PlanAllocation, AblationVariants) {
   CalibrationInputs in = synthetic_inputs(3);
@@ -203,8 +203,8 @@ TEST(PlanAllocation, AblationVariants) {
   EXPECT_THROW(allocate_plan(in, r), Error);  // --force-beta is RateQuant's
 }
 
-// Fixed K/V splits (issue 12: RateQuant against the best uniform split with the same quantizer and
-// smoothing): every split at b holds exactly the bytes RateQuant's plan at b is solved for.
+// Fixed K/V splits (RateQuant against the best uniform split with the same quantizer and smoothing,
+// docs/calibration.md): every split at b holds exactly the bytes RateQuant's plan at b is solved for.
 TEST(PlanAllocation, FixedSplitsHoldTheBytesOfTheRateQuantBudget) {
   CalibrationInputs in = synthetic_inputs(5);
   in.smoothing.n_layer = kDims.n_layer;

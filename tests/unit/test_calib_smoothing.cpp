@@ -326,15 +326,16 @@ double naive_runtime_mse(const OutlierLayer& o, const float* lambda, const Quant
   return se / (double)count;
 }
 
-// Issue 12: the alpha search scores only what the runtime quantizes (the sink and the fp16 window
-// read exact keys and values) and honours a sliding-window layer's window.
+// The alpha search scores only what the runtime quantizes (docs/calibration.md "What the runtime
+// quantizes": the sink and the fp16 window read exact keys and values) and honours a sliding-window
+// layer's window.
 TEST(Smoothing, SearchScoresOnlyTheRuntimesQuantizedPairs) {
   OutlierLayer o = outlier_layer(11);
   for (const int window : {0, 40}) {
     o.c.layer_attn.assign(1, LayerAttention{});
     o.c.layer_attn[0].window = window;
     KvCacheOptions ko;
-    ko.method = "uniform";
+    ko.method = KvMethod::uniform;
     ko.bits = 3;
     ko.window = 24;
     ko.sink = 1;

@@ -114,11 +114,65 @@ TEST(Sampler, DefaultsOfTheNewFieldsChangeNothing) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(s.sample(l.data(), 2), 0);
 }
 
+TEST(Sampler, PresenceAndFrequencyPenaltiesCountGeneratedTokensOnly) {
+  SamplerOptions o;
+  o.temperature = 0.0f;
+  o.repeat_penalty = 1.0f;
+  o.presence_penalty = 0.5f;
+  {
+    // Prompt tokens (accept) are not penalized: 0 wins at 2.0 vs 1.8.
+    Sampler s(o);
+    const std::vector<float> l{2.0f, 1.8f};
+    s.accept(0);
+    EXPECT_EQ(s.sample(l.data(), 2), 0);
+    // Now 0 was generated once: 2.0 - 0.5 = 1.5 < 1.8, so 1; then both at -0.5: 1.5 vs 1.3 -> 0.
+    EXPECT_EQ(s.sample(l.data(), 2), 1);
+    EXPECT_EQ(s.sample(l.data(), 2), 0);
+  }
+  {
+    // Frequency: c * 0.3 after c generations. 0: 2.0, 1.7, 1.4 ...; 1 at 1.5 stays until drawn.
+    o.presence_penalty = 0.0f;
+    o.frequency_penalty = 0.3f;
+    Sampler s(o);
+    const std::vector<float> l{2.0f, 1.5f};
+    EXPECT_EQ(s.sample(l.data(), 2), 0);  // 2.0 vs 1.5
+    EXPECT_EQ(s.sample(l.data(), 2), 0);  // 1.7 vs 1.5
+    EXPECT_EQ(s.sample(l.data(), 2), 1);  // 1.4 vs 1.5
+    EXPECT_EQ(s.sample(l.data(), 2), 0);  // 1.4 vs 1.2
+  }
+  {
+    // A negative penalty encourages repeats.
+    o.frequency_penalty = -1.0f;
+    Sampler s(o);
+    const std::vector<float> l{1.0f, 1.5f};
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(s.sample(l.data(), 2), 1);
+  }
+}
+
+TEST(Sampler, LogitBiasIsAddedBeforeGreedyAndSampling) {
+  SamplerOptions o;
+  o.temperature = 0.0f;
+  o.logit_bias = {{2, 1.5f}, {0, -100.0f}, {7, 100.0f}};  // id 7 is past this vocabulary: ignored
+  Sampler s(o);
+  const std::vector<float> l{3.0f, 1.0f, 0.0f};
+  EXPECT_EQ(s.sample(l.data(), 3), 2);  // 3 - 100, 1, 1.5
+  // Sampling at temperature 1: a -100 bias makes the token practically impossible.
+  o.temperature = 1.0f;
+  o.top_k = 0;
+  o.top_p = 1.0f;
+  o.logit_bias = {{0, -100.0f}};
+  Sampler t(o);
+  for (int i = 0; i < 200; ++i) EXPECT_NE(t.sample(l.data(), 3), 0);
+}
+
 TEST(Sampler, BadValuesAreErrors) {
   for (auto set : std::vector<void (*)(SamplerOptions&)>{
            [](SamplerOptions& o) { o.min_p = -0.1f; }, [](SamplerOptions& o) { o.min_p = 1.5f; },
            [](SamplerOptions& o) { o.repeat_penalty = 0.0f; }, [](SamplerOptions& o) { o.repeat_last_n = -1; },
-           [](SamplerOptions& o) { o.top_p = 0.0f; }}) {
+           [](SamplerOptions& o) { o.top_p = 0.0f; }, [](SamplerOptions& o) { o.presence_penalty = 2.5f; },
+           [](SamplerOptions& o) { o.frequency_penalty = -2.01f; },
+           [](SamplerOptions& o) { o.logit_bias = {{-1, 1.0f}}; },
+           [](SamplerOptions& o) { o.logit_bias = {{3, 100.5f}}; }}) {
     SamplerOptions o;
     set(o);
     EXPECT_THROW(Sampler{o}, Error);

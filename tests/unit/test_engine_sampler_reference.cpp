@@ -26,14 +26,22 @@ struct RefSampler {
   bool previous;  // the partial_sort implementation, else Reference
   std::mt19937_64 rng;
   std::deque<int32_t> hist;
+  std::vector<int32_t> generated;  // every sampled token, for the OpenAI penalties
 
   std::vector<float> penalize(const float* x, int n) {
     std::vector<float> l(x, x + n);
-    if (o.repeat_penalty == 1.0f) return l;
-    std::vector<int32_t> seen(hist.begin(), hist.end());
-    std::sort(seen.begin(), seen.end());
-    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-    for (int32_t t : seen) l[t] = l[t] > 0.0f ? l[t] / o.repeat_penalty : l[t] * o.repeat_penalty;
+    if (o.repeat_penalty != 1.0f) {
+      std::vector<int32_t> seen(hist.begin(), hist.end());
+      std::sort(seen.begin(), seen.end());
+      seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+      for (int32_t t : seen) l[t] = l[t] > 0.0f ? l[t] / o.repeat_penalty : l[t] * o.repeat_penalty;
+    }
+    for (int32_t t = 0; t < n; ++t) {
+      const auto c = std::count(generated.begin(), generated.end(), t);
+      if (c > 0) l[t] -= o.presence_penalty + (float)c * o.frequency_penalty;
+    }
+    for (const auto& [t, b] : o.logit_bias)
+      if (t < n) l[t] += b;
     return l;
   }
 
@@ -89,6 +97,7 @@ struct RefSampler {
 
   int32_t sample(const float* x, int n) {
     const int32_t t = draw(penalize(x, n), n);
+    generated.push_back(t);
     if (o.repeat_last_n > 0) {
       hist.push_back(t);
       if ((int)hist.size() > o.repeat_last_n) hist.pop_front();
@@ -159,6 +168,25 @@ TEST(SamplerReference, TopKPathMatchesThePreviousImplementationWithoutTies) {
     Sampler s(o);
     RefSampler prev(o, true);
     for (int draw = 0; draw < 3; ++draw) ASSERT_EQ(s.sample(l.data(), n), prev.sample(l.data(), n)) << "trial " << trial;
+  }
+}
+
+// OpenAI's presence/frequency penalties and logit_bias on top of the settings above: still the
+// reference's tokens (the adjustments are exact float additions in both).
+TEST(SamplerReference, SameTokensWithOpenAiPenaltiesAndLogitBias) {
+  std::mt19937 g(4242);
+  for (int trial = 0; trial < 600; ++trial) {
+    const int n = random_vocab(g);
+    const std::vector<float> l = random_logits(g, n, trial % 3 == 0);
+    SamplerOptions o = random_options(g, n);
+    std::uniform_real_distribution<float> pen(-2.0f, 2.0f), bias(-100.0f, 100.0f);
+    o.presence_penalty = trial % 2 ? pen(g) : 0.0f;
+    o.frequency_penalty = trial % 3 ? pen(g) : 0.0f;
+    for (int i = 0, nb = trial % 4; i < nb; ++i) o.logit_bias.push_back({std::uniform_int_distribution<int>(0, n + 2)(g), bias(g)});
+    Sampler s(o);
+    RefSampler ref(o, false);
+    for (int draw = 0; draw < 6; ++draw)
+      ASSERT_EQ(s.sample(l.data(), n), ref.sample(l.data(), n)) << "trial " << trial << " draw " << draw;
   }
 }
 

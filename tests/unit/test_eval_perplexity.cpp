@@ -1,7 +1,7 @@
 // perplexity() prefills each window in chunks of PerplexityOptions::batch tokens, halving a chunk
 // the KV budget cannot reserve: chunk size must not change the f16 result beyond float summation
 // order, and a progressive 2-bit cache under a budget too small for a one-pass prefill (but above
-// PagedKvCache::sequence_bytes_bound) must now complete. Real model (SmolLM2) and WikiText-2 text;
+// KvByteModel::sequence_bytes_bound) must now complete. Real model (SmolLM2) and WikiText-2 text;
 // skipped when either is absent.
 #include <gtest/gtest.h>
 
@@ -91,9 +91,9 @@ TEST(EvalPerplexity, ChunkedPrefillMatchesOneCallWithF16) {
 TEST(EvalPerplexity, ProgressiveUnderTightBudgetCompletes) {
   if (!fixture().model) GTEST_SKIP() << "real model or " << kWikitext << " absent";
   KvCacheOptions kv;
-  kv.method = "progressive";
+  kv.method = KvMethod::progressive;
   kv.bits = 2;
-  const size_t bound = make_kv_cache(kv, fixture().dims)->sequence_bytes_bound(kCtx);
+  const size_t bound = make_kv_cache(kv, fixture().dims)->byte_model().sequence_bytes_bound(kCtx);
   // Just above the bound: one window surely fits once full pages are at 2 bits...
   kv.budget_mib = (double)(bound + 4096) / 1048576.0;
   {  // ...but not when the whole window arrives at 16 bits in one forward call (the old failure).
@@ -114,10 +114,10 @@ TEST(EvalPerplexity, BudgetBelowOneWindowIsAClearError) {
   constexpr int kLongCtx = 1024;
   ASSERT_GE(fixture().tokens.size(), (size_t)kLongCtx);
   KvCacheOptions kv;
-  kv.method = "progressive";
+  kv.method = KvMethod::progressive;
   kv.bits = 2;
   // A budget that holds a 256-token window but not a 1024-token one, even fully shrunk.
-  kv.budget_mib = (double)make_kv_cache(kv, fixture().dims)->sequence_bytes_bound(kCtx) / 1048576.0;
+  kv.budget_mib = (double)make_kv_cache(kv, fixture().dims)->byte_model().sequence_bytes_bound(kCtx) / 1048576.0;
   try {
     run(kv, 512, kLongCtx);
     FAIL() << "expected an Error";

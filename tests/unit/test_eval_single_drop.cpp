@@ -1,4 +1,4 @@
-// Issue 12 d2's prediction check: the runtime fake-quant cache (each query sees quantized rows
+// The single-drop prediction check (docs/calibration.md "Prediction check"): the runtime fake-quant cache (each query sees quantized rows
 // exactly where a PagedKvCache would hold them, fp16 in the sink and window) against F16 caches fed
 // hand-quantized rows per query, and Spearman's rank correlation on hand-computed cases.
 #include <gtest/gtest.h>
@@ -23,7 +23,7 @@ constexpr float kAttendTol = 1e-5f;
 void check_against_hand(const std::string& method) {
   const KvDims d{1, 2, 1, 16};
   KvCacheOptions o;
-  o.method = method;
+  o.method = parse_kv_method(method);
   o.bits = 2;
   o.sink = 2;
   o.window = 9;
@@ -45,7 +45,7 @@ void check_against_hand(const std::string& method) {
   const PagedKvCache rule(d, plan, 0);
   int quantized_somewhere = 0;
   for (int p = 0; p < n; ++p) {
-    const int end = plan.sink + rule.tokens_in_pages(0, p + 1), m = end - plan.sink;
+    const int end = plan.sink + rule.byte_model().tokens_in_pages(0, p + 1), m = end - plan.sink;
     ASSERT_EQ(cache.quantized_end(0, p), end);
     std::vector<float> ek(k.begin(), k.begin() + (size_t)(p + 1) * hd), ev(v.begin(), v.begin() + (size_t)(p + 1) * hd);
     if (m > 0) {
@@ -74,7 +74,7 @@ TEST(RuntimeFakeQuantKvCache, EachQuerySeesQuantizedRowsExactlyWhereTheCacheHold
 TEST(RuntimeFakeQuantKvCache, AppendsInPiecesGiveTheSameRows) {
   const KvDims d{1, 2, 1, 16};
   KvCacheOptions o;
-  o.method = "kivi";
+  o.method = KvMethod::kivi;
   o.bits = 2;
   const KvPlan plan = make_kv_plan(o, d);
   const int n = 300, hd = 16;

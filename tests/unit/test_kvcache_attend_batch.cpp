@@ -20,7 +20,7 @@ struct FilledCache {
 FilledCache filled(const std::string& method, int bits) {
   const KvDims d = test::small_dims();
   KvCacheOptions o;
-  o.method = method;
+  o.method = parse_kv_method(method);
   o.bits = bits;
   o.window = 16;
   o.page_tokens = 32;

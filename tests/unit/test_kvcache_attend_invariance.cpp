@@ -1,6 +1,6 @@
 // Attention results of one query must not depend on which other queries or sequences share the
-// call, nor on the thread count (issue 15: greedy output must be the same at -t 1/2/3 and alone vs
-// in a batch). Bitwise equality, for every cache method, every kernel variant this CPU runs, and
+// call, nor on the thread count (docs/design.md §12: greedy output must be the same at -t 1/2/3 and
+// alone vs in a batch). Bitwise equality, for every cache method, every kernel variant this CPU runs, and
 // both float and int8 queries.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -20,7 +20,7 @@ constexpr int kMaxQueries = 17;
 
 KvCacheOptions options(const std::string& method, int bits, int group = 0) {
   KvCacheOptions o;
-  o.method = method;
+  o.method = parse_kv_method(method);
   o.bits = bits;
   o.group = group;
   o.window = 8;

@@ -33,7 +33,7 @@ struct MethodCase {
 std::vector<MethodCase> method_cases() {
   auto mk = [](std::string m, int bits, int group = 0, int window = 8, int sink = 1, int page = 16) {
     KvCacheOptions o;
-    o.method = m;
+    o.method = parse_kv_method(m);
     o.bits = bits;
     o.group = group;
     o.window = window;
@@ -129,7 +129,7 @@ TEST(PagedAttention, EveryMethodMatchesDequantizeThenAttend) {
 TEST(PagedAttention, ProgressiveUnderBudgetMatchesDequantizeThenAttend) {
   const KvDims d = test::small_dims();
   KvCacheOptions o;
-  o.method = "progressive";
+  o.method = KvMethod::progressive;
   o.bits = 2;
   o.window = 8;
   o.page_tokens = 16;
@@ -137,8 +137,8 @@ TEST(PagedAttention, ProgressiveUnderBudgetMatchesDequantizeThenAttend) {
     const KvPlan plan = make_kv_plan(o, d);
     PagedKvCache probe(d, plan, 0);
     // Room for the fixed buffers and 6 pages per layer at 16 bits (188 tokens need 11 per layer).
-    const size_t budget = probe.sequence_fixed_bytes() + 6 * (size_t)d.n_layer *
-                                                             (probe.page_data_bytes(0, false) + probe.page_metadata_bytes());
+    const size_t budget = probe.byte_model().sequence_fixed_bytes() + 6 * (size_t)d.n_layer *
+                                                             (probe.byte_model().page_data_bytes(0, false) + probe.byte_model().page_metadata_bytes());
     PagedKvCache cache(d, plan, budget, paged_attention_kernels_for(isa));
     cache.set_q8_queries(false);
     // Chunks of 20 need at most 2 fresh 16-bit pages per layer at once, which shrinking can free.
@@ -160,14 +160,14 @@ TEST(PagedAttention, Q8QueriesAddLittleToTheKeyQuantizationError) {
   const size_t row = (size_t)d.n_head_kv * d.head_dim;
   for (const char* m : {"uniform2", "uniform4", "progressive4", "rotated4", "rotated2"}) {
     KvCacheOptions o;
-    o.method = std::string(m).substr(0, std::string(m).size() - 1);
+    o.method = parse_kv_method(std::string(m).substr(0, std::string(m).size() - 1));
     o.bits = m[std::string(m).size() - 1] - '0';
     o.window = 8;
     o.page_tokens = 16;
     const KvPlan plan = make_kv_plan(o, d);
     PagedKvCache probe(d, plan, 0);
     // progressive: a budget that forces pages down to their final 4 bits.
-    const size_t budget = o.method == "progressive" ? probe.sequence_bytes_bound(400) + 2 * probe.page_data_bytes(0, false) : 0;
+    const size_t budget = o.method == KvMethod::progressive ? probe.byte_model().sequence_bytes_bound(400) + 2 * probe.byte_model().page_data_bytes(0, false) : 0;
     for (Isa isa : isas()) {
       PagedKvCache q8(d, plan, budget, paged_attention_kernels_for(isa)), fl(d, plan, budget, paged_attention_kernels_for(isa));
       fl.set_q8_queries(false);
@@ -197,7 +197,7 @@ TEST(PagedAttention, Q8QueriesAddLittleToTheKeyQuantizationError) {
       }
       const double rms_q8 = std::sqrt(se_q8 / count), rms_fl = std::sqrt(se_fl / count);
       EXPECT_LE(rms_q8, rms_fl * (1 + kQ8ExtraErrorRatio)) << m << " / " << isa_name(isa);
-      if (o.method == "progressive") {
+      if (o.method == KvMethod::progressive) {
         EXPECT_GT(q8.shrink_totals().page_shrinks, 0u);
       }
       std::printf("%-13s %-6s RMS error vs fp16 attention: float queries %.4f, int8 queries %.4f\n", m, isa_name(isa),

@@ -21,7 +21,7 @@ constexpr double kAttendVsDequantizedRel = 5e-6;
 
 KvCacheOptions opts(const std::string& method, int bits, int window, int sink, int page, int group = 0) {
   KvCacheOptions o;
-  o.method = method;
+  o.method = parse_kv_method(method);
   o.bits = bits;
   o.window = window;
   o.sink = sink;
@@ -49,7 +49,7 @@ TEST(PagedBudget, AccountingEqualsHandCount) {
   {  // uniform 4-bit, G = 64, P = 16, window 8, sink 1; 100 tokens.
     auto c = make_kv_cache(opts("uniform", 4, 8, 1, 16), d);
     const size_t fixed = 256 + 2 * (128 + 2 * (1 + 8 + 16) * 2 * 64 * 2);
-    EXPECT_EQ(c->sequence_fixed_bytes(), fixed);
+    EXPECT_EQ(c->byte_model().sequence_fixed_bytes(), fixed);
     append_all_layers(*c, 0, 100, 1);
     // 99 tokens after the sink, 8 stay in the window: 91 in pages -> 6 pages per layer.
     // Block: codes 16 x 64 x 4 / 8 = 512, scales 16 x 2 = 32, zeros 32 -> 576 bytes.
@@ -67,7 +67,7 @@ TEST(PagedBudget, AccountingEqualsHandCount) {
      // groups of 8 channels; P = 16, window 4, sink 0.
     auto c = make_kv_cache(opts("kivi", 2, 4, 0, 16, 8), d);
     const size_t fixed = 256 + 2 * (128 + 2 * (0 + 4 + 16) * 2 * 64 * 2);
-    EXPECT_EQ(c->sequence_fixed_bytes(), fixed);
+    EXPECT_EQ(c->byte_model().sequence_fixed_bytes(), fixed);
     append_all_layers(*c, 0, 30, 3);
     // Window keeps 4 + (26 mod 8) = 6 tokens; 24 in pages -> 2 pages per layer.
     // Key block: codes 16 x 64 x 2 / 8 = 256, params (16 / 8) x 64 = 128 scales + 128 zeros = 512 -> 768.
@@ -83,11 +83,11 @@ TEST(PagedBudget, AccountingEqualsHandCount) {
   }
   {  // progressive 2-bit, 16-bit pages: block 16 x 64 x 2 + 32 + 32 = 2112; at 2 bits 256 + 64 = 320.
     auto c = make_kv_cache(opts("progressive", 2, 8, 1, 16), d);
-    EXPECT_EQ(c->page_data_bytes(0, false), 4u * 2112);
-    EXPECT_EQ(c->page_data_bytes(0, true), 4u * 320);
+    EXPECT_EQ(c->byte_model().page_data_bytes(0, false), 4u * 2112);
+    EXPECT_EQ(c->byte_model().page_data_bytes(0, true), 4u * 320);
     const size_t fixed = 256 + 2 * (128 + 2 * (1 + 8 + 16) * 2 * 64 * 2);
     // 300 tokens: 291 in pages -> 19 pages per layer: 18 at 2 bits, the newest bounded at 16 bits.
-    EXPECT_EQ(c->sequence_bytes_bound(300), fixed + 2 * (18 * (4 * 320 + 328) + 4 * 2112 + 328));
+    EXPECT_EQ(c->byte_model().sequence_bytes_bound(300), fixed + 2 * (18 * (4 * 320 + 328) + 4 * 2112 + 328));
   }
 }
 
@@ -100,7 +100,7 @@ TEST(PagedBudget, ShrunkPageEqualsDirectShiftOfTheSameCodes) {
   const KvPlan plan = make_kv_plan(opts("progressive", 2, 8, 1, 16, 32), d);
   PagedKvCache probe(d, plan, 0);
   // Fixed + 5 pages per layer at 16 bits; 200 tokens need 12 pages per layer.
-  const size_t budget = probe.sequence_fixed_bytes() + 2 * 5 * (probe.page_data_bytes(0, false) + probe.page_metadata_bytes());
+  const size_t budget = probe.byte_model().sequence_fixed_bytes() + 2 * 5 * (probe.byte_model().page_data_bytes(0, false) + probe.byte_model().page_metadata_bytes());
   PagedKvCache c(d, plan, budget);
   std::vector<History> hist(d.n_layer);
   for (int step = 0; step < 20; ++step) {
@@ -121,7 +121,7 @@ TEST(PagedBudget, ShrunkPageEqualsDirectShiftOfTheSameCodes) {
         const KvQuantizer q16(component_quant_options(plan, plan.at(l, b / 2, role), role, 16));
         KvBlockLayout cur = q16.block_layout(P);
         std::vector<float> x((size_t)P * hd);
-        const int rows = std::min(P, c.tokens_in_pages(l, hist[l].n) - p * P);
+        const int rows = std::min(P, c.byte_model().tokens_in_pages(l, hist[l].n) - p * P);
         for (int t = 0; t < rows; ++t)
           for (int ch = 0; ch < hd; ++ch) {
             const std::vector<float>& src = role == KvRole::key ? hist[l].k : hist[l].v;
@@ -155,7 +155,7 @@ TEST(PagedBudget, ShrinkOrderIsHighestBitsThenOldest) {
   const KvPlan plan = make_kv_plan(opts("progressive", 2, 0, 0, 16), d);
   PagedKvCache probe(d, plan, 0);
   // Fixed + 8 pages per layer at 16 bits; 16 pages per layer only fit once older ones shrink.
-  const size_t budget = probe.sequence_fixed_bytes() + 2 * 8 * (probe.page_data_bytes(0, false) + probe.page_metadata_bytes());
+  const size_t budget = probe.byte_model().sequence_fixed_bytes() + 2 * 8 * (probe.byte_model().page_data_bytes(0, false) + probe.byte_model().page_metadata_bytes());
   PagedKvCache c(d, plan, budget);
   for (int step = 0; step < 16; ++step) {
     ASSERT_TRUE(c.reserve(0, 16));
@@ -179,7 +179,7 @@ TEST(PagedBudget, ShrinkOrderIsHighestBitsThenOldest) {
   EXPECT_GT(c.shrink_totals().page_shrinks, 0u);
 }
 
-// Issue 12, faithful PM-KVQ at run time: with component sensitivities the cheapest halving (least
+// Faithful PM-KVQ at run time (docs/calibration.md "Progressive runtime"): with component sensitivities the cheapest halving (least
 // sensitivity added per byte freed) goes first, so a sensitive layer whose final width is 8 stays at
 // 16 bits while a cheap layer (final 2) can still shrink, and never drops below 8. Without costs
 // (the old order, most bits first) layer 0's pages would go 16 -> 8 as early as layer 1's.
@@ -198,9 +198,9 @@ TEST(PagedBudget, CheapestShrinkFirstAndNeverBelowFinalBits) {
   KvPlan layer0_fixed = plan;
   for (int h = 0; h < d.n_head_kv; ++h)
     for (KvRole role : {KvRole::key, KvRole::value}) layer0_fixed.at(0, h, role).bits = 16;
-  const size_t roomy = PagedKvCache(d, layer0_fixed, 0).sequence_bytes_bound(n);
+  const size_t roomy = PagedKvCache(d, layer0_fixed, 0).byte_model().sequence_bytes_bound(n);
   // Budget 2: everything at its final bits.
-  const size_t tight = PagedKvCache(d, plan, 0).sequence_bytes_bound(n);
+  const size_t tight = PagedKvCache(d, plan, 0).byte_model().sequence_bytes_bound(n);
   for (size_t budget : {roomy, tight}) {
     PagedKvCache c(d, plan, budget);
     for (int step = 0; step < n; ++step) {  // token by token (a chunk's reservation would shrink early)
@@ -260,7 +260,7 @@ TEST(PagedBudget, KvBudgetStopsOneSequenceAndLeavesTheOthersIntact) {
   const KvPlan plan = make_kv_plan(opts("progressive", 2, 8, 1, 16), d);
   PagedKvCache probe(d, plan, 0);
   const int target = 300;
-  const size_t budget = 2 * probe.sequence_bytes_bound(target) + probe.sequence_fixed_bytes() / 2;
+  const size_t budget = 2 * probe.byte_model().sequence_bytes_bound(target) + probe.byte_model().sequence_fixed_bytes() / 2;
   PagedKvCache c(d, plan, budget);
   c.set_q8_queries(false);  // float queries: the dequantized reference is then exact to fp32 rounding
   std::vector<std::vector<History>> hist(3, std::vector<History>(d.n_layer));
@@ -306,7 +306,7 @@ TEST(PagedBudget, KvBudgetStopsOneSequenceAndLeavesTheOthersIntact) {
 TEST(PagedBudget, AppendBeyondBudgetThrowsClearly) {
   const KvDims d = test::small_dims();
   auto probe = make_kv_cache(opts("uniform", 4, 0, 0, 16), d);
-  const size_t budget = probe->sequence_fixed_bytes() + 2 * (probe->page_data_bytes(0, true) + probe->page_metadata_bytes());
+  const size_t budget = probe->byte_model().sequence_fixed_bytes() + 2 * (probe->byte_model().page_data_bytes(0, true) + probe->byte_model().page_metadata_bytes());
   KvCacheOptions o = opts("uniform", 4, 0, 0, 16);
   o.budget_mib = (double)budget / (1024.0 * 1024.0);
   auto c = make_kv_cache(o, d);
@@ -343,8 +343,8 @@ TEST(PagedBudget, RandomisedNeverExceedsBudgetNorShrinksBelowFinalBits) {
       comp.group = comp.quantizer == QuantMethod::kivi ? 8 : (rng() % 2 ? 32 : 0);
     }
     PagedKvCache probe(d, plan, 0);
-    const size_t budget = probe.sequence_fixed_bytes() * (1 + rng() % 3) +
-                          (size_t)(rng() % 40 + 2) * (probe.page_data_bytes(0, false) + probe.page_metadata_bytes());
+    const size_t budget = probe.byte_model().sequence_fixed_bytes() * (1 + rng() % 3) +
+                          (size_t)(rng() % 40 + 2) * (probe.byte_model().page_data_bytes(0, false) + probe.byte_model().page_metadata_bytes());
     PagedKvCache c(d, plan, budget);
     std::vector<int> len(4, 0);
     for (int op = 0; op < 150; ++op) {
@@ -366,7 +366,7 @@ TEST(PagedBudget, RandomisedNeverExceedsBudgetNorShrinksBelowFinalBits) {
         ASSERT_EQ(c.length(q, 0), len[q]);
         for (int l = 0; l < d.n_layer && c.length(q, 0) > 0; ++l) {
           for (int p = 0; p < c.n_pages(q, l); ++p) {
-            used += c.page_metadata_bytes();
+            used += c.byte_model().page_metadata_bytes();
             for (int b = 0; b < 2 * d.n_head_kv; ++b) {
               KvBlockLayout L;
               c.page_block(q, l, p, b, &L);
@@ -378,7 +378,7 @@ TEST(PagedBudget, RandomisedNeverExceedsBudgetNorShrinksBelowFinalBits) {
         }
       }
       ASSERT_LE(used, c.pool().used());
-      ASSERT_EQ((c.pool().used() - used) % c.sequence_fixed_bytes(), 0u) << "bytes not explained by pages and sequences";
+      ASSERT_EQ((c.pool().used() - used) % c.byte_model().sequence_fixed_bytes(), 0u) << "bytes not explained by pages and sequences";
     }
     if (round % 4 == 0) {  // attention still runs over whatever the pool holds
       for (int s = 0; s < 4; ++s) {

@@ -28,7 +28,7 @@ void expect_error(const std::function<void()>& f, const std::string& fragment) {
 
 TEST(KvPlan, JsonRoundTripKeepsEveryComponent) {
   KvCacheOptions o;
-  o.method = "progressive";
+  o.method = KvMethod::progressive;
   o.bits = 2;
   KvPlan p = make_kv_plan(o, kDims);
   p.at(3, 1, KvRole::key).bits = 4;
@@ -99,7 +99,7 @@ TEST(KvPlan, RejectsBadFilesWithTheReason) {
 TEST(KvPlan, SlidingWindowsTravelAndAreChecked) {
   const KvDims windowed{6, 4, 1, 32, {5, 5, 5, 5, 5, 0}};
   KvCacheOptions o;
-  o.method = "uniform";
+  o.method = KvMethod::uniform;
   const std::string text = kv_plan_to_json(make_kv_plan(o, windowed));
   EXPECT_NE(text.find("\"sliding_window\""), std::string::npos);
   EXPECT_EQ(kv_plan_from_json(text, windowed).dims.window, windowed.window);
@@ -114,7 +114,7 @@ TEST(KvPlan, SlidingWindowsTravelAndAreChecked) {
 // Shrink costs travel in the plan file; a progressive plan needs s(b) down its whole ladder.
 TEST(KvPlan, SensitivitiesRoundTripAndAreChecked) {
   KvCacheOptions o;
-  o.method = "progressive";
+  o.method = KvMethod::progressive;
   o.bits = 4;
   KvPlan p = make_kv_plan(o, kDims);
   for (KvComponentPlan& c : p.components) c.sensitivity = {{16, 0.001}, {8, 0.5}, {4, 2.0}};
@@ -130,13 +130,13 @@ TEST(KvPlan, SensitivitiesRoundTripAndAreChecked) {
                "sensitivity must be an object");
 }
 
-// Issue 12: a progressive plan without --kv-budget-mib gets the budget it was solved for.
+// A progressive plan without --kv-budget-mib gets the budget it was solved for.
 TEST(KvCacheFactory, ProgressivePlanFileGetsItsSolvedBudget) {
   KvCacheOptions o;
-  o.method = "progressive";
+  o.method = KvMethod::progressive;
   o.bits = 2;
   KvPlan p = make_kv_plan(o, kDims);
-  p.solve.method = "pmkvq";
+  p.solve.method = KvPlanMethod::pmkvq;
   p.solve.budget_bytes = 12345678;
   p.solve.max_len = 4096;
   const std::string path = test::temp_dir() + "/progressive_plan.json";
@@ -154,8 +154,7 @@ TEST(KvCacheFactory, ProgressivePlanFileGetsItsSolvedBudget) {
 
 TEST(KvCacheFactory, RejectsBadOptionsBeforeAnyWork) {
   KvCacheOptions o;
-  o.method = "q4";
-  expect_error([&] { validate(o); }, "--kv-method 'q4'");
+  expect_error([&] { parse_kv_method("q4"); }, "--kv-method 'q4'");
   o = {};
   o.budget_mib = -1;
   expect_error([&] { validate(o); }, "--kv-budget-mib");
@@ -163,20 +162,20 @@ TEST(KvCacheFactory, RejectsBadOptionsBeforeAnyWork) {
   o.bits = 0;
   expect_error([&] { validate(o); }, "--kv-bits");
   o = {};
-  o.method = "uniform";
+  o.method = KvMethod::uniform;
   o.bits = 5;
   expect_error([&] { make_kv_plan(o, kDims); }, "bits 5");
   o = {};
-  o.method = "progressive";
+  o.method = KvMethod::progressive;
   o.bits = 3;
   expect_error([&] { make_kv_plan(o, kDims); }, "ladder");
   o = {};
-  o.method = "progressive";
+  o.method = KvMethod::progressive;
   o.bits = 2;
   o.budget_mib = 0.5;  // the fixed sink + window buffers alone are 30 x 2 x 193 x 3 x 64 x 2 bytes (~4.2 MiB)
   expect_error([&] { make_kv_cache(o, kDims); }, "cannot hold even one sequence");
   o = {};
-  o.method = "uniform";
+  o.method = KvMethod::uniform;
   o.group = 24;
   expect_error([&] { make_kv_plan(o, kDims); }, "group 24");
 }
@@ -187,13 +186,13 @@ TEST(KvCacheFactory, MethodsBecomePlans) {
   EXPECT_TRUE(p.at(0, 0, KvRole::key).fp16);
   EXPECT_EQ(p.window, 0);
   EXPECT_EQ(p.sink, 0);
-  o.method = "kivi";
+  o.method = KvMethod::kivi;
   o.bits = 2;
   p = make_kv_plan(o, kDims);
   EXPECT_EQ(p.at(4, 1, KvRole::key).quantizer, QuantMethod::kivi);
   EXPECT_EQ(p.window, 128);
   EXPECT_EQ(p.page_tokens % 32, 0);
-  o.method = "uniform";
+  o.method = KvMethod::uniform;
   o.k_bits = 8;
   o.v_bits = 4;
   p = make_kv_plan(o, kDims);
@@ -201,7 +200,7 @@ TEST(KvCacheFactory, MethodsBecomePlans) {
   EXPECT_EQ(p.at(7, 2, KvRole::value).bits, 4);
   EXPECT_FALSE(p.progressive);
   o = {};
-  o.method = "progressive";
+  o.method = KvMethod::progressive;
   o.bits = 2;
   p = make_kv_plan(o, kDims);
   EXPECT_TRUE(p.progressive);
@@ -212,23 +211,23 @@ TEST(KvCacheFactory, MethodsBecomePlans) {
 // those sequences need at their final bits (not the solved budget, under which nothing would shrink).
 TEST(KvRunBudget, ProgressiveWithoutBudgetGetsTheRunsBound) {
   KvCacheOptions o;
-  o.method = "progressive";
+  o.method = KvMethod::progressive;
   o.bits = 2;
   const KvPlan plan = make_kv_plan(o, kDims);
   const PagedKvCache probe(kDims, plan, 0);
   const double mib = 1024.0 * 1024.0;
   for (const auto& [seqs, len] : {std::pair{1, 512}, {3, 2048}}) {
     const double got = run_budget_mib(o, kDims, seqs, len);
-    const double want = seqs * (double)probe.sequence_bytes_bound(len);
+    const double want = seqs * (double)probe.byte_model().sequence_bytes_bound(len);
     EXPECT_GE(std::llround(got * mib), (long long)want) << seqs << " x " << len;
     EXPECT_LE(got * mib, want + 2) << seqs << " x " << len;
   }
-  EXPECT_LT(probe.sequence_bytes_bound(512), probe.sequence_bytes_bound(4096));
+  EXPECT_LT(probe.byte_model().sequence_bytes_bound(512), probe.byte_model().sequence_bytes_bound(4096));
   KvCacheOptions given = o;
   given.budget_mib = 7.5;
   EXPECT_EQ(run_budget_mib(given, kDims, 1, 512), 7.5);
   KvCacheOptions fixed;
-  fixed.method = "uniform";
+  fixed.method = KvMethod::uniform;
   fixed.bits = 3;
   EXPECT_EQ(run_budget_mib(fixed, kDims, 1, 512), 0.0);
   EXPECT_THROW(run_budget_mib(o, kDims, 0, 512), Error);

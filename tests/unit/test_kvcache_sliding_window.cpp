@@ -25,7 +25,7 @@ KvDims windowed_dims() { return KvDims{2, 4, 2, 64, {13, 0}}; }
 
 KvCacheOptions method(const std::string& m, int bits, int group, int page) {
   KvCacheOptions o;
-  o.method = m;
+  o.method = parse_kv_method(m);
   o.bits = bits;
   o.group = group;
   o.window = m == "f16" ? 0 : 8;
@@ -79,7 +79,7 @@ void check_windowed(KvCache& cache, PagedKvCache* paged, const std::vector<int>&
   // last W positions touch plus the open page; layer 1 (global) keeps every page.
   const int P = paged->plan().page_tokens, W = d.window_of(0), n = hist[0].n;
   EXPECT_LE(paged->n_pages(0, 0), (W + P - 1) / P + 2) << what;
-  EXPECT_EQ(paged->n_pages(0, 1), (paged->tokens_in_pages(1, n) + P - 1) / P) << what;
+  EXPECT_EQ(paged->n_pages(0, 1), (paged->byte_model().tokens_in_pages(1, n) + P - 1) / P) << what;
 }
 
 // Prefill chunks longer and shorter than the window, then decode steps.
@@ -110,7 +110,7 @@ TEST(SlidingWindow, PagedCacheMatchesWindowedReference) {
   }
 }
 
-// sequence_bytes_bound for sliding-window layers (PagedKvCache::window_pages_bound): layers 0 and 2
+// sequence_bytes_bound for sliding-window layers (KvByteModel::window_pages_bound): layers 0 and 2
 // slide with a window of 50 (not a multiple of the 16-token page), layer 1 is global, and one
 // sequence grows to n = 600 >> W.
 KvDims bound_dims() { return KvDims{3, 4, 2, 64, {50, 0, 50}}; }
@@ -151,23 +151,23 @@ TEST(SlidingWindow, BytesBoundIsTightWithinAPagePerWindowedLayer) {
     ASSERT_TRUE(grow_token_by_token(c, kBoundTokens, peak, peak_bytes)) << name;
     const int P = c.plan().page_tokens;
     for (int l : {0, 2}) {
-      EXPECT_LE((size_t)peak[l], c.window_pages_bound(l)) << name << " layer " << l;
-      EXPECT_GE((size_t)peak[l] + 1, c.window_pages_bound(l)) << name << " layer " << l;
-      EXPECT_EQ(c.pages_bound(l, kBoundTokens), c.window_pages_bound(l)) << name;
+      EXPECT_LE((size_t)peak[l], c.byte_model().window_pages_bound(l)) << name << " layer " << l;
+      EXPECT_GE((size_t)peak[l] + 1, c.byte_model().window_pages_bound(l)) << name << " layer " << l;
+      EXPECT_EQ(c.byte_model().pages_bound(l, kBoundTokens), c.byte_model().window_pages_bound(l)) << name;
     }
-    EXPECT_EQ((size_t)peak[1], (size_t)(c.tokens_in_pages(1, kBoundTokens) + P - 1) / P) << name;
-    const size_t bound = c.sequence_bytes_bound(kBoundTokens);
+    EXPECT_EQ((size_t)peak[1], (size_t)(c.byte_model().tokens_in_pages(1, kBoundTokens) + P - 1) / P) << name;
+    const size_t bound = c.byte_model().sequence_bytes_bound(kBoundTokens);
     if (!c.plan().progressive) {
       EXPECT_LE(peak_bytes, bound) << name;
-      EXPECT_LE(bound - peak_bytes, 2 * (c.page_data_bytes(0, true) + c.page_metadata_bytes())) << name;
+      EXPECT_LE(bound - peak_bytes, 2 * (c.byte_model().page_data_bytes(0, true) + c.byte_model().page_metadata_bytes())) << name;
     }
     // Counting every page, as before: each windowed layer's extra pages at their final bits.
     KvDims global = d;
     global.window.clear();
-    const size_t every_page = PagedKvCache(global, make_kv_plan(opt, global), 0).sequence_bytes_bound(kBoundTokens);
-    const size_t pages = (size_t)(c.tokens_in_pages(0, kBoundTokens) + P - 1) / P;
-    EXPECT_EQ(every_page - bound, 2 * (pages - c.window_pages_bound(0)) *
-                                      (c.page_data_bytes(0, true) + c.page_metadata_bytes())) << name;
+    const size_t every_page = PagedKvCache(global, make_kv_plan(opt, global), 0).byte_model().sequence_bytes_bound(kBoundTokens);
+    const size_t pages = (size_t)(c.byte_model().tokens_in_pages(0, kBoundTokens) + P - 1) / P;
+    EXPECT_EQ(every_page - bound, 2 * (pages - c.byte_model().window_pages_bound(0)) *
+                                      (c.byte_model().page_data_bytes(0, true) + c.byte_model().page_metadata_bytes())) << name;
   }
 }
 
@@ -182,7 +182,7 @@ TEST(SlidingWindow, BytesBoundIsSafeForALongSequence) {
            {"kivi2", method("kivi", 2, 8, 16)},
            {"progressive2", method("progressive", 2, 0, 16)}}) {
     const KvPlan plan = make_kv_plan(opt, d);
-    const size_t bound = PagedKvCache(d, plan, 0).sequence_bytes_bound(kBoundTokens);
+    const size_t bound = PagedKvCache(d, plan, 0).byte_model().sequence_bytes_bound(kBoundTokens);
     {
       PagedKvCache c(d, plan, bound);
       std::vector<int> peak;

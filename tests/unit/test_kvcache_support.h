@@ -68,7 +68,7 @@ inline void dequantized_cache(const PagedKvCache& c, int seq, int layer, const H
     V[i] = round_fp16(h.v[i]);
   }
   const int sink = std::min(plan.sink, h.n);
-  const int in_pages = c.tokens_in_pages(layer, h.n);
+  const int in_pages = c.byte_model().tokens_in_pages(layer, h.n);
   const int P = plan.page_tokens;
   std::vector<float> y((size_t)P * d.head_dim);
   // A sliding-window layer frees its oldest full pages: the live ones are the last n_pages.

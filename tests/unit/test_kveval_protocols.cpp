@@ -89,7 +89,7 @@ TEST(RoutedKvCache, SmoothingAfterRopeEqualsForwardSmoothingBeforeRope) {
   const KvDims d = m->config().kv_dims();
   const auto lam = pair_smoothing(d, 5);
   KvCacheOptions f16;
-  f16.method = "f16";
+  f16.method = KvMethod::f16;
   // A: Forward smooths before RoPE.
   auto ca = make_kv_cache(f16, d);
   Forward fa(*m);
@@ -140,7 +140,7 @@ std::vector<std::vector<float>> alone(const Model& m, KvCacheOptions kv, int str
 EvalMethod method(const std::string& name, int bits) {
   EvalMethod e;
   e.label = name + "-" + std::to_string(bits);
-  e.kv.method = name;
+  e.kv.method = parse_kv_method(name);
   e.kv.bits = bits;
   return e;
 }
@@ -158,7 +158,7 @@ TEST(LockstepDecoder, EachStreamMatchesDecodingItAlone) {
     for (size_t r = 0; r < got.size(); ++r) got[r].emplace_back(lg.begin() + r * n_vocab, lg.begin() + (r + 1) * n_vocab);
   }
   KvCacheOptions f16;
-  f16.method = "f16";
+  f16.method = KvMethod::f16;
   double ref_vs_kivi = 0;
   for (int w = 0; w < W; ++w) {
     const auto ref = alone(*m, f16, w, n);
@@ -178,7 +178,7 @@ TEST(LockstepDecoder, ProgressiveGetsABudgetThatReachesFinalBitsAndMatchesAlone)
   const int n = 300, n_vocab = m->config().n_vocab;
   EvalMethod p;
   p.label = "progressive-2";
-  p.kv.method = "progressive";
+  p.kv.method = KvMethod::progressive;
   p.kv.bits = 2;
   LockstepDecoder dec(*m, {p}, 1, n);
   EXPECT_GT(dec.method(0).kv.budget_mib, 0.0);
@@ -226,7 +226,7 @@ TEST(LockstepDecoder, LogitsAreBitIdenticalForEveryCallSize) {
 TEST(FakeQuantKvCache, EqualsAnF16CacheFedHandQuantizedRows) {
   const KvDims d{1, 2, 1, 16};
   KvCacheOptions kivi;
-  kivi.method = "kivi";
+  kivi.method = KvMethod::kivi;
   kivi.bits = 2;
   const KvPlan plan = make_kv_plan(kivi, d);  // sink 1, KIVI keys in groups of 32 tokens
   ASSERT_EQ(plan.sink, 1);
@@ -275,7 +275,7 @@ TEST(FakeQuantKvCache, SameCachePlansComputeTheSameBitsAndEveryReadFieldCounts) 
   const KvDims d{2, 2, 1, 16};
   auto plan = [&](const std::string& method, int bits) {
     KvCacheOptions o;
-    o.method = method;
+    o.method = parse_kv_method(method);
     o.bits = bits;
     return make_kv_plan(o, d);
   };

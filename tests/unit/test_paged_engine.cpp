@@ -109,12 +109,12 @@ TEST(PagedEngine, SixteenBitCodesMatchF16KvCacheOnTheRealModel) {
   const auto ref = run(*t.model, ref_cache, 32, 0);
   KvCacheOptions o;
   o.page_tokens = 8;
-  o.method = "uniform";
+  o.method = KvMethod::uniform;
   o.bits = 16;
   o.window = 4;
   auto u16 = make_kv_cache(o, t.dims);
   EXPECT_LT(max_rel_diff(run(*t.model, *u16, 32, 0), ref), kSixteenBitCodesRel) << "16-bit codes";
-  o.method = "progressive";
+  o.method = KvMethod::progressive;
   o.bits = 2;
   auto prog = make_kv_cache(o, t.dims);  // no budget: pages stay at 16 bits
   EXPECT_LT(max_rel_diff(run(*t.model, *prog, 32, 0), ref), kSixteenBitCodesRel) << "progressive, unshrunk";

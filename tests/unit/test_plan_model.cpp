@@ -47,7 +47,7 @@ KvPlan calibrated_plan(const Model& m) {
   c.quantizer = QuantMethod::uniform;
   c.bits = 4;
   KvPlan p = uniform_kv_plan(d, c, c);
-  p.method = "ratequant";
+  p.method = KvPlanMethod::ratequant;
   p.window = 4;
   p.sink = 1;
   p.at(0, 1, KvRole::key).bits = 2;
@@ -56,7 +56,7 @@ KvPlan calibrated_plan(const Model& m) {
   p.smoothing.assign(d.n_layer, std::vector<float>((size_t)d.n_head_kv * d.head_dim));
   for (int l = 0; l < d.n_layer; ++l)
     for (size_t i = 0; i < p.smoothing[l].size(); ++i) p.smoothing[l][i] = 0.5f + 0.25f * (float)((i / 2 + l) % 7);
-  p.solve = {"ratequant", 3.0, 3.1, 123456, 120000, 4096, 0.25};
+  p.solve = {KvPlanMethod::ratequant, 3.0, 3.1, 123456, 120000, 4096, 0.25};
   p.provenance = {"calib.txt", 16, 512, 4.0, true, "report.json"};
   return p;
 }
@@ -70,7 +70,7 @@ TEST(PlanModel, RoundTripKeepsIdentitySmoothingSolveAndProvenance) {
   EXPECT_NE(q.model.tensor_layout_hash, 0u);
   ASSERT_EQ(q.smoothing.size(), p.smoothing.size());
   for (size_t l = 0; l < p.smoothing.size(); ++l) EXPECT_EQ(q.smoothing[l], p.smoothing[l]) << l;  // exact in JSON
-  EXPECT_EQ(q.solve.method, "ratequant");
+  EXPECT_EQ(solve_method_name(q.solve), "ratequant");
   EXPECT_EQ(q.solve.target_avg_bits, 3.0);
   EXPECT_EQ(q.solve.avg_bits, 3.1);
   EXPECT_EQ(q.solve.budget_bytes, 123456);

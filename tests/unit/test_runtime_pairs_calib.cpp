@@ -1,4 +1,4 @@
-// Issue 12 d2: sensitivities over what the runtime quantizes. The backward's gradients through a
+// Sensitivities over what the runtime quantizes (docs/calibration.md "What the runtime quantizes"). The backward's gradients through a
 // set of (query, key) pairs (three disjoint ranges per query add up to the full gradient; the full
 // causal range is the full gradient), calib::QuantizedPairs against hand-computed ranges of the
 // cache's rule, the sensitivity accumulator's use of them, and per-component distortion fits.
@@ -95,7 +95,7 @@ TEST(QuantizedPairGradients, DisjointRangesAddUpOnSlidingWindowLayers) {
 TEST(QuantizedPairs, FollowTheCacheRuleForSinkWindowAndTokenGroups) {
   const KvDims dims{2, 4, 2, 64};
   KvCacheOptions o;
-  o.method = "uniform";
+  o.method = KvMethod::uniform;
   o.bits = 2;
   o.sink = 1;
   o.window = 4;
@@ -106,7 +106,7 @@ TEST(QuantizedPairs, FollowTheCacheRuleForSinkWindowAndTokenGroups) {
   EXPECT_EQ(k1, 7);
   u.keys(1, 3, k0, k1);  // n = 4: everything is sink or window
   EXPECT_EQ(k1 - k0, 0);
-  o.method = "kivi";  // key groups of 32 tokens: pages grow a whole group at a time
+  o.method = KvMethod::kivi;  // key groups of 32 tokens: pages grow a whole group at a time
   const QuantizedPairs kv(make_kv_plan(o, dims));
   kv.keys(0, 40, k0, k1);  // body 40, 36 past the window -> one group of 32
   EXPECT_EQ(k1 - k0, 32);

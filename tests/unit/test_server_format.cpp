@@ -40,7 +40,7 @@ TEST(ServerFormat, FinishReasons) {
 
 TEST(ServerFormat, ChatFullBody) {
   ResponseFormatter f(Endpoint::chat, "chatcmpl-1", 1700000000, "smol", false, false);
-  const json j = json::parse(f.full("Hello", {}, FinishReason::length, {12, 3}));
+  const json j = json::parse(f.full({{"Hello", {}, FinishReason::length}}, {12, 3}));
   EXPECT_EQ(j["id"], "chatcmpl-1");
   EXPECT_EQ(j["object"], "chat.completion");
   EXPECT_EQ(j["created"], 1700000000);
@@ -50,13 +50,39 @@ TEST(ServerFormat, ChatFullBody) {
   EXPECT_EQ(j["choices"][0]["message"], json({{"role", "assistant"}, {"content", "Hello"}}));
   EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
-  EXPECT_EQ(j["usage"], json({{"prompt_tokens", 12}, {"completion_tokens", 3}, {"total_tokens", 15}}));
+  EXPECT_EQ(j["usage"], json({{"prompt_tokens", 12},
+                              {"completion_tokens", 3},
+                              {"total_tokens", 15},
+                              {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
+}
+
+// Several completion prompts: one choice each, index = position, logprobs offsets per choice.
+TEST(ServerFormat, SeveralChoicesKeepTheirIndexAndOffsets) {
+  ResponseFormatter f(Endpoint::completions, "cmpl-3", 1, "m", true, false, 2);
+  const std::vector<LogprobEntry> a{{"ab", -0.1f, {}}, {"c", -0.2f, {}}}, b{{"xyz", -1.0f, {}}};
+  const json j = json::parse(f.full({{"abc", a, FinishReason::stop}, {"xyz", b, FinishReason::length}}, {7, 3}));
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][1]["text"], "xyz");
+  EXPECT_EQ(j["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(j["choices"][0]["logprobs"]["text_offset"], json({0, 2}));
+  EXPECT_EQ(j["choices"][1]["logprobs"]["text_offset"], json({0}));
+  EXPECT_EQ(j["usage"]["total_tokens"], 10);
+  // Streaming: each choice's offsets advance separately.
+  std::string s = f.delta(1, "xy", {{"xy", -1.0f, {}}});  // one statement each: delta() advances the offsets
+  s += f.delta(0, "a", {{"a", -1.0f, {}}});
+  s += f.delta(1, "z", {{"z", -1.0f, {}}});
+  const std::vector<json> ev = sse_events(s);
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0]["choices"][0]["index"], 1);
+  EXPECT_EQ(ev[1]["choices"][0]["logprobs"]["text_offset"], json({0}));
+  EXPECT_EQ(ev[2]["choices"][0]["logprobs"]["text_offset"], json({2}));
 }
 
 TEST(ServerFormat, ChatLogprobsShape) {
   ResponseFormatter f(Endpoint::chat, "c", 1, "m", true, false);
   const std::vector<LogprobEntry> lps = {{"Hi", -0.25f, {{"Hi", -0.25f}, {"Yo", -2.0f}}}};
-  const json lp = json::parse(f.full("Hi", lps, FinishReason::stop, {1, 1}))["choices"][0]["logprobs"];
+  const json lp = json::parse(f.full({{"Hi", lps, FinishReason::stop}}, {1, 1}))["choices"][0]["logprobs"];
   ASSERT_EQ(lp["content"].size(), 1u);
   const json& t = lp["content"][0];
   EXPECT_EQ(t["token"], "Hi");
@@ -69,7 +95,7 @@ TEST(ServerFormat, ChatLogprobsShape) {
 TEST(ServerFormat, CompletionLogprobsShapeAndOffsets) {
   ResponseFormatter f(Endpoint::completions, "cmpl-1", 1, "m", true, false);
   const std::vector<LogprobEntry> lps = {{"ab", -1.0f, {{"ab", -1.0f}}}, {"c", -0.5f, {{"c", -0.5f}, {"d", -3.0f}}}};
-  const json j = json::parse(f.full("abc", lps, FinishReason::stop, {2, 2}));
+  const json j = json::parse(f.full({{"abc", lps, FinishReason::stop}}, {2, 2}));
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["choices"][0]["text"], "abc");
   const json& lp = j["choices"][0]["logprobs"];
@@ -81,13 +107,13 @@ TEST(ServerFormat, CompletionLogprobsShapeAndOffsets) {
 
 TEST(ServerFormat, InvalidUtf8BecomesReplacementCharacter) {
   ResponseFormatter f(Endpoint::completions, "c", 1, "m", false, false);
-  const json j = json::parse(f.full(std::string("a\xE2\x82"), {}, FinishReason::stop, {1, 1}));
+  const json j = json::parse(f.full({{std::string("a\xE2\x82"), {}, FinishReason::stop}}, {1, 1}));
   EXPECT_EQ(j["choices"][0]["text"], "a\xEF\xBF\xBD");
 }
 
 TEST(ServerFormat, ChatStreamEvents) {
   ResponseFormatter f(Endpoint::chat, "chatcmpl-9", 5, "m", false, true);
-  const std::string text = f.first() + f.delta("Hel", {}) + f.delta("lo", {}) + f.last(FinishReason::stop) +
+  const std::string text = f.first() + f.delta(0, "Hel", {}) + f.delta(0, "lo", {}) + f.last(0, FinishReason::stop) +
                            f.usage({4, 2}) + ResponseFormatter::done();
   const std::vector<json> ev = sse_events(text);
   ASSERT_EQ(ev.size(), 6u);
@@ -102,14 +128,15 @@ TEST(ServerFormat, ChatStreamEvents) {
   EXPECT_EQ(ev[3]["choices"][0]["delta"], json::object());
   EXPECT_EQ(ev[3]["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(ev[4]["choices"], json::array());
-  EXPECT_EQ(ev[4]["usage"], json({{"prompt_tokens", 4}, {"completion_tokens", 2}, {"total_tokens", 6}}));
+  EXPECT_EQ(ev[4]["usage"], json({{"prompt_tokens", 4}, {"completion_tokens", 2}, {"total_tokens", 6},
+                                  {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
   EXPECT_EQ(ev[5], "[DONE]");
 }
 
 TEST(ServerFormat, CompletionStreamWithoutUsage) {
   ResponseFormatter f(Endpoint::completions, "cmpl-2", 5, "m", false, false);
   EXPECT_EQ(f.first(), "");
-  const std::vector<json> ev = sse_events(f.delta("x", {}) + f.last(FinishReason::length) + ResponseFormatter::done());
+  const std::vector<json> ev = sse_events(f.delta(0, "x", {}) + f.last(0, FinishReason::length) + ResponseFormatter::done());
   ASSERT_EQ(ev.size(), 3u);
   EXPECT_EQ(ev[0]["object"], "text_completion");
   EXPECT_EQ(ev[0]["choices"][0]["text"], "x");
@@ -182,7 +209,14 @@ TEST(ServerMetrics, OutputEventsFeedHistograms) {
   o.stats.first_token_seconds = 0.03;
   o.stats.total_seconds = 0.4;
   o.stats.queue_seconds = 0.002;
+  o.stats.n_prompt_tokens = 7;
   m.on_output(t, o, t0 + std::chrono::milliseconds(210));
+  RequestTiming aborted_timing;  // an aborted request: counted by reason, in no histogram
+  RequestOutput aborted;
+  aborted.finished = true;
+  aborted.reason = FinishReason::abort;
+  aborted.stats = o.stats;
+  m.on_output(aborted_timing, aborted, t0);
   const std::string s = m.render(EngineMetrics{});
   EXPECT_NE(s.find("vllm:inter_token_latency_seconds_count{model_name=\"m\"} 2\n"), std::string::npos) << s;
   EXPECT_NE(s.find("vllm:inter_token_latency_seconds_bucket{model_name=\"m\",le=\"0.08\"} 0\n"), std::string::npos);
@@ -191,6 +225,20 @@ TEST(ServerMetrics, OutputEventsFeedHistograms) {
   EXPECT_NE(s.find("vllm:e2e_request_latency_seconds_count{model_name=\"m\"} 1\n"), std::string::npos);
   EXPECT_NE(s.find("vllm:request_queue_time_seconds_sum{model_name=\"m\"} 0.002\n"), std::string::npos);
   EXPECT_NE(s.find("vllm:request_success_total{finished_reason=\"stop\",model_name=\"m\"} 1\n"), std::string::npos);
+  EXPECT_NE(s.find("vllm:request_success_total{finished_reason=\"abort\",model_name=\"m\"} 1\n"), std::string::npos);
+  // Per-request phases (vLLM's names): prefill = first token - queue, decode = total - first token,
+  // inference = total - queue; token counts per request in 1-2-5 buckets.
+  for (const char* line : {"vllm:request_prefill_time_seconds_sum{model_name=\"m\"} 0.028",
+                           "vllm:request_decode_time_seconds_sum{model_name=\"m\"} 0.37",
+                           "vllm:request_inference_time_seconds_sum{model_name=\"m\"} 0.398",
+                           "vllm:request_decode_time_seconds_count{model_name=\"m\"} 1",
+                           "vllm:request_prompt_tokens_sum{model_name=\"m\"} 7",
+                           "vllm:request_prompt_tokens_bucket{model_name=\"m\",le=\"5\"} 0",
+                           "vllm:request_prompt_tokens_bucket{model_name=\"m\",le=\"10\"} 1",
+                           "vllm:request_generation_tokens_sum{model_name=\"m\"} 3",
+                           "vllm:request_generation_tokens_count{model_name=\"m\"} 1",
+                           "vllm:request_generation_tokens_bucket{model_name=\"m\",le=\"100000\"} 1"})
+    EXPECT_NE(s.find(std::string(line) + "\n"), std::string::npos) << line << "\n---\n" << s;
 }
 
 TEST(ServerMetrics, UnknownFieldsAreCountedWithBoundedLabels) {

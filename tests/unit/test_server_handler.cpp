@@ -48,6 +48,19 @@ std::string drain_stream(ResponseStream& s, EchoBackend* b) {
   return all;
 }
 
+// Parses an SSE body into its events ("[DONE]" as a string).
+std::vector<json> sse_json(const std::string& sse) {
+  std::vector<json> ev;
+  for (size_t pos = 0; pos < sse.size();) {
+    const size_t end = sse.find("\n\n", pos);
+    if (end == std::string::npos) break;
+    const std::string data = sse.substr(pos + 6, end - pos - 6);
+    ev.push_back(data == "[DONE]" ? json("[DONE]") : json::parse(data));
+    pos = end + 2;
+  }
+  return ev;
+}
+
 const std::string kChat = R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})";
 }  // namespace
 
@@ -144,7 +157,10 @@ TEST(ServerHandler, NonStreamingChatAndCompletion) {
   EXPECT_EQ(j["choices"][0]["text"], "abcd");  // the echo backend repeats the prompt
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"], json({"a", "b", "c", "d"}));
-  EXPECT_EQ(j["usage"], json({{"prompt_tokens", 6}, {"completion_tokens", 4}, {"total_tokens", 10}}));
+  EXPECT_EQ(j["usage"], json({{"prompt_tokens", 6},
+                              {"completion_tokens", 4},
+                              {"total_tokens", 10},
+                              {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
   EXPECT_EQ(j["id"].get<std::string>().rfind("cmpl-", 0), 0u);
 
   r = h.handle(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "stop": ":"})"));
@@ -166,20 +182,141 @@ TEST(ServerHandler, StreamingChatEndsWithUsageAndDone) {
   EXPECT_EQ(r.content_type, "text/event-stream");
   const std::string sse = drain_stream(*r.stream, &b);
   std::string content;
-  std::vector<json> ev;
-  for (size_t pos = 0; pos < sse.size();) {
-    const size_t end = sse.find("\n\n", pos);
-    ASSERT_NE(end, std::string::npos);
-    const std::string data = sse.substr(pos + 6, end - pos - 6);
-    ev.push_back(data == "[DONE]" ? json("[DONE]") : json::parse(data));
-    pos = end + 2;
-  }
+  const std::vector<json> ev = sse_json(sse);
+  EXPECT_EQ(sse.size(), sse.rfind("data: [DONE]\n\n") + 14);  // every event parsed, [DONE] last
   ASSERT_GE(ev.size(), 4u);
   for (size_t i = 0; i + 2 < ev.size(); ++i) content += ev[i]["choices"][0]["delta"].value("content", "");
   EXPECT_EQ(content, "use");
   EXPECT_EQ(ev[ev.size() - 3]["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(ev[ev.size() - 2]["usage"]["completion_tokens"], 3);
   EXPECT_EQ(ev.back(), "[DONE]");
+}
+
+// /v1/completions with several prompts (text and token ids): one choice each, in order; echo
+// puts each prompt's text first; usage sums the choices.
+TEST(ServerHandler, SeveralPromptsTokenIdsAndEcho) {
+  ApiHandler h({});
+  EchoBackend b(256, 4, true);
+  h.set_backend(&b);
+  HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": ["abc", [120, 121]], "max_tokens": 2, "echo": true})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][0]["index"], 0);
+  EXPECT_EQ(j["choices"][0]["text"], "abcab");
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][1]["text"], "xyxy");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 4);
+  r = h.handle(post("/v1/completions", R"({"prompt": [100, 101, 102], "max_tokens": 3})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], "def");
+  // Streaming: each choice's text under its index, one finish chunk each, then usage and [DONE].
+  EchoBackend stepped(256, 4);
+  h.set_backend(&stepped);
+  r = h.handle(post("/v1/completions", R"({"prompt": ["ab", "xyz"], "max_tokens": 3, "echo": true, "stream": true,
+                                          "stream_options": {"include_usage": true}})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::vector<json> ev = sse_json(drain_stream(*r.stream, &stepped));
+  std::string text[2];
+  int finishes = 0;
+  for (const json& e : ev) {
+    if (!e.is_object() || e["choices"].empty()) continue;
+    const json& c = e["choices"][0];
+    text[c["index"].get<int>()] += c["text"].get<std::string>();
+    finishes += !c["finish_reason"].is_null();
+  }
+  EXPECT_EQ(text[0], "ababa");
+  EXPECT_EQ(text[1], "xyzxyz");
+  EXPECT_EQ(finishes, 2);
+  ASSERT_GE(ev.size(), 2u);
+  EXPECT_EQ(ev[ev.size() - 2]["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(ev.back(), "[DONE]");
+  EXPECT_EQ(stepped.metrics().kv_bytes_used, 0u);
+}
+
+TEST(ServerHandler, TokenIdsAreCheckedAgainstTheVocabulary) {
+  ApiHandler h({});
+  EchoBackend b(256, 4, true);  // vocabulary: 257 ids
+  h.set_backend(&b);
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"prompt": [1, 257]})", "prompt"},
+      {R"({"prompt": "a", "stop_token_ids": [300]})", "stop_token_ids"},
+      {R"({"prompt": "a", "logit_bias": {"257": 1}})", "logit_bias"},
+  };
+  for (const auto& [body, param] : cases) {
+    const HttpResponse r = h.handle(post("/v1/completions", body));
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_EQ(json::parse(r.body)["error"]["param"], param) << body;
+  }
+  const HttpResponse r = h.handle(post("/detokenize", R"({"tokens": [257]})"));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "tokens");
+  EXPECT_EQ(h.handle(post("/v1/completions", R"({"prompt": [256], "max_tokens": 1})")).status, 200);
+}
+
+// stop_token_ids end the choice (the token's text is not shown); the new sampling fields reach
+// the engine's parameters (checked by a backend that records them).
+TEST(ServerHandler, NewFieldsReachTheEngine) {
+  class Recording : public EchoBackend {
+   public:
+    using EchoBackend::EchoBackend;
+    uint64_t add_request(RequestParams params, OutputCallback on_output) override {
+      last = params;
+      return EchoBackend::add_request(std::move(params), std::move(on_output));
+    }
+    RequestParams last;
+  };
+  ApiHandler h({});
+  Recording b(256, 4, true);
+  h.set_backend(&b);
+  HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": "abcd", "max_tokens": 4, "stop_token_ids": [99],
+      "presence_penalty": 0.5, "frequency_penalty": -1, "logit_bias": {"7": -100}, "priority": 3})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], "ab");  // 'c' = 99 stops, unseen
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(b.last.stop_token_ids, std::vector<int32_t>{99});
+  EXPECT_EQ(b.last.sampling.presence_penalty, 0.5f);
+  EXPECT_EQ(b.last.sampling.frequency_penalty, -1.0f);
+  EXPECT_EQ(b.last.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{7, -100.0f}}));
+  EXPECT_EQ(b.last.priority, 3);
+}
+
+// /tokenize answers llama-server's and vLLM's shapes; /detokenize both keys.
+TEST(ServerHandler, TokenizeAndDetokenize) {
+  ApiHandler h({});
+  EchoBackend b(64, 4, true);
+  h.set_backend(&b);
+  HttpResponse r = h.handle(post("/tokenize", R"({"content": "hi"})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["tokens"], json({104, 105}));
+  EXPECT_EQ(j["count"], 2);
+  EXPECT_EQ(j["max_model_len"], 64);
+  r = h.handle(post("/tokenize", R"({"content": "hi", "with_pieces": true})"));
+  EXPECT_EQ(json::parse(r.body)["tokens"], json::parse(R"([{"id": 104, "piece": "h"}, {"id": 105, "piece": "i"}])"));
+  r = h.handle(post("/tokenize", R"({"prompt": "ok", "return_token_strs": true})"));
+  EXPECT_EQ(json::parse(r.body)["token_strs"], json({"o", "k"}));
+  r = h.handle(post("/tokenize", R"({"messages": [{"role": "user", "content": "x"}]})"));
+  EXPECT_EQ(json::parse(r.body)["count"], std::string("user: x\nassistant: ").size());
+  r = h.handle(post("/detokenize", R"({"tokens": [104, 105]})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body), json({{"content", "hi"}, {"prompt", "hi"}}));
+  EXPECT_EQ(h.handle(get("/tokenize")).status, 405);
+  EXPECT_EQ(h.handle(post("/tokenize", "{")).status, 400);
+}
+
+// A prompt list that does not fit the queue: 503, and the prompts already queued are aborted.
+TEST(ServerHandler, QueueFullInAPromptListAbortsTheQueuedOnes) {
+  ApiHandler h({});
+  EchoBackend b(256, 2);
+  h.set_backend(&b);
+  const HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": ["a", "b", "c"], "max_tokens": 50})"));
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(b.metrics().running, 2);
+  b.step();  // the aborts take effect at the next step
+  EXPECT_EQ(b.metrics().running, 0);
+  EXPECT_EQ(b.metrics().kv_bytes_used, 0u);
 }
 
 TEST(ServerHandler, QueueFullGives503WithRetryAfter) {

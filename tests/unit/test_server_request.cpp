@@ -74,10 +74,12 @@ TEST(ServerRequest, MessageContentShapes) {
 
 TEST(ServerRequest, CompletionPromptAndLogprobs) {
   CompletionRequest r = completion(R"({"prompt": "Once", "logprobs": 3, "stop": "x"})");
-  EXPECT_EQ(r.prompt, "Once");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "Once");
+  EXPECT_FALSE(r.prompts[0].is_tokens);
   EXPECT_EQ(r.top_logprobs, 3);
   EXPECT_EQ(r.stop, std::vector<std::string>{"x"});
-  EXPECT_EQ(completion(R"({"prompt": ["only one"]})").prompt, "only one");
+  EXPECT_EQ(completion(R"({"prompt": ["only one"]})").prompts.at(0).text, "only one");
   EXPECT_EQ(completion(R"({"prompt": "p", "logprobs": null})").top_logprobs, -1);
 }
 
@@ -101,11 +103,30 @@ TEST(ServerRequest, MissingOrBadMessages) {
             "messages[0].content[0].text");
 }
 
+// OpenAI's four prompt forms: text, texts, token ids, lists of token ids (mixed lists too).
 TEST(ServerRequest, PromptShapes) {
+  CompletionRequest r = completion(R"({"prompt": [1, 2, 3]})");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_TRUE(r.prompts[0].is_tokens);
+  EXPECT_EQ(r.prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
+  r = completion(R"({"prompt": ["a", [7, 8], "b"]})");
+  ASSERT_EQ(r.prompts.size(), 3u);
+  EXPECT_EQ(r.prompts[0].text, "a");
+  EXPECT_EQ(r.prompts[1].tokens, (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(r.prompts[2].text, "b");
+  EXPECT_EQ(completion(R"({"prompt": [[5], [6]]})").prompts.size(), 2u);
+  std::string many = R"({"prompt": [)";
+  for (int i = 0; i <= kMaxPrompts; ++i) many += std::string(i ? "," : "") + "\"x\"";
+  EXPECT_EQ(error_param(Endpoint::completions, many + "]}"), "prompt");  // kMaxPrompts + 1
   EXPECT_EQ(error_param(Endpoint::completions, "{}"), "prompt");
-  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": [1, 2, 3]})"), "prompt");          // token ids
-  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": ["a", "b"]})"), "prompt");         // several prompts
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": []})"), "prompt");
   EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": 5})"), "prompt");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": [1, -2]})"), "prompt");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": [1, 2.5]})"), "prompt");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": [1, "a"]})"), "prompt");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": [1, 2147483648]})"), "prompt");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": ["a", [1, -1]]})"), "prompt[1]");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": ["a", 5]})"), "prompt");
 }
 
 TEST(ServerRequest, WrongTypes) {
@@ -147,12 +168,11 @@ TEST(ServerRequest, OutOfRange) {
 
 TEST(ServerRequest, UnsupportedFeaturesAreRefusedNotIgnored) {
   EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("n": 2)")), "n");
-  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("presence_penalty": 0.5)")), "presence_penalty");
-  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("frequency_penalty": 1)")), "frequency_penalty");
-  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("logit_bias": {"1": 5})")), "logit_bias");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "n": 4})"), "n");
   EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("tools": [{"type": "function"}])")), "tools");
   EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("response_format": {"type": "json_object"})")), "response_format");
-  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "echo": true})"), "echo");
+  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("echo": true)")), "echo");  // completions only
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "echo": true, "logprobs": 0})"), "echo");
   EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "best_of": 3})"), "best_of");
   EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "suffix": "end"})"), "suffix");
   // Their neutral values are fine.
@@ -196,11 +216,93 @@ TEST(ServerRequest, VllmSamplingFields) {
   for (const auto& [extra, param] : cases) EXPECT_EQ(error_param(Endpoint::chat, chat_with(extra)), param) << extra;
 }
 
+TEST(ServerRequest, OpenAiPenaltiesAndLogitBias) {
+  CompletionRequest r = chat("{" + kMsg + "}");
+  EXPECT_EQ(r.presence_penalty, 0.0f);
+  EXPECT_EQ(r.frequency_penalty, 0.0f);
+  EXPECT_TRUE(r.logit_bias.empty());
+  r = chat(chat_with(R"("presence_penalty": -2, "frequency_penalty": 1.5, "logit_bias": {"50": 100, "7": -100, "9": 0.5})"));
+  EXPECT_EQ(r.presence_penalty, -2.0f);
+  EXPECT_EQ(r.frequency_penalty, 1.5f);
+  EXPECT_EQ(r.logit_bias, (std::vector<std::pair<int32_t, float>>{{7, -100.0f}, {9, 0.5f}, {50, 100.0f}}));
+  const std::pair<const char*, const char*> cases[] = {
+      {R"("presence_penalty": 2.01)", "presence_penalty"},
+      {R"("presence_penalty": "1")", "presence_penalty"},
+      {R"("frequency_penalty": -2.5)", "frequency_penalty"},
+      {R"("logit_bias": [1])", "logit_bias"},
+      {R"("logit_bias": {"x": 1})", "logit_bias"},
+      {R"("logit_bias": {"-1": 1})", "logit_bias"},
+      {R"("logit_bias": {"1.5": 1})", "logit_bias"},
+      {R"("logit_bias": {"99999999999": 1})", "logit_bias"},
+      {R"("logit_bias": {"": 1})", "logit_bias"},
+      {R"("logit_bias": {"5": 1, "05": 2})", "logit_bias"},  // the same token twice
+      {R"("logit_bias": {"5": 100.5})", "logit_bias.5"},
+      {R"("logit_bias": {"5": "1"})", "logit_bias.5"},
+  };
+  for (const auto& [extra, param] : cases) EXPECT_EQ(error_param(Endpoint::chat, chat_with(extra)), param) << extra;
+}
+
+TEST(ServerRequest, StopTokenIdsPriorityAndEcho) {
+  CompletionRequest r = completion(R"({"prompt": "p", "stop_token_ids": [2, 0], "priority": -5, "echo": true})");
+  EXPECT_EQ(r.stop_token_ids, (std::vector<int32_t>{2, 0}));
+  EXPECT_EQ(r.priority, -5);
+  EXPECT_TRUE(r.echo);
+  EXPECT_FALSE(completion(R"({"prompt": "p"})").echo);
+  EXPECT_EQ(chat(chat_with(R"("priority": 2147483647)")).priority, 2147483647);
+  std::string many = R"("stop_token_ids": [)";
+  for (int i = 0; i <= kMaxStopTokenIds; ++i) many += std::string(i ? "," : "") + "1";
+  const std::pair<std::string, const char*> cases[] = {
+      {R"("stop_token_ids": 5)", "stop_token_ids"},
+      {R"("stop_token_ids": [-1])", "stop_token_ids"},
+      {R"("stop_token_ids": ["1"])", "stop_token_ids"},
+      {many + "]", "stop_token_ids"},
+      {R"("priority": 1.5)", "priority"},
+      {R"("priority": 2147483648)", "priority"},
+      {R"("echo": 1)", "echo"},
+  };
+  for (const auto& [extra, param] : cases)
+    EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", )" + extra + "}"), param) << extra;
+}
+
+TEST(ServerRequest, TokenizeAndDetokenizeShapes) {
+  TokenizeRequest t = parse_tokenize_request(R"({"content": "hi", "with_pieces": true})");  // llama-server
+  EXPECT_EQ(t.text, "hi");
+  EXPECT_FALSE(t.add_special);  // llama-server's default
+  EXPECT_TRUE(t.with_pieces);
+  t = parse_tokenize_request(R"({"prompt": "hi", "return_token_strs": true})");  // vLLM
+  EXPECT_TRUE(t.add_special);  // vLLM's default
+  EXPECT_TRUE(t.return_token_strs);
+  EXPECT_FALSE(parse_tokenize_request(R"({"prompt": "hi", "add_special_tokens": false})").add_special);
+  t = parse_tokenize_request("{" + kMsg + "}");
+  EXPECT_TRUE(t.chat);
+  ASSERT_EQ(t.messages.size(), 1u);
+  EXPECT_EQ(parse_detokenize_request(R"({"tokens": [3, 1]})"), (std::vector<int32_t>{3, 1}));
+  auto param_of = [](auto parse, const std::string& body) {
+    try {
+      parse(body);
+    } catch (const ApiError& e) {
+      return e.param();
+    }
+    return std::string("<no error>");
+  };
+  auto tok = [](const std::string& b) { parse_tokenize_request(b); };
+  auto detok = [](const std::string& b) { parse_detokenize_request(b); };
+  EXPECT_EQ(param_of(tok, "{}"), "prompt");
+  EXPECT_EQ(param_of(tok, R"({"content": 5})"), "content");
+  EXPECT_EQ(param_of(tok, R"({"prompt": "x", "add_special_tokens": "no"})"), "add_special_tokens");
+  EXPECT_EQ(param_of(tok, "{" + kMsg + R"(, "add_generation_prompt": false})"), "add_generation_prompt");
+  EXPECT_EQ(param_of(tok, "[]"), "");
+  EXPECT_EQ(param_of(detok, "{}"), "tokens");
+  EXPECT_EQ(param_of(detok, R"({"tokens": [1, -1]})"), "tokens");
+  EXPECT_EQ(param_of(detok, R"({"tokens": "12"})"), "tokens");
+}
+
 TEST(ServerRequest, UnknownTopLevelFieldsAreAcceptedAndListed) {
   const CompletionRequest r = chat(chat_with(R"("zeta": 1, "user": "u", "top_k": 2, "alpha": {"x": [1]})"));
   EXPECT_EQ(r.unknown_fields, (std::vector<std::string>{"alpha", "user", "zeta"}));
   EXPECT_TRUE(chat("{" + kMsg + "}").unknown_fields.empty());
-  for (const char* f : {"model", "messages", "prompt", "ignore_eos", "min_tokens", "repetition_penalty", "min_p"})
+  for (const char* f : {"model", "messages", "prompt", "ignore_eos", "min_tokens", "repetition_penalty", "min_p",
+                        "presence_penalty", "frequency_penalty", "logit_bias", "stop_token_ids", "priority", "echo"})
     EXPECT_TRUE(is_known_field(f)) << f;
   EXPECT_FALSE(is_known_field("user"));
 }

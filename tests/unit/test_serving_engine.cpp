@@ -112,6 +112,16 @@ EngineOptions small_steps() {
   return e;
 }
 
+// A request run alone on a fresh engine: its tokens and finish reason.
+std::pair<std::vector<int32_t>, FinishReason> run_alone(const RequestParams& r) {
+  const Fixture& f = tiny();
+  Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+  Collected c;
+  const uint64_t id = eng.add_request(r, collect(c));
+  eng.run_until_idle();
+  return {c.tokens[id], c.final_event[id].reason};
+}
+
 TEST(ServingEngine, OneRequestMatchesAPlainGreedyLoop) {
   const Fixture& f = tiny();
   Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
@@ -157,7 +167,7 @@ TEST(ServingEngine, AdmitsByProjectedBytesAndNeverPreemptsWithinThem) {
   KvCacheOptions o = f16_opts();
   auto probe = make_kv_cache(o, f.dims);
   const int n_total = 12 + 40;
-  const size_t two = 2 * probe->sequence_bytes_bound(n_total) + probe->sequence_fixed_bytes() / 2;
+  const size_t two = 2 * probe->byte_model().sequence_bytes_bound(n_total) + probe->byte_model().sequence_fixed_bytes() / 2;
   o.budget_mib = (double)two / (1024.0 * 1024.0);
   Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), small_steps());
   Collected c;
@@ -178,14 +188,14 @@ TEST(ServingEngine, AdmitsByProjectedBytesAndNeverPreemptsWithinThem) {
 TEST(ServingEngine, ProgressiveCacheShrinksInsteadOfPreempting) {
   const Fixture& f = tiny();
   KvCacheOptions o;
-  o.method = "progressive";
+  o.method = KvMethod::progressive;
   o.bits = 2;
   o.window = 8;
   o.page_tokens = 8;
   auto probe = make_kv_cache(o, f.dims);
   const int n_total = 10 + 120;
   // Three sequences at their final bits fit; at 16 bits they would not.
-  o.budget_mib = (double)(3 * probe->sequence_bytes_bound(n_total) + 1024) / (1024.0 * 1024.0);
+  o.budget_mib = (double)(3 * probe->byte_model().sequence_bytes_bound(n_total) + 1024) / (1024.0 * 1024.0);
   Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), small_steps());
   Collected c;
   for (int s = 0; s < 3; ++s) eng.add_request(greedy(prompt(s, 10), 120), collect(c));
@@ -205,7 +215,7 @@ TEST(ServingEngine, PreemptedSequenceIsRecomputedToTheSameTokens) {
   KvCacheOptions o = f16_opts();
   auto probe = make_kv_cache(o, f.dims);
   const int n_total = 9 + 60;
-  o.budget_mib = (double)(2 * probe->sequence_bytes_bound(n_total)) / (1024.0 * 1024.0);
+  o.budget_mib = (double)(2 * probe->byte_model().sequence_bytes_bound(n_total)) / (1024.0 * 1024.0);
   EngineOptions e = small_steps();
   e.admission_overcommit = 3.0;  // admits more than fits: the newest must give way
   Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), e);
@@ -267,7 +277,7 @@ TEST(ServingEngine, BadRequestsAreRejectedAndChangeNothing) {
   const Fixture& f = tiny();
   KvCacheOptions o = f16_opts();
   auto probe = make_kv_cache(o, f.dims);
-  o.budget_mib = (double)probe->sequence_bytes_bound(100) / (1024.0 * 1024.0);
+  o.budget_mib = (double)probe->byte_model().sequence_bytes_bound(100) / (1024.0 * 1024.0);
   EngineOptions e = small_steps();
   e.max_queue = 2;
   Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), e);
@@ -330,13 +340,7 @@ TEST(ServingEngine, IgnoreEosAndMinTokensHoldEndOfGenerationBack) {
     r.sampling.seed = seed;
     return r;
   };
-  auto run = [&](const RequestParams& r) {
-    Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
-    Collected c;
-    const uint64_t id = eng.add_request(r, collect(c));
-    eng.run_until_idle();
-    return std::make_pair(c.tokens[id], c.final_event[id].reason);
-  };
+  auto run = run_alone;
   auto eog_positions = [&](const std::vector<int32_t>& t) {
     std::vector<size_t> v;
     for (size_t i = 0; i < t.size(); ++i)
@@ -491,6 +495,53 @@ TEST(ServingEngine, RepeatPenaltyCountsThePromptTokens) {
   eng.run_until_idle();
   ASSERT_EQ(c.tokens[id].size(), 1u);
   EXPECT_EQ(c.tokens[id][0], expected);
+}
+
+// stop_token_ids end the request like an end-of-generation token (the token counted, its text not
+// shown), and min_tokens holds them back the same way.
+TEST(ServingEngine, StopTokenIdsEndTheRequest) {
+  auto run = run_alone;
+  const std::vector<int32_t> all = run(greedy(prompt(4, 12), 40)).first;
+  ASSERT_EQ(all.size(), 40u);
+  // A token that occurs at least twice, first after position 2.
+  size_t first = 0, second = 0;
+  for (size_t i = 3; i < all.size() && !second; ++i) {
+    auto again = std::find(all.begin() + (long)i + 1, all.end(), all[i]);
+    if (std::find(all.begin(), all.begin() + (long)i, all[i]) == all.begin() + (long)i && again != all.end())
+      first = i, second = (size_t)(again - all.begin());
+  }
+  ASSERT_GT(second, 0u) << "the greedy continuation never repeats a token; pick another prompt";
+  RequestParams r = greedy(prompt(4, 12), 40);
+  r.stop_token_ids = {all[first]};
+  auto [stopped, reason] = run(r);
+  EXPECT_EQ(stopped, std::vector<int32_t>(all.begin(), all.begin() + (long)first + 1));
+  EXPECT_EQ(reason, FinishReason::stop);
+  r.min_tokens = (int)first + 1;
+  EXPECT_EQ(run(r).first, std::vector<int32_t>(all.begin(), all.begin() + (long)second + 1));
+}
+
+// With one request running at a time, waiting requests start by priority (lower first), then by
+// arrival.
+TEST(ServingEngine, PriorityOrdersTheWaitingQueue) {
+  const Fixture& f = tiny();
+  EngineOptions o = small_steps();
+  o.max_seqs = 1;
+  Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), o);
+  std::vector<int> finished;
+  auto add = [&](int tag, int priority) {
+    RequestParams r = greedy(prompt(tag, 6), 3);
+    r.priority = priority;
+    eng.add_request(r, [&finished, tag](const RequestOutput& out) {
+      if (out.finished) finished.push_back(tag);
+    });
+  };
+  add(1, 0);
+  add(2, 5);
+  add(3, 0);
+  add(4, -1);
+  add(5, 5);
+  eng.run_until_idle();
+  EXPECT_EQ(finished, (std::vector<int>{4, 1, 3, 2, 5}));
 }
 
 }  // namespace
