@@ -101,8 +101,8 @@ def tail(path, n=15):
 
 
 def mpkv_server(mpkv, model, kv_args, threads, ctx, max_seqs, max_queue, log_path, extra=()):
-    """mpkv serve on an ephemeral loopback port. --http-threads (connections served at once, each
-    open stream holds one) leaves room beside max_seqs streams for /metrics scrapes and the queue."""
+    """mpkv serve on an ephemeral loopback port. --http-threads (completions handled at once; a
+    non-streaming one holds its thread while it runs) leaves room beside max_seqs requests."""
     argv = [mpkv, "serve", "-m", model, "--host", "127.0.0.1", "--port", "0", "-t", str(threads), "-c", str(ctx),
             "--max-seqs", str(max_seqs), "--max-queue", str(max_queue), "--http-threads", str(max_seqs + 16),
             *kv_args, *extra]

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
 
 DEBS=(build-essential cmake pkg-config libopenblas-dev libglpk-dev libpcre2-dev nlohmann-json3-dev
-      libcli11-dev libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev unzip)
+      libcli11-dev libcpp-httplib-dev libboost-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev unzip)
 missing=()
 for p in "${DEBS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -46,6 +46,24 @@ bool wait_for_shutdown(server::ShutdownSignal& signals, const server::EngineLoop
   }
 }
 
+// The transport's limits (server/http_server.h; docs/serving.md, "Limits and vanished clients").
+void add_http_options(CLI::App* sub, server::HttpServerOptions& h) {
+  sub->add_option("--http-threads", h.threads, "completions handled at once (a non-streaming one holds a thread while it runs)")
+      ->capture_default_str()->check(integer_in(1, 1 << 16, ">= 1"));
+  sub->add_option("--header-timeout", h.header_timeout_seconds,
+                  "seconds a connection may take to send a request's headers (idle keep-alive included)")
+      ->capture_default_str()->check(integer_in(1, 3600, "in [1, 3600]"));
+  sub->add_option("--body-timeout", h.body_timeout_seconds, "seconds a client may take to send a request's body")
+      ->capture_default_str()->check(integer_in(1, 3600, "in [1, 3600]"));
+  sub->add_option("--write-timeout", h.write_timeout_seconds, "seconds one write of an answer may wait for the client to read")
+      ->capture_default_str()->check(integer_in(1, 3600, "in [1, 3600]"));
+  sub->add_option("--max-connections", h.max_connections, "connections open at once; more get 503 + Retry-After")
+      ->capture_default_str()->check(integer_in(1, 1 << 20, ">= 1"));
+  sub->add_option("--max-streams-per-client", h.max_streams_per_client,
+                  "concurrent streamed answers to one client address; more get 429 + Retry-After")
+      ->capture_default_str()->check(integer_in(1, 1 << 20, ">= 1"));
+}
+
 void run_serve(ServeArgs a) {
   validate(a.kv);  // before anything starts
   server::ShutdownSignal signals;  // before any thread, so the signals reach only wait()
@@ -100,8 +118,7 @@ void register_serve(CLI::App& app) {
   sub->add_option("--admission-overcommit", a->engine.admission_overcommit,
                   "admit up to budget x this many projected bytes (1: never preempt; > 1: admit more, preempt when short)")
       ->capture_default_str()->check(number_in(1.0, 1e6, ">= 1"));
-  sub->add_option("--http-threads", a->http.threads, "connections served at once (each stream holds one)")
-      ->capture_default_str()->check(integer_in(1, 1 << 16, ">= 1"));
+  add_http_options(sub, a->http);
   sub->add_option("--max-body-kib", a->max_body_kib, "request bodies above this get 413")->capture_default_str()
       ->check(integer_in(1, 1 << 20, ">= 1"));
   sub->add_option("--shutdown-timeout", a->shutdown_timeout_s, "seconds in-flight requests may finish after SIGINT/SIGTERM")

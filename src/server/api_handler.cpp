@@ -129,7 +129,7 @@ HttpResponse ApiHandler::route(const HttpRequest& req) {
   }
   if (p == "/tokenize") return tokenize(req.body);
   if (p == "/detokenize") return detokenize(req.body);
-  return complete(p == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completions, req.body);
+  return complete(p == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completions, req);
 }
 
 Backend& ApiHandler::ready_backend() {
@@ -203,8 +203,8 @@ std::vector<ChoiceRequest> ApiHandler::choice_requests(Backend& b, const Complet
   return out;
 }
 
-HttpResponse ApiHandler::complete(Endpoint endpoint, const std::string& body) {
-  const CompletionRequest r = parse_completion_request(endpoint, body);
+HttpResponse ApiHandler::complete(Endpoint endpoint, const HttpRequest& req) {
+  const CompletionRequest r = parse_completion_request(endpoint, req.body);
   for (const std::string& f : r.unknown_fields)
     if (metrics_.count_unknown_field(f))
       std::fprintf(stderr, "mpkv serve: ignoring unknown request field '%s' (logged once)\n", f.c_str());
@@ -216,7 +216,10 @@ HttpResponse ApiHandler::complete(Endpoint endpoint, const std::string& body) {
                         r.top_logprobs >= 0, r.include_usage, static_cast<int>(requests.size()));
   auto c = std::make_shared<Completion>(b, metrics_, inflight_, std::move(fmt), r.include_usage);
   c->start(std::move(requests));
-  if (!r.stream) return c->wait_response();
+  if (!r.stream) {  // a client that leaves meanwhile aborts it (a stream's transport cancels it)
+    const AbortOnClose abort_on_close(req.client, [c] { c->cancel(); });
+    return c->wait_response();
+  }
   HttpResponse resp;
   resp.content_type = "text/event-stream";
   resp.headers.emplace_back("Cache-Control", "no-cache");

@@ -51,7 +51,7 @@ class ApiHandler {
 
  private:
   HttpResponse route(const HttpRequest& req);
-  HttpResponse complete(Endpoint endpoint, const std::string& body);
+  HttpResponse complete(Endpoint endpoint, const HttpRequest& req);
   HttpResponse tokenize(const std::string& body);
   HttpResponse detokenize(const std::string& body);
   Backend& ready_backend();  // throws 503 while loading or draining

@@ -19,6 +19,7 @@ Completion::Completion(Backend& backend, ServerMetrics& metrics, InFlight& infli
 }
 
 Completion::~Completion() {
+  channel_->set_wakeup(nullptr);  // the transport's wake may reference a connection being destroyed
   cancel();
   inflight_.remove(channel_.get());
 }
@@ -48,9 +49,10 @@ void Completion::start(std::vector<ChoiceRequest> requests) {
   }
 }
 
+// Any thread (the transport calls it when a non-streaming client leaves while the answer is being
+// waited for): the ids come from the channel, under its lock; aborting a finished request is a no-op.
 void Completion::cancel() {
-  for (const Choice& c : choices_)
-    if (!c.finished) backend_.abort(c.id);
+  for (uint64_t id : channel_->ids()) backend_.abort(id);
 }
 
 std::vector<LogprobEntry> Completion::logprob_entries(const RequestOutput& e) const {

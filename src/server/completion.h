@@ -40,7 +40,8 @@ class Completion : public ResponseStream {
   // text, each choice's finish chunk, the usage chunk when asked, and data: [DONE]. An SSE comment
   // every kKeepAlive without events, so a vanished client is noticed even while its request waits.
   bool next(std::string& out, std::chrono::milliseconds wait) override;
-  void cancel() override;
+  void cancel() override;  // any thread
+  void set_wakeup(std::function<void()> wake) override { channel_->set_wakeup(std::move(wake)); }
 
   static constexpr std::chrono::seconds kKeepAlive{5};
 

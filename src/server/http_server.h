@@ -1,26 +1,28 @@
-// cpp-httplib around an ApiHandler (docs/serving.md, "HTTP server"): binds (127.0.0.1 by default;
-// port 0 = an ephemeral port), maps every request to ApiHandler::handle, streams server-sent
-// events through a chunked content provider, and cancels a stream whose client went away (the
-// provider's write fails, its releaser reports failure, the request is aborted).
+// The HTTP/1.1 transport around an ApiHandler (docs/serving.md, "HTTP server" and "Limits and
+// vanished clients"), on Boost.Beast: one I/O thread reads every connection asynchronously (an
+// idle or slow socket holds no thread), with a deadline for the request's headers and one for its
+// body; completions run on a pool of worker threads; server-sent events are written as the
+// engine produces them (the stream wakes the I/O thread). A client whose socket closes while its
+// answer is computed or streamed has its request aborted at once (ClientLink, ResponseStream).
+// Past max_connections a new connection gets 503 + Retry-After; past max_streams_per_client
+// concurrent streams from one address, a new stream gets 429 + Retry-After.
 #pragma once
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "server/api_handler.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace mpkv::server {
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;            // 0: ephemeral
-  int threads = 64;           // connections served at once (each stream holds one)
-  int read_timeout_seconds = 30;
-  int write_timeout_seconds = 30;
+  int port = 8080;                  // 0: ephemeral
+  int threads = 64;                 // completions handled at once (a non-streaming one holds a thread while it runs)
+  int header_timeout_seconds = 10;  // from the wait for a request (keep-alive idle included) to its last header
+  int body_timeout_seconds = 30;    // from the last header to the last byte of the body
+  int write_timeout_seconds = 30;   // one write of an answer to a client that does not read
+  int max_connections = 1024;       // open at once; more get 503 + Retry-After
+  int max_streams_per_client = 64;  // concurrent SSE streams from one client address; more get 429
 };
 
 class HttpServer {
@@ -30,16 +32,19 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds and starts accepting on a thread; returns the bound port. Throws Error when it cannot bind.
+  // Binds and starts accepting on a thread; returns the bound port. Throws Error when it cannot
+  // bind. Raises the soft RLIMIT_NOFILE so max_connections fit (lowers max_connections, with a
+  // line on stderr, when the hard limit is below).
   int start();
-  // Stops accepting and closes the listening socket; open streams are cut (drain before).
+  // Stops accepting and closes every connection (their requests are aborted; drain before);
+  // joins the threads.
   void stop();
+  // Connections open now (refused ones not counted).
+  size_t open_connections() const;
 
  private:
-  ApiHandler& handler_;
-  HttpServerOptions opts_;
-  std::unique_ptr<httplib::Server> svr_;
-  std::thread thread_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace mpkv::server

@@ -1,11 +1,14 @@
 // The transport-free request and response the API handler works on (api_handler.h), so it can be
-// unit tested and fuzzed without sockets; http_server.cpp maps them to cpp-httplib.
+// unit tested and fuzzed without sockets; http_server.cpp maps them to Boost.Beast.
 #pragma once
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "server/client_link.h"
 
 namespace mpkv::server {
 
@@ -14,6 +17,7 @@ struct HttpRequest {
   std::string path;           // without the query string
   std::string authorization;  // the Authorization header ("" when absent)
   std::string body;
+  std::shared_ptr<ClientLink> client;  // null without a transport (unit tests, the fuzzer)
 };
 
 // The body of a streamed response, produced piece by piece on the HTTP thread.
@@ -25,6 +29,9 @@ class ResponseStream {
   virtual bool next(std::string& out, std::chrono::milliseconds wait) = 0;
   // The client went away: abort the request behind the stream (idempotent).
   virtual void cancel() = 0;
+  // `wake` is called (on any thread, without blocking) whenever a piece may be ready, so the
+  // transport can poll next() with no wait instead of holding a thread; null stops the calls.
+  virtual void set_wakeup(std::function<void()> wake) {}
 };
 
 struct HttpResponse {

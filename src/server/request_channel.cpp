@@ -6,8 +6,14 @@ void RequestChannel::push(const RequestOutput& out) {
   {
     std::lock_guard lock(mu_);
     events_.push_back(out);
+    if (wake_) wake_();
   }
   cv_.notify_one();
+}
+
+void RequestChannel::set_wakeup(std::function<void()> wake) {
+  std::lock_guard lock(mu_);
+  wake_ = std::move(wake);
 }
 
 bool RequestChannel::pop(std::vector<RequestOutput>& out, std::chrono::milliseconds wait) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -19,6 +20,10 @@ class RequestChannel {
   // Returns false when none came.
   bool pop(std::vector<RequestOutput>& out, std::chrono::milliseconds wait);
 
+  // Called after each push, under the channel's lock (so it never runs after set_wakeup(nullptr)
+  // returned); it must not block.
+  void set_wakeup(std::function<void()> wake);
+
   // The engine's ids of the requests, as add_request returns them.
   void add_id(uint64_t id);
   std::vector<uint64_t> ids() const;
@@ -27,6 +32,7 @@ class RequestChannel {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<RequestOutput> events_;
+  std::function<void()> wake_;
   mutable std::mutex ids_mu_;
   std::vector<uint64_t> ids_;
 };

@@ -15,17 +15,19 @@
 #include "server/echo_backend.h"
 #include "server/http_server.h"
 #include "server/shutdown.h"
+#include "test_server_support.h"
 
 using namespace mpkv;
 using namespace mpkv::server;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
+using mpkv::server::test::Stepper;
 
 namespace {
 HttpRequest post(const std::string& path, const std::string& body, const std::string& auth = "") {
-  return {"POST", path, auth, body};
+  return {"POST", path, auth, body, nullptr};
 }
-HttpRequest get(const std::string& path, const std::string& auth = "") { return {"GET", path, auth, ""}; }
+HttpRequest get(const std::string& path, const std::string& auth = "") { return {"GET", path, auth, "", nullptr}; }
 
 std::string header(const HttpResponse& r, const std::string& name) {
   for (const auto& [k, v] : r.headers)
@@ -45,25 +47,6 @@ std::string drain_stream(ResponseStream& s, EchoBackend* b) {
   ADD_FAILURE() << "stream did not end";
   return all;
 }
-
-// Steps a backend on a thread, as the engine loop does.
-class Stepper {
- public:
-  explicit Stepper(EchoBackend& b) : t_([this, &b] {
-      while (!stop_) {
-        b.step();
-        std::this_thread::sleep_for(5ms);
-      }
-    }) {}
-  ~Stepper() {
-    stop_ = true;
-    t_.join();
-  }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::thread t_;
-};
 
 // Parses an SSE body into its events ("[DONE]" as a string).
 std::vector<json> sse_json(const std::string& sse) {
