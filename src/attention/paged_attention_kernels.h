@@ -196,5 +196,8 @@ void f16_scores_avx512(const uint16_t* x, size_t stride, int d, const float* q, 
 void f16_accumulate_avx512(const uint16_t* x, size_t stride, int d, const float* w, size_t ldw, int nq, int n,
                            float* acc, size_t ldacc);
 float exp_sum_avx512(float* s, int n, float m);
+void packed_scores_q8_avx512(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
+void packed_accumulate_q8_avx512(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n,
+                                 float* acc, size_t ldacc);
 
 }  // namespace mpkv
