@@ -173,6 +173,47 @@ struct Q8Tile {
       for (int c = 0; c < d; ++c) sum += q8[c];
       bias[j] = 32768 * sum;
     }
+    if constexpr (BITS == 2) {
+      for (int c = 0; c < chunks; ++c) {
+        for (int f = 0; f < 2; ++f) {
+          q2[j][c][2 * f] = _mm256_permute2x128_si256(qv[j][c][f], qv[j][c][f], 0x00);
+          q2[j][c][2 * f + 1] = _mm256_permute2x128_si256(qv[j][c][f], qv[j][c][f], 0x11);
+        }
+      }
+    }
+  }
+  // 2 bits, two rows per vector: a 64-channel chunk of a row is 16 bytes, so rows a and b share
+  // one 256-bit vector [a | b]; code field f (channels 4p + f, byte p) is masked out in place and
+  // multiplied with q2[f] (the query's field-f bytes in both halves). Lanes 0-3 of the s32 result
+  // sum to row a's dot, lanes 4-7 to row b's. Per row pair: 3 shifts + 4 masks and, per query,
+  // 4 maddubs + 3 adds + 1 madd (at most 4 x 2 x 3 x 127 per s16 lane, no saturation); against
+  // dots() twice, the same multiplies and half the lanes to fold afterwards (dots8_2bit).
+  __m256i q2[NJ][BITS == 2 ? kMaxQ8Dim / 64 : 1][4];
+  void dots_pair_2bit(const uint8_t* a, const uint8_t* b, __m256i* out) const {
+    for (int j = 0; j < NJ; ++j) out[j] = _mm256_setzero_si256();
+    const __m256i m2 = _mm256_set1_epi8(0x03);
+    for (int c = 0; c < (CH ? CH : chunks); ++c) {
+      const __m256i x = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b + 16 * c),
+                                            reinterpret_cast<const __m128i*>(a + 16 * c));
+      const __m256i f0 = _mm256_and_si256(x, m2), f1 = _mm256_and_si256(_mm256_srli_epi16(x, 2), m2);
+      const __m256i f2 = _mm256_and_si256(_mm256_srli_epi16(x, 4), m2), f3 = _mm256_and_si256(_mm256_srli_epi16(x, 6), m2);
+      for (int j = 0; j < NJ; ++j) {
+        const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(f0, q2[j][c][0]), _mm256_maddubs_epi16(f1, q2[j][c][1]));
+        const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(f2, q2[j][c][2]), _mm256_maddubs_epi16(f3, q2[j][c][3]));
+        out[j] = _mm256_add_epi32(out[j], _mm256_madd_epi16(_mm256_add_epi16(p01, p23), _mm256_set1_epi16(1)));
+      }
+    }
+  }
+  // dots8 for 2 bits: pair vectors [a | b] of rows (0,1), (2,3), (4,5), (6,7); two hadd levels give
+  // [r0 r2 r4 r6 | r1 r3 r5 r7] per pair of pair-vectors, a third the full sums, one permute the order.
+  void dots8_2bit(const uint8_t* rows, size_t row_bytes, __m256i* tot) const {
+    __m256i p[4][NJ];
+    for (int k = 0; k < 4; ++k) dots_pair_2bit(rows + (size_t)(2 * k) * row_bytes, rows + (size_t)(2 * k + 1) * row_bytes, p[k]);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int j = 0; j < NJ; ++j) {
+      const __m256i h0 = _mm256_hadd_epi32(p[0][j], p[1][j]), h1 = _mm256_hadd_epi32(p[2][j], p[3][j]);
+      tot[j] = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(h0, h1), order);
+    }
   }
   void dots(const uint8_t* row, __m256i* out) const {
     for (int j = 0; j < NJ; ++j) out[j] = _mm256_setzero_si256();
@@ -185,6 +226,7 @@ struct Q8Tile {
   // Exact integer dots of 8 consecutive rows: lane k of tot[j] = q8_j . code of row k. Pairs of rows
   // are folded with hadd as soon as they exist, so no row vector is stored.
   void dots8(const uint8_t* rows, size_t row_bytes, __m256i* tot) const {
+    if constexpr (BITS == 2) return dots8_2bit(rows, row_bytes, tot);
     __m256i h[2][NJ];
     for (int half = 0; half < 2; ++half) {
       __m256i p[2][NJ];
