@@ -287,33 +287,48 @@ void scores_q8_token(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries
         });
 }
 
-// Products x_k (S_k m), k < n, with the block's scales from parameter index p0 on (consecutive:
-// a channel-axis token group's channels, or one-group-per-row tokens), quantized to int8 by the
-// Q8Queries rule into q8 (zero-padded to a multiple of 32); returns the step, *z = sum_k x_k Z_k.
-// The same fp32 operations in the same order as fold_channel_query / quantize_weights_q8 followed
-// by quantize_q8_row, so the int8 values and the step are bit for bit _ref's; z is summed in another
-// order (fp32 rounding only).
-inline float fold_params_q8(const KvBlockLayout& L, const uint8_t* blk, size_t p0, const float* x, int n, int8_t* q8,
-                            float* z) {
-  static_assert(kMaxKernelRows >= kMaxQ8Dim, "one scratch size serves both callers");
+// The block's true scales S_k m and zeros Z_k at parameter indices p0 .. p0 + n - 1 (consecutive:
+// a channel-axis token group's channels, or one-group-per-row tokens) as fp32, once for all the
+// queries or weight rows folded with them (fold_params_q8).
+struct GroupParams {
+  alignas(32) float S[kMaxKernelRows];
+  alignas(32) float Z[kMaxKernelRows];
+  int n = 0;
+  GroupParams(const KvBlockLayout& L, const uint8_t* blk, size_t p0, int count) : n(count) {
+    static_assert(kMaxKernelRows >= kMaxQ8Dim, "one size serves both callers");
+    int k = 0;
+    for (; k + 8 <= n; k += 8) {
+      _mm256_store_ps(S + k, scales8_at(L, blk, p0 + k));
+      _mm256_store_ps(Z + k, load_h8(blk + L.zeros_offset + 2 * (p0 + k)));
+    }
+    for (; k < n; ++k) S[k] = scale_at(L, blk, p0 + k), Z[k] = half_at(blk, L.zeros_offset, p0 + k);
+  }
+};
+
+// Products x_k (S_k m), k < P.n, quantized to int8 by the Q8Queries rule into q8 (zero-padded to
+// a multiple of 32); returns the step, *z = sum_k x_k Z_k. The same fp32 operations in the same
+// order as fold_channel_query / quantize_weights_q8 followed by quantize_q8_row, so the int8 values
+// and the step are bit for bit _ref's; z is summed in another order (fp32 rounding only).
+inline float fold_params_q8(const GroupParams& P, const float* x, int8_t* q8, float* z) {
+  const int n = P.n;
   alignas(32) float f[kMaxKernelRows + 32];
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   __m256 amax = _mm256_setzero_ps(), zs = _mm256_setzero_ps();
   int k = 0;
   for (; k + 8 <= n; k += 8) {
     const __m256 xv = _mm256_loadu_ps(x + k);
-    const __m256 fv = _mm256_mul_ps(xv, scales8_at(L, blk, p0 + k));
+    const __m256 fv = _mm256_mul_ps(xv, _mm256_load_ps(P.S + k));
     _mm256_store_ps(f + k, fv);
     amax = _mm256_max_ps(amax, _mm256_and_ps(fv, abs_mask));
-    zs = _mm256_fmadd_ps(xv, load_h8(blk + L.zeros_offset + 2 * (p0 + k)), zs);
+    zs = _mm256_fmadd_ps(xv, _mm256_load_ps(P.Z + k), zs);
   }
   __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
   m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
   float am = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1))), zsum = hsum(zs);
   for (; k < n; ++k) {
-    f[k] = x[k] * scale_at(L, blk, p0 + k);
+    f[k] = x[k] * P.S[k];
     am = std::max(am, std::abs(f[k]));
-    zsum += x[k] * half_at(blk, L.zeros_offset, p0 + k);
+    zsum += x[k] * P.Z[k];
   }
   const int padded = (n + 31) / 32 * 32;
   for (; k < padded; ++k) f[k] = 0.0f;
@@ -340,9 +355,10 @@ void scores_q8_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queri
   for (int i = 0; i < n;) {
     const int tg = (t0 + i) / L.group, end = std::min(n, (tg + 1) * L.group - t0);
     Q8Tile<BITS, NJ, CH> T;
+    const GroupParams P(L, blk, (size_t)tg * d, d);
     float qs[NJ], zt[NJ];
     for (int j = 0; j < NJ; ++j) {
-      qs[j] = fold_params_q8(L, blk, (size_t)tg * d, q.f + (size_t)(j0 + j) * q.ldf, d, q8, &zt[j]);
+      qs[j] = fold_params_q8(P, q.f + (size_t)(j0 + j) * q.ldf, q8, &zt[j]);
       T.set_query(j, q8, d);
     }
     T.run(blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes, L.row_bytes, end - i,
@@ -442,7 +458,8 @@ void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, s
   const int d = L.head_dim, chunks = d / 64;
   alignas(32) int8_t w8[NJ][kMaxKernelRows + 32];
   float step[NJ], bz[NJ];
-  for (int j = 0; j < NJ; ++j) step[j] = fold_params_q8(L, blk, (size_t)t0, w + j * ldw, n, w8[j], &bz[j]);
+  const GroupParams P(L, blk, (size_t)t0, n);
+  for (int j = 0; j < NJ; ++j) step[j] = fold_params_q8(P, w + j * ldw, w8[j], &bz[j]);
   // Each weight pair (w8_i, w8_i+1) as a 32-bit word holding it twice: the inner loop broadcasts
   // it straight from memory (a load, no shuffle) as maddubs' operand. Built 16 pairs per unpack
   // pair from w8, which fold_params_q8 zero-padded to a multiple of 32 bytes (so an odd tail row
