@@ -61,8 +61,10 @@
 //
 // SIMD coverage (everything else forwards to _ref): AVX2 and AVX-512 handle uniform token-axis
 // blocks at every bit-width, channel-axis key scores (KIVI), fp16 rows and exp_sum; the q8
-// kernels (scores and accumulate) are AVX2, and the AVX-512 table uses them too (integer madds on
-// 256-bit vectors, which AVX-512 CPUs run as they are).
+// kernels (scores and accumulate) are 256-bit integer madds written once
+// (paged_attention_q8_simd.h) and compiled in both the AVX2 and the AVX-512 file: the AVX-512
+// entries differ only in what the compiler may use (32 vector registers: the value kernel's
+// accumulators all stay in registers, one pass over the rows instead of two).
 #pragma once
 #include <cstddef>
 #include <cstdint>
