@@ -42,10 +42,17 @@ void prefetch_rows(const PackedBlockView& b, int t0, int n) {
 }
 }  // namespace
 
+void prefetch_segment_keys(const AttnSegment& g) {
+  if (g.n > 0 && g.k_packed) prefetch_rows(g.k, g.t0, g.n);
+}
+
+void prefetch_segment_values(const AttnSegment& g) {
+  if (g.n > 0 && g.v_packed) prefetch_rows(g.v, g.t0, g.n);
+}
+
 void prefetch_segment(const AttnSegment& g) {
-  if (g.n <= 0) return;
-  if (g.k_packed) prefetch_rows(g.k, g.t0, g.n);
-  if (g.v_packed) prefetch_rows(g.v, g.t0, g.n);
+  prefetch_segment_keys(g);
+  prefetch_segment_values(g);
 }
 
 void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q, const AttnSegment* segs,
@@ -61,7 +68,11 @@ void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q
     // arithmetic may depend on the row count (8-row folds vs. a tail), so the count must not depend
     // on which other queries share the call (batch-invariant results; see paged_attention.h).
     if (g.pos0 >= max_visible) break;
-    if (si + 1 < n_segs && segs[si + 1].pos0 < max_visible) prefetch_segment(segs[si + 1]);
+    // The next segment's keys now and its values before this one's value pass: two bursts of
+    // about 20 lines (2-bit, 64 rows) instead of one of 40, which overran the core's line fill
+    // buffers (perf showed the prefetch instructions themselves waiting; docs/results/kv_cache.md 1d).
+    const AttnSegment* next = si + 1 < n_segs && segs[si + 1].pos0 < max_visible ? &segs[si + 1] : nullptr;
+    if (next) prefetch_segment_keys(*next);
     const int n = g.n;
     // Scores [nq, n] at row stride lds.
     if (g.k_packed && q.q8 && q8_scores_apply(*g.k.layout)) {
@@ -95,6 +106,7 @@ void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q
       }
       st.l[j] += K.exp_sum(s, n, m);
     }
+    if (next) prefetch_segment_values(*next);
     if (g.v_packed && q.q8 && q8_values_apply(*g.v.layout)) {
       K.packed_accumulate_q8(g.v, scratch, lds, nq, g.t0, n, st.acc + d, ldacc);
     } else if (g.v_packed) {

@@ -69,6 +69,9 @@ void attend_segments(const PagedAttentionKernels& kernels, int head_dim, const A
 // a stream, gives up at every block edge; without this the q8 kernels spent about half of their
 // time waiting on the first loads of each block (perf, docs/results/kv_cache.md section 1c).
 void prefetch_segment(const AttnSegment& g);
+// The same for the segment's packed keys only / packed values only.
+void prefetch_segment_keys(const AttnSegment& g);
+void prefetch_segment_values(const AttnSegment& g);
 
 // Sets the state to "nothing seen": m = -inf, l = 0, acc = 0 (width 2 * head_dim).
 void softmax_partial_clear(SoftmaxPartialView s, int nq, int head_dim);

@@ -15,7 +15,7 @@ constexpr PagedAttentionKernels kAvx2{Isa::avx2, packed_scores_avx2, packed_accu
                                       max_value_avx2, packed_accumulate_q8_avx2};
 constexpr PagedAttentionKernels kAvx512{Isa::avx512, packed_scores_avx512, packed_accumulate_avx512,
                                         f16_scores_avx512, f16_accumulate_avx512, exp_sum_avx512,
-                                        packed_scores_q8_avx2, max_value_avx2, packed_accumulate_q8_avx2};
+                                        packed_scores_q8_avx512, max_value_avx2, packed_accumulate_q8_avx512};
 }  // namespace
 
 const PagedAttentionKernels& paged_attention_kernels_for(Isa isa) {

@@ -61,8 +61,10 @@
 //
 // SIMD coverage (everything else forwards to _ref): AVX2 and AVX-512 handle uniform token-axis
 // blocks at every bit-width, channel-axis key scores (KIVI), fp16 rows and exp_sum; the q8
-// kernels (scores and accumulate) are AVX2, and the AVX-512 table uses them too (integer madds on
-// 256-bit vectors, which AVX-512 CPUs run as they are).
+// kernels (scores and accumulate) are 256-bit integer madds written once
+// (paged_attention_q8_simd.h) and compiled in both the AVX2 and the AVX-512 file: the AVX-512
+// entries differ only in what the compiler may use (32 vector registers: the value kernel's
+// accumulators all stay in registers, one pass over the rows instead of two).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -196,5 +198,8 @@ void f16_scores_avx512(const uint16_t* x, size_t stride, int d, const float* q, 
 void f16_accumulate_avx512(const uint16_t* x, size_t stride, int d, const float* w, size_t ldw, int nq, int n,
                            float* acc, size_t ldacc);
 float exp_sum_avx512(float* s, int n, float m);
+void packed_scores_q8_avx512(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
+void packed_accumulate_q8_avx512(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n,
+                                 float* acc, size_t ldacc);
 
 }  // namespace mpkv

@@ -2,7 +2,8 @@
 // lanes. Fast paths: uniform token-axis blocks with group % 16 == 0 (bits 1, 2, 3, 4, 8, 16),
 // fp16 rows with d % 16 == 0, exp_sum; everything else forwards to the AVX2 kernels (which this
 // CPU also runs) and from there to _ref. The int8 kernels (packed_scores_q8, packed_accumulate_q8)
-// are the AVX2 ones in this table too.
+// are the 256-bit ones of paged_attention_q8_simd.h compiled here with AVX-512 flags: the value
+// kernel keeps its 4 x NJ accumulators in the 32 registers in one pass over the rows (AVX2: two).
 // GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(), which -Wmaybe-uninitialized
 // reports as a false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -15,11 +16,11 @@
 #include <type_traits>
 
 #include "attention/paged_attention_kernels.h"
+#include "attention/paged_attention_q8_simd.h"
 
 namespace mpkv {
 namespace {  // internal linkage: AVX-512 code must never be merged with other copies
 
-constexpr int kTile = 4;
 constexpr int kMaxGroups = 64;
 
 // 16 codes starting at byte p -> 16 floats. For bits 1, 2, 4 the 16 codes are one little-endian
@@ -50,35 +51,6 @@ __m512 decode16(const uint8_t* p) {
 }
 
 inline __m512 load_h16(const void* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-
-inline float half_at(const uint8_t* block, size_t offset, size_t i) {
-  uint16_t h;
-  std::memcpy(&h, block + offset + 2 * i, 2);
-  return _cvtsh_ss(h);
-}
-
-template <class F>
-void with_bits(int bits, F&& f) {
-  switch (bits) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 8: f(std::integral_constant<int, 8>{}); break;
-    case 16: f(std::integral_constant<int, 16>{}); break;
-    default: break;
-  }
-}
-
-template <class F>
-void with_tile(int nj, F&& f) {
-  switch (nj) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    default: f(std::integral_constant<int, 4>{}); break;
-  }
-}
 
 template <int BITS, int NJ>
 void scores_token_tile(const KvBlockLayout& L, const uint8_t* blk, const float* q, size_t ldq, int t0, int n, float* s,
@@ -230,6 +202,15 @@ void f16_accumulate_avx512(const uint16_t* x, size_t stride, int d, const float*
       }
     });
   }
+}
+
+void packed_scores_q8_avx512(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds) {
+  scores_q8_tiles(b, q, t0, n, s, lds);
+}
+
+void packed_accumulate_q8_avx512(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n,
+                                 float* acc, size_t ldacc) {
+  accumulate_q8_tiles<1>(b, w, ldw, nq, t0, n, acc, ldacc);
 }
 
 float exp_sum_avx512(float* s, int n, float m) {

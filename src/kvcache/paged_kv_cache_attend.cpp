@@ -87,9 +87,17 @@ void PagedKvCache::attend_batch(int layer, const std::vector<AttendSpan>& spans,
 
 void PagedKvCache::attend_batch_impl(int layer, const std::vector<AttendSpan>& spans, const float* q, float* out) {
   const size_t row = (size_t)dims_.n_head * dims_.head_dim;
-  std::vector<SpanWork> work(spans.size());
+  // The plans are rebuilt every call into buffers this thread keeps (their capacity stays): fresh
+  // vectors cost a page fault and a page clear per 4 KiB each call once a context's segment lists
+  // pass malloc's mmap threshold (at 32K context: 8% of a 2-bit attend's time in perf,
+  // docs/results/kv_cache.md section 1d). plan_span overwrites every field it reads.
+  thread_local std::vector<SpanWork> work_buffers;
+  thread_local std::vector<std::pair<uint32_t, uint32_t>> units_buffer;
+  if (work_buffers.size() < spans.size()) work_buffers.resize(spans.size());
+  SpanWork* work = work_buffers.data();
   // (span, unit) pairs of the whole batch.
-  std::vector<std::pair<uint32_t, uint32_t>> all_units;
+  std::vector<std::pair<uint32_t, uint32_t>>& all_units = units_buffer;
+  all_units.clear();
   for (size_t s = 0; s < spans.size(); ++s) {
     plan_span(layer, spans[s].seq, spans[s].n_tokens, q + spans[s].row0 * row, work[s]);
     work[s].out = out + spans[s].row0 * row;
@@ -126,7 +134,7 @@ void PagedKvCache::attend_batch_impl(int layer, const std::vector<AttendSpan>& s
       attend_segments(*kern_, d, aq, w.segs[u.list].data() + u.s0, u.s1 - u.s0, scratch.data(), st);
     }
   });
-  for (SpanWork& w : work) finish_span(layer, w);
+  for (size_t s = 0; s < spans.size(); ++s) finish_span(layer, work[s]);
 }
 
 void PagedKvCache::plan_span(int layer, int seq, int n_tokens, const float* q, SpanWork& w) const {
@@ -140,7 +148,8 @@ void PagedKvCache::plan_span(int layer, int seq, int n_tokens, const float* q, S
   w.q = q;
   w.n_tokens = n_tokens;
 
-  w.segs.assign(nkv, {});
+  w.segs.resize(nkv);
+  for (auto& list : w.segs) list.clear();  // keeps each list's capacity
   for (int h = 0; h < nkv; ++h) {
     auto add_rows = [&](int pos0, int n, const uint16_t* k16, const uint16_t* v16, size_t stride) {
       for (int i = 0; i < n; i += kMaxKernelRows) {

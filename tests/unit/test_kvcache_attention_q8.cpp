@@ -171,7 +171,9 @@ double bz_tolerance(int n, double abs_terms) { return (n / 8 + 8) * FLT_EPSILON 
 TEST(PagedAttentionQ8, AccumulateMatchesRefAndTheFloatWeights) {
   for (int bits : {2, 4}) {
     for (int d : {64, 128, 256}) {
-      const int T = 80;  // 2-bit: past one 64-row widening block; 4-bit: five 16-row blocks
+      // The longest call (kMaxKernelRows rows: 2-bit past four 64-row widening blocks, 4-bit sixteen
+      // 16-row ones, the whole 128-pair weight table), a short odd range and a single row.
+      const int T = kMaxKernelRows;
       std::vector<uint8_t> blk;
       KvBlockLayout L = quantized_block({GroupAxis::token, bits, d}, T, blk);
       ASSERT_TRUE(q8_values_apply(L));

@@ -1,0 +1,564 @@
+// The int8 paged-attention kernels (paged_attention_kernels.h: packed_scores_q8, packed_accumulate_q8)
+// and the small SIMD helpers they share with the float kernels, written with 256-bit AVX2 intrinsics.
+// Included ONLY by the ISA-flagged translation units (paged_attention_kernels_avx2.cpp and _avx512.cpp):
+// everything here has internal linkage, so each includes its own copy compiled with its own flags,
+// and the AVX-512 one may use the 32 vector registers EVEX encoding gives 256-bit code (the value
+// kernel then keeps all its accumulators in registers: kQ8ValuePasses below).
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "attention/paged_attention_kernels.h"
+
+namespace mpkv {
+namespace {  // internal linkage: never merged across ISA-flagged files
+
+constexpr int kTile = 4;
+
+inline __m256 load_h8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 load_h8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+inline float hsum(__m256 v) {
+  __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+  a = _mm_add_ss(a, _mm_shuffle_ps(a, a, 1));
+  return _mm_cvtss_f32(a);
+}
+
+inline float half_at(const uint8_t* block, size_t offset, size_t i) {
+  uint16_t h;
+  std::memcpy(&h, block + offset + 2 * i, 2);
+  return _cvtsh_ss(h);
+}
+
+// True scales of a uniform block: the stored fp16 scale(s) at parameter index i times scale_mult.
+inline float scale_at(const KvBlockLayout& L, const uint8_t* blk, size_t i) { return half_at(blk, L.scales_offset, i) * L.scale_mult; }
+inline __m256 scales8_at(const KvBlockLayout& L, const uint8_t* blk, size_t i) {
+  return _mm256_mul_ps(load_h8(blk + L.scales_offset + 2 * i), _mm256_set1_ps(L.scale_mult));
+}
+
+template <class F>
+void with_bits(int bits, F&& f) {
+  switch (bits) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 8: f(std::integral_constant<int, 8>{}); break;
+    case 16: f(std::integral_constant<int, 16>{}); break;
+    default: break;  // layouts never carry other bits
+  }
+}
+
+template <class F>
+void with_tile(int nj, F&& f) {
+  switch (nj) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    default: f(std::integral_constant<int, 4>{}); break;
+  }
+}
+
+
+// ---- int8 queries (q8_scores_apply layouts) ----------------------------------------------------
+//
+// A row's codes, per 64 channels, become V integer vectors, and a query's int8 values the V
+// matching vectors; their dot is an s32 vector whose lanes sum to q8 . code:
+//   2, 4 bits  V = 2 byte planes (u8 codes 0..15), maddubs against int8 query bytes reordered to
+//              the planes (at most 2 x 15 x 127 per s16 lane, no saturation), widened by madd
+//   8 bits     V = 4 vectors of 16 u16 codes (zero-extended), madd against int16 query values
+//   16 bits    V = 4 vectors of 16 codes read as code - 32768 (xor 0x8000), madd against int16
+//              query values; bias = 32768 sum(q8) restores q8 . code. In int32 wrap-around the sum
+//              is exact whenever the result fits, which head_dim <= kMaxQ8Dim guarantees.
+
+template <int BITS>
+constexpr int kQ8Vecs = BITS <= 4 ? 2 : 4;
+
+// The V code vectors of channels [64c, 64c + 64) of one row.
+template <int BITS>
+inline void load_code_vecs(const uint8_t* row, int c, __m256i* v) {
+  if constexpr (BITS == 4) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c));
+    v[0] = _mm256_and_si256(x, _mm256_set1_epi8(0x0F));                      // channels 2i
+    v[1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), _mm256_set1_epi8(0x0F));  // channels 2i + 1
+  } else if constexpr (BITS == 2) {
+    const __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16 * c)));
+    // 64-bit lanes shifted by 0 / 2 (v0: fields 0 and 1) and 4 / 6 (v1: fields 2 and 3); the bits
+    // shifted in from the next byte are masked off.
+    v[0] = _mm256_and_si256(_mm256_srlv_epi64(x, _mm256_set_epi64x(2, 2, 0, 0)), _mm256_set1_epi8(0x03));
+    v[1] = _mm256_and_si256(_mm256_srlv_epi64(x, _mm256_set_epi64x(6, 6, 4, 4)), _mm256_set1_epi8(0x03));
+  } else if constexpr (BITS == 8) {
+    for (int k = 0; k < 4; ++k)
+      v[k] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 64 * c + 16 * k)));
+  } else {
+    for (int k = 0; k < 4; ++k)
+      v[k] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 128 * c + 32 * k)),
+                              _mm256_set1_epi16(-32768));
+  }
+}
+
+// The V query vectors of channels [64c, 64c + 64) from int8 values in channel order, reordered
+// for the byte planes of 2- and 4-bit codes:
+//   4 bits  v0 = channels 2i, v1 = channels 2i + 1 (i < 32)
+//   2 bits  v0 = channels 4i then 4i + 1, v1 = 4i + 2 then 4i + 3 (i < 16)
+template <int BITS>
+inline void load_query_vecs(const int8_t* q8, int c, __m256i* v) {
+  const int8_t* p = q8 + 64 * c;
+  if constexpr (BITS >= 8) {
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k)));
+    return;
+  }
+  const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32));
+  if constexpr (BITS == 4) {
+    // Per 16-byte lane: even bytes to the low 8, odd to the high 8; then qwords to [E E O O].
+    const __m256i sh = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14,
+                                        1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i y0 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(x0, sh), 0xD8);
+    const __m256i y1 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(x1, sh), 0xD8);
+    v[0] = _mm256_permute2x128_si256(y0, y1, 0x20);
+    v[1] = _mm256_permute2x128_si256(y0, y1, 0x31);
+  } else {
+    // Per 16-byte lane a 4x4 byte transpose (dword k = field k), then dwords to [A A B B | C C D D]
+    // and qwords gathered so v0 = [fields 0 | fields 1], v1 = [fields 2 | fields 3].
+    const __m256i sh = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2,
+                                        6, 10, 14, 3, 7, 11, 15);
+    const __m256i idx = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i y0 = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(x0, sh), idx);
+    const __m256i y1 = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(x1, sh), idx);
+    const __m256i lo = _mm256_unpacklo_epi64(y0, y1), hi = _mm256_unpackhi_epi64(y0, y1);
+    v[0] = _mm256_permute2x128_si256(lo, hi, 0x20);
+    v[1] = _mm256_permute2x128_si256(lo, hi, 0x31);
+  }
+}
+
+template <int BITS>
+inline __m256i dot_vecs(const __m256i* code, const __m256i* q) {
+  if constexpr (BITS <= 4) {
+    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(code[0], q[0]), _mm256_maddubs_epi16(code[1], q[1]));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+  } else {
+    return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(code[0], q[0]), _mm256_madd_epi16(code[1], q[1])),
+                            _mm256_add_epi32(_mm256_madd_epi16(code[2], q[2]), _mm256_madd_epi16(code[3], q[3])));
+  }
+}
+
+inline int32_t hsum_epi32(__m256i v) {
+  __m128i a = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  a = _mm_add_epi32(a, _mm_shuffle_epi32(a, 0x4E));
+  a = _mm_add_epi32(a, _mm_shuffle_epi32(a, 0xB1));
+  return _mm_cvtsi128_si32(a);
+}
+
+// NJ int8 queries prepared for one code width: dots(row) gives each query's s32 dot vector.
+// CH: 64-channel chunks per row when known at compile time (1: head_dim 64, SmolLM2's), else 0 and
+// the count is taken from set_query's d.
+template <int BITS, int NJ, int CH>
+struct Q8Tile {
+  static constexpr int V = kQ8Vecs<BITS>;
+  int chunks = CH;
+  __m256i qv[NJ][kMaxQ8Dim / 64][V];
+  int32_t bias[NJ] = {};  // 16 bits: 32768 sum(q8), added to every dot
+
+  void set_query(int j, const int8_t* q8, int d) {
+    if constexpr (CH == 0) chunks = d / 64;
+    for (int c = 0; c < chunks; ++c) load_query_vecs<BITS>(q8, c, qv[j][c]);
+    if constexpr (BITS == 16) {
+      int32_t sum = 0;
+      for (int c = 0; c < d; ++c) sum += q8[c];
+      bias[j] = 32768 * sum;
+    }
+    if constexpr (BITS == 2) {
+      for (int c = 0; c < chunks; ++c) {
+        for (int f = 0; f < 2; ++f) {
+          q2[j][c][2 * f] = _mm256_permute2x128_si256(qv[j][c][f], qv[j][c][f], 0x00);
+          q2[j][c][2 * f + 1] = _mm256_permute2x128_si256(qv[j][c][f], qv[j][c][f], 0x11);
+        }
+      }
+    }
+  }
+  // 2 bits, two rows per vector: a 64-channel chunk of a row is 16 bytes, so rows a and b share
+  // one 256-bit vector [a | b]; code field f (channels 4p + f, byte p) is masked out in place and
+  // multiplied with q2[f] (the query's field-f bytes in both halves). Lanes 0-3 of the s32 result
+  // sum to row a's dot, lanes 4-7 to row b's. Per row pair: 3 shifts + 4 masks and, per query,
+  // 4 maddubs + 3 adds + 1 madd (at most 4 x 2 x 3 x 127 per s16 lane, no saturation); against
+  // dots() twice, the same multiplies and half the lanes to fold afterwards (dots8_2bit).
+  __m256i q2[NJ][BITS == 2 ? kMaxQ8Dim / 64 : 1][4];
+  void dots_pair_2bit(const uint8_t* a, const uint8_t* b, __m256i* out) const {
+    for (int j = 0; j < NJ; ++j) out[j] = _mm256_setzero_si256();
+    const __m256i m2 = _mm256_set1_epi8(0x03);
+    for (int c = 0; c < (CH ? CH : chunks); ++c) {
+      const __m256i x = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b + 16 * c),
+                                            reinterpret_cast<const __m128i*>(a + 16 * c));
+      const __m256i f0 = _mm256_and_si256(x, m2), f1 = _mm256_and_si256(_mm256_srli_epi16(x, 2), m2);
+      const __m256i f2 = _mm256_and_si256(_mm256_srli_epi16(x, 4), m2), f3 = _mm256_and_si256(_mm256_srli_epi16(x, 6), m2);
+      for (int j = 0; j < NJ; ++j) {
+        const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(f0, q2[j][c][0]), _mm256_maddubs_epi16(f1, q2[j][c][1]));
+        const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(f2, q2[j][c][2]), _mm256_maddubs_epi16(f3, q2[j][c][3]));
+        out[j] = _mm256_add_epi32(out[j], _mm256_madd_epi16(_mm256_add_epi16(p01, p23), _mm256_set1_epi16(1)));
+      }
+    }
+  }
+  // dots8 for 2 bits: pair vectors [a | b] of rows (0,1), (2,3), (4,5), (6,7); two hadd levels give
+  // [r0 r2 r4 r6 | r1 r3 r5 r7] per pair of pair-vectors, a third the full sums, one permute the order.
+  void dots8_2bit(const uint8_t* rows, size_t row_bytes, __m256i* tot) const {
+    __m256i p[4][NJ];
+    for (int k = 0; k < 4; ++k) dots_pair_2bit(rows + (size_t)(2 * k) * row_bytes, rows + (size_t)(2 * k + 1) * row_bytes, p[k]);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int j = 0; j < NJ; ++j) {
+      const __m256i h0 = _mm256_hadd_epi32(p[0][j], p[1][j]), h1 = _mm256_hadd_epi32(p[2][j], p[3][j]);
+      tot[j] = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(h0, h1), order);
+    }
+  }
+  void dots(const uint8_t* row, __m256i* out) const {
+    for (int j = 0; j < NJ; ++j) out[j] = _mm256_setzero_si256();
+    for (int c = 0; c < (CH ? CH : chunks); ++c) {
+      __m256i v[V];
+      load_code_vecs<BITS>(row, c, v);
+      for (int j = 0; j < NJ; ++j) out[j] = _mm256_add_epi32(out[j], dot_vecs<BITS>(v, qv[j][c]));
+    }
+  }
+  // Exact integer dots of 8 consecutive rows: lane k of tot[j] = q8_j . code of row k. Pairs of rows
+  // are folded with hadd as soon as they exist, so no row vector is stored.
+  void dots8(const uint8_t* rows, size_t row_bytes, __m256i* tot) const {
+    if constexpr (BITS == 2) return dots8_2bit(rows, row_bytes, tot);
+    __m256i h[2][NJ];
+    for (int half = 0; half < 2; ++half) {
+      __m256i p[2][NJ];
+      for (int pair = 0; pair < 2; ++pair) {
+        __m256i r0[NJ], r1[NJ];
+        const uint8_t* r = rows + (size_t)(4 * half + 2 * pair) * row_bytes;
+        dots(r, r0);
+        dots(r + row_bytes, r1);
+        for (int j = 0; j < NJ; ++j) p[pair][j] = _mm256_hadd_epi32(r0[j], r1[j]);
+      }
+      for (int j = 0; j < NJ; ++j) h[half][j] = _mm256_hadd_epi32(p[0][j], p[1][j]);
+    }
+    for (int j = 0; j < NJ; ++j)
+      tot[j] = _mm256_add_epi32(_mm256_add_epi32(_mm256_permute2x128_si256(h[0][j], h[1][j], 0x20),
+                                                 _mm256_permute2x128_si256(h[0][j], h[1][j], 0x31)),
+                                _mm256_set1_epi32(bias[j]));
+  }
+
+  // Rows [0, n) from `rows`: emit8(i, tot) for each 8 rows at i, emit1(i, dot) per query for the
+  // rest (dot: int32[NJ]).
+  template <class Emit8, class Emit1>
+  void run(const uint8_t* rows, size_t row_bytes, int n, Emit8&& emit8, Emit1&& emit1) const {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+      __m256i tot[NJ];
+      dots8(rows + (size_t)i * row_bytes, row_bytes, tot);
+      emit8(i, tot);
+    }
+    for (; i < n; ++i) {
+      __m256i r[NJ];
+      dots(rows + (size_t)i * row_bytes, r);
+      int32_t dot[NJ];
+      for (int j = 0; j < NJ; ++j) dot[j] = hsum_epi32(r[j]) + bias[j];
+      emit1(i, dot);
+    }
+  }
+};
+
+// Token axis, one group per row: s = (S m) (qs (q8 . code)) + Z sum(q).
+template <int BITS, int NJ, int CH>
+void scores_q8_token(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n, float* s,
+                     size_t lds) {
+  Q8Tile<BITS, NJ, CH> T;
+  for (int j = 0; j < NJ; ++j) T.set_query(j, q.natural + (size_t)(j0 + j) * q.d, q.d);
+  float* sj0 = s + (size_t)j0 * lds;
+  T.run(blk + L.codes_offset + (size_t)t0 * L.row_bytes, L.row_bytes, n,
+        [&](int i, const __m256i* tot) {
+          const __m256 S = scales8_at(L, blk, (size_t)(t0 + i));
+          const __m256 Z = load_h8(blk + L.zeros_offset + 2 * (size_t)(t0 + i));
+          for (int j = 0; j < NJ; ++j) {
+            const __m256 dotf = _mm256_mul_ps(_mm256_cvtepi32_ps(tot[j]), _mm256_set1_ps(q.scale[j0 + j]));
+            _mm256_storeu_ps(sj0 + j * lds + i, _mm256_fmadd_ps(S, dotf, _mm256_mul_ps(Z, _mm256_set1_ps(q.sum[j0 + j]))));
+          }
+        },
+        [&](int i, const int32_t* dot) {
+          const float S = scale_at(L, blk, (size_t)(t0 + i)), Z = half_at(blk, L.zeros_offset, (size_t)(t0 + i));
+          for (int j = 0; j < NJ; ++j) sj0[j * lds + i] = S * (q.scale[j0 + j] * (float)dot[j]) + Z * q.sum[j0 + j];
+        });
+}
+
+// The block's true scales S_k m and zeros Z_k at parameter indices p0 .. p0 + n - 1 (consecutive:
+// a channel-axis token group's channels, or one-group-per-row tokens) as fp32, once for all the
+// queries or weight rows folded with them (fold_params_q8).
+struct GroupParams {
+  alignas(32) float S[kMaxKernelRows];
+  alignas(32) float Z[kMaxKernelRows];
+  int n = 0;
+  GroupParams(const KvBlockLayout& L, const uint8_t* blk, size_t p0, int count) : n(count) {
+    static_assert(kMaxKernelRows >= kMaxQ8Dim, "one size serves both callers");
+    int k = 0;
+    for (; k + 8 <= n; k += 8) {
+      _mm256_store_ps(S + k, scales8_at(L, blk, p0 + k));
+      _mm256_store_ps(Z + k, load_h8(blk + L.zeros_offset + 2 * (p0 + k)));
+    }
+    for (; k < n; ++k) S[k] = scale_at(L, blk, p0 + k), Z[k] = half_at(blk, L.zeros_offset, p0 + k);
+  }
+};
+
+// Products x_k (S_k m), k < P.n, quantized to int8 by the Q8Queries rule into q8 (zero-padded to
+// a multiple of 32); returns the step, *z = sum_k x_k Z_k. The same fp32 operations in the same
+// order as fold_channel_query / quantize_weights_q8 followed by quantize_q8_row, so the int8 values
+// and the step are bit for bit _ref's; z is summed in another order (fp32 rounding only).
+inline float fold_params_q8(const GroupParams& P, const float* x, int8_t* q8, float* z) {
+  const int n = P.n;
+  alignas(32) float f[kMaxKernelRows + 32];
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 amax = _mm256_setzero_ps(), zs = _mm256_setzero_ps();
+  int k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + k);
+    const __m256 fv = _mm256_mul_ps(xv, _mm256_load_ps(P.S + k));
+    _mm256_store_ps(f + k, fv);
+    amax = _mm256_max_ps(amax, _mm256_and_ps(fv, abs_mask));
+    zs = _mm256_fmadd_ps(xv, _mm256_load_ps(P.Z + k), zs);
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  float am = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1))), zsum = hsum(zs);
+  for (; k < n; ++k) {
+    f[k] = x[k] * P.S[k];
+    am = std::max(am, std::abs(f[k]));
+    zsum += x[k] * P.Z[k];
+  }
+  const int padded = (n + 31) / 32 * 32;
+  for (; k < padded; ++k) f[k] = 0.0f;
+  const float step = am / 127.0f;
+  const __m256 inv = _mm256_set1_ps(step > 0 ? 1.0f / step : 0.0f);
+  for (k = 0; k < padded; k += 32) {
+    __m256i v[4];
+    for (int u = 0; u < 4; ++u) v[u] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(f + k + 8 * u), inv));  // ties to even
+    const __m256i b8 = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q8 + k), _mm256_permutevar8x32_epi32(b8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  *z = zsum;
+  return step;
+}
+
+// Channel axis (KIVI keys): per token group, each query's folded int8 copy, then
+// s = qs'_g (q8' . code) + sum_c q_c Z_gc.
+template <int BITS, int NJ, int CH>
+void scores_q8_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n,
+                       float* s, size_t lds) {
+  const int d = L.head_dim;
+  float* sj0 = s + (size_t)j0 * lds;
+  alignas(32) int8_t q8[kMaxQ8Dim + 32];
+  for (int i = 0; i < n;) {
+    const int tg = (t0 + i) / L.group, end = std::min(n, (tg + 1) * L.group - t0);
+    Q8Tile<BITS, NJ, CH> T;
+    const GroupParams P(L, blk, (size_t)tg * d, d);
+    float qs[NJ], zt[NJ];
+    for (int j = 0; j < NJ; ++j) {
+      qs[j] = fold_params_q8(P, q.f + (size_t)(j0 + j) * q.ldf, q8, &zt[j]);
+      T.set_query(j, q8, d);
+    }
+    T.run(blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes, L.row_bytes, end - i,
+          [&](int k, const __m256i* tot) {
+            for (int j = 0; j < NJ; ++j)
+              _mm256_storeu_ps(sj0 + j * lds + i + k, _mm256_fmadd_ps(_mm256_set1_ps(qs[j]), _mm256_cvtepi32_ps(tot[j]),
+                                                                      _mm256_set1_ps(zt[j])));
+          },
+          [&](int k, const int32_t* dot) {
+            for (int j = 0; j < NJ; ++j) sj0[j * lds + i + k] = qs[j] * (float)dot[j] + zt[j];
+          });
+    i = end;
+  }
+}
+
+
+// Bit-widths whose codes unpack to whole bytes or words (the int8 kernels and the row-group loop).
+template <int BITS>
+constexpr bool kByteFriendly = BITS == 2 || BITS == 4 || BITS == 8 || BITS == 16;
+
+// ---- int8 weights x 2- / 4-bit value codes (q8_values_apply layouts) ---------------------------
+//
+// Rows i and i + 1 are decoded together into 4 vectors of byte pairs (code_i[c], code_i+1[c]), so
+// one maddubs against the broadcast weight pair (w8_i, w8_i+1) adds both rows' products for 16
+// channels into s16 lanes. The two rows' bytes are interleaved first (one unpack per half: byte pair
+// b = (row i byte b, row i+1 byte b)), then each code field is masked out in place, so no shuffle
+// follows the decode (4 bits: 2 unpacks + 6 shift / mask ops per row pair and 64 channels; 2 bits:
+// 3 + 7). The price is a channel order of the s16 lanes that is not the natural one; the int32 sums
+// are kept in that "slot" order (slot 16 m + p = lane p of vector m, per 64 channels) and put back
+// in channel order once per call (unpermute_slots):
+//   4 bits  lane p = 8 L + q of vector m = 2 h + k: byte b = 16 L + 8 h + q, channel 2 b + k
+//   2 bits  lane p of vector m: byte p, field m, channel 4 p + m
+// The s16 sums are widened into int32 before they can overflow: a pair adds at most
+// 2 x (2^bits - 1) x 127, so 8 pairs at 4 bits (30480) and 32 pairs at 2 bits (24384).
+template <int BITS>
+inline void load_code_pairs(const uint8_t* r0, const uint8_t* r1, int c, __m256i* p) {
+  if constexpr (BITS == 4) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + 32 * c));
+    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + 32 * c));
+    const __m256i lo = _mm256_unpacklo_epi8(x, y), hi = _mm256_unpackhi_epi8(x, y);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    p[0] = _mm256_and_si256(lo, m4);
+    p[1] = _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
+    p[2] = _mm256_and_si256(hi, m4);
+    p[3] = _mm256_and_si256(_mm256_srli_epi16(hi, 4), m4);
+  } else {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + 16 * c));
+    const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + 16 * c));
+    const __m256i v = _mm256_set_m128i(_mm_unpackhi_epi8(x, y), _mm_unpacklo_epi8(x, y));
+    const __m256i m2 = _mm256_set1_epi8(0x03);
+    p[0] = _mm256_and_si256(v, m2);
+    p[1] = _mm256_and_si256(_mm256_srli_epi16(v, 2), m2);
+    p[2] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m2);
+    p[3] = _mm256_and_si256(_mm256_srli_epi16(v, 6), m2);
+  }
+}
+
+// 64 floats of one chunk from slot order (f[k] = slots 8k .. 8k + 7) to channel order (o[k] =
+// channels 8k .. 8k + 7), by the maps of load_code_pairs.
+template <int BITS>
+inline void unpermute_slots(const __m256* f, __m256* o) {
+  if constexpr (BITS == 4) {
+    // f[4h + L] (k = 0) and f[4h + 2 + L] (k = 1) hold channels 32 L + 16 h + 2 q + k, q < 8.
+    for (int L = 0; L < 2; ++L) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256 e = f[4 * h + L], od = f[4 * h + 2 + L];
+        const __m256 lo = _mm256_unpacklo_ps(e, od), hi = _mm256_unpackhi_ps(e, od);
+        o[4 * L + 2 * h] = _mm256_permute2f128_ps(lo, hi, 0x20);
+        o[4 * L + 2 * h + 1] = _mm256_permute2f128_ps(lo, hi, 0x31);
+      }
+    }
+  } else {
+    // f[2m + h] holds channels 32 h + 4 p' + m, p' < 8: a 4 x 8 transpose per h.
+    for (int h = 0; h < 2; ++h) {
+      const __m256 t0 = _mm256_unpacklo_ps(f[h], f[2 + h]), t1 = _mm256_unpacklo_ps(f[4 + h], f[6 + h]);
+      const __m256 t2 = _mm256_unpackhi_ps(f[h], f[2 + h]), t3 = _mm256_unpackhi_ps(f[4 + h], f[6 + h]);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t1, 0x44), u1 = _mm256_shuffle_ps(t0, t1, 0xEE);
+      const __m256 u2 = _mm256_shuffle_ps(t2, t3, 0x44), u3 = _mm256_shuffle_ps(t2, t3, 0xEE);
+      o[4 * h] = _mm256_permute2f128_ps(u0, u1, 0x20);
+      o[4 * h + 1] = _mm256_permute2f128_ps(u2, u3, 0x20);
+      o[4 * h + 2] = _mm256_permute2f128_ps(u0, u1, 0x31);
+      o[4 * h + 3] = _mm256_permute2f128_ps(u2, u3, 0x31);
+    }
+  }
+}
+
+// PASSES: passes over the rows per 64 channels, each accumulating 4 / PASSES of the 4 code vectors
+// in 4 / PASSES x NJ s16 registers. AVX2 has 16 vector registers: 4 x 3 accumulators did not fit
+// beside the decode (GCC spilled them every row pair), so it takes 2 passes and decodes the rows
+// twice; AVX-512's 32 registers hold them all in one pass.
+template <int BITS, int NJ, int PASSES>
+void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, size_t ldw, int t0, int n, float* acc,
+                   size_t ldacc) {
+  static_assert(PASSES == 1 || PASSES == 2, "4 code vectors split in 1 or 2 passes");
+  constexpr int kPairsPerWiden = BITS == 4 ? 8 : 32;
+  constexpr int M = 4 / PASSES;  // code vectors per pass
+  const int d = L.head_dim, chunks = d / 64;
+  alignas(32) int8_t w8[NJ][kMaxKernelRows + 32];
+  float step[NJ], bz[NJ];
+  const GroupParams P(L, blk, (size_t)t0, n);
+  for (int j = 0; j < NJ; ++j) step[j] = fold_params_q8(P, w + j * ldw, w8[j], &bz[j]);
+  // Each weight pair (w8_i, w8_i+1) as a 32-bit word holding it twice: the inner loop broadcasts
+  // it straight from memory (a load, no shuffle) as maddubs' operand. Built 16 pairs per unpack
+  // pair from w8, which fold_params_q8 zero-padded to a multiple of 32 bytes (so an odd tail row
+  // pairs with a zero weight).
+  alignas(32) int32_t wpair[NJ][kMaxKernelRows / 2];
+  const int pairs = (n + 1) / 2;
+  for (int j = 0; j < NJ; ++j) {
+    for (int p = 0; p < pairs; p += 16) {
+      const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(&w8[j][2 * p]));
+      const __m256i lo = _mm256_unpacklo_epi16(x, x), hi = _mm256_unpackhi_epi16(x, x);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(&wpair[j][p]), _mm256_permute2x128_si256(lo, hi, 0x20));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(&wpair[j][p + 8]), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
+  }
+  alignas(32) int32_t a32[NJ][kMaxQ8Dim];  // slot order
+  for (int j = 0; j < NJ; ++j) std::fill(a32[j], a32[j] + d, 0);
+  const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
+  for (int c = 0; c < chunks; ++c) {
+    for (int mh = 0; mh < 4; mh += M) {
+      for (int i0 = 0; i0 < n; i0 += 2 * kPairsPerWiden) {
+        const int i1 = std::min(n, i0 + 2 * kPairsPerWiden);
+        __m256i s16[NJ][M];
+        for (int j = 0; j < NJ; ++j)
+          for (int m = 0; m < M; ++m) s16[j][m] = _mm256_setzero_si256();
+        auto add_pair = [&](int i, const uint8_t* r0, const uint8_t* r1) {
+          __m256i p[4];
+          load_code_pairs<BITS>(r0, r1, c, p);  // with 2 passes the other half's vectors are dead code
+          for (int j = 0; j < NJ; ++j) {
+            const __m256i wp = _mm256_set1_epi32(wpair[j][i / 2]);
+            for (int m = 0; m < M; ++m) s16[j][m] = _mm256_add_epi16(s16[j][m], _mm256_maddubs_epi16(p[mh + m], wp));
+          }
+        };
+        const int pair_end = i0 + ((i1 - i0) & ~1);
+        for (int i = i0; i < pair_end; i += 2) {
+          const uint8_t* r0 = codes + (size_t)i * L.row_bytes;
+          add_pair(i, r0, r0 + L.row_bytes);
+        }
+        if (pair_end < i1) add_pair(pair_end, codes + (size_t)pair_end * L.row_bytes, codes + (size_t)pair_end * L.row_bytes);
+        for (int j = 0; j < NJ; ++j) {
+          for (int m = 0; m < M; ++m) {
+            int32_t* lo = &a32[j][64 * c + 16 * (mh + m)];
+            const __m256i wl = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(s16[j][m]));
+            const __m256i wh = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(s16[j][m], 1));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(lo), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo)), wl));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(lo + 8), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo + 8)), wh));
+          }
+        }
+      }
+    }
+  }
+  for (int j = 0; j < NJ; ++j) {
+    const __m256 sv = _mm256_set1_ps(step[j]), zv = _mm256_set1_ps(bz[j]);
+    for (int c = 0; c < chunks; ++c) {
+      __m256 f[8], o[8];
+      for (int k = 0; k < 8; ++k)
+        f[k] = _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(&a32[j][64 * c + 8 * k]))), zv);
+      unpermute_slots<BITS>(f, o);
+      float* out = acc + j * ldacc + 64 * c;
+      for (int k = 0; k < 8; ++k) _mm256_storeu_ps(out + 8 * k, _mm256_add_ps(_mm256_loadu_ps(out + 8 * k), o[k]));
+    }
+  }
+}
+
+// packed_scores_q8 (paged_attention_kernels.h) in tiles of up to kTile queries.
+inline void scores_q8_tiles(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds) {
+  const KvBlockLayout& L = *b.layout;
+  for (int j0 = 0; j0 < q.nq; j0 += kTile) {
+    with_tile(std::min(kTile, q.nq - j0), [&](auto NJ) {
+      with_bits(L.bits, [&](auto B) {
+        constexpr int bits = decltype(B)::value, nj = decltype(NJ)::value;
+        if constexpr (kByteFriendly<bits>) {  // q8_scores_apply: never 1 or 3 bits
+          const bool d64 = L.head_dim == 64;
+          if (L.axis == GroupAxis::token) {
+            (d64 ? scores_q8_token<bits, nj, 1> : scores_q8_token<bits, nj, 0>)(L, b.data, q, j0, t0, n, s, lds);
+          } else {
+            (d64 ? scores_q8_channel<bits, nj, 1> : scores_q8_channel<bits, nj, 0>)(L, b.data, q, j0, t0, n, s, lds);
+          }
+        }
+      });
+    });
+  }
+}
+
+// packed_accumulate_q8 (paged_attention_kernels.h) in tiles of up to kTile queries.
+template <int PASSES>
+void accumulate_q8_tiles(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
+                         size_t ldacc) {
+  const KvBlockLayout& L = *b.layout;
+  for (int j0 = 0; j0 < nq; j0 += kTile) {
+    with_tile(std::min(kTile, nq - j0), [&](auto NJ) {
+      constexpr int nj = decltype(NJ)::value;
+      if (L.bits == 4) {
+        accumulate_q8<4, nj, PASSES>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
+      } else {
+        accumulate_q8<2, nj, PASSES>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
+      }
+    });
+  }
+}
+
+}  // namespace
+}  // namespace mpkv
