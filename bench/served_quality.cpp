@@ -6,8 +6,8 @@
 // a quantized cache produced under memory pressure is forced through f16.
 //
 // Per answer position i (f16 log-softmax p over the whole vocabulary, served top-N list q):
-//   top-1  the served token equals f16's most likely token (end-of-generation tokens excluded from
-//          f16's choice, as the benchmark's requests hold them back with ignore_eos)
+//   top-1  the served token equals f16's most likely token (over the whole vocabulary: with
+//          ignore_eos a server samples end-of-generation tokens too, vLLM's semantics)
 //   KL     KL(q' || p') with q' and p' the served and f16 distributions restricted to the served
 //          top-N tokens and renormalized there: the server returns only N logprobs, so this is the
 //          divergence on the head of the distribution; `mass` (the mean sum of the N served
@@ -170,17 +170,9 @@ std::pair<double, double> head_kl(const std::vector<std::pair<int32_t, double>>&
   return {std::max(0.0, kl), q_mass};
 }
 
-// f16's most likely token at one position, end-of-generation tokens excluded.
-int32_t f16_choice(const double* logp, const mpkv::Tokenizer& tok) {
-  int32_t best = -1;
-  for (int32_t i = 0; i < tok.n_vocab(); ++i)
-    if (!tok.is_end_of_generation(i) && (best < 0 || logp[i] > logp[best])) best = i;
-  return best;
-}
-
 // Teacher-forces prompt + answer through a fresh f16 cache; adds every answer position to `all`
 // and to its bucket.
-void score_answer(const mpkv::Model& model, const mpkv::Tokenizer& tok, const ServedAnswer& a, int bucket,
+void score_answer(const mpkv::Model& model, const ServedAnswer& a, int bucket,
                   QualitySums& all, std::vector<QualitySums>& buckets) {
   const size_t P = a.prompt.size(), N = a.answer.size();
   std::vector<int32_t> tokens = a.prompt;
@@ -196,7 +188,7 @@ void score_answer(const mpkv::Model& model, const mpkv::Tokenizer& tok, const Se
       const size_t i = first + r - (P - 1);
       mpkv::log_softmax(logits + r * n_vocab, n_vocab, logp.data());
       const auto [kl, mass] = head_kl(a.top[i], logp.data());
-      const bool agree = f16_choice(logp.data(), tok) == a.answer[i];
+      const bool agree = mpkv::argmax(logp.data(), n_vocab) == a.answer[i];
       const double nll = -logp[a.answer[i]];
       all.add(agree, kl, nll, mass);
       const size_t b = i / bucket;
@@ -257,7 +249,7 @@ int run(const Args& a) {
     std::vector<QualitySums> buckets;
     std::vector<int> divergence;
     for (const auto& ans : answers) {
-      score_answer(*model, tok, ans, a.bucket, all, buckets);
+      score_answer(*model, ans, a.bucket, all, buckets);
       if (const int d = first_divergence(ans, ref); d >= 0) divergence.push_back(d);
     }
     report(result.value("label", path), (int)answers.size(), all, buckets, a.bucket, divergence);
