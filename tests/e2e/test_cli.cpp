@@ -88,10 +88,13 @@ TEST(Cli, TokenizeGemmaPrintsIds) {
 TEST(Cli, ChatAnswersParis) {
   const std::string m = test::default_model_path();
   if (m.empty()) GTEST_SKIP() << "real model absent";
-  // 80 tokens: the greedy reply names Paris in its third sentence. (With 32 it passed only at -t 2,
-  // by the thread-dependent numerics of the time; output no longer depends on -t, see
-  // test_cli_threads.cpp.)
-  const auto r = run_cli("generate -m " + m + " --chat -p 'The capital of France is' -n 80 --temp 0");
+  // A question whose greedy reply starts with "Paris" on every ISA tier. The earlier prompt ('The
+  // capital of France is', 80 tokens) met a near-tie at its fifth reply token ("I'm" / "I am"), which
+  // the scalar, AVX2 and AVX-512 kernels, and the repacked linear layers, break either way; only one
+  // branch named Paris. Output never depends on -t (test_cli_threads.cpp), but may on the tier
+  // (docs/numerics.md).
+  const auto r =
+      run_cli("generate -m " + m + " --chat -p 'Which city is the capital of France? Answer with one word.' -n 16 --temp 0");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("Paris"), std::string::npos) << r.out;
 }
