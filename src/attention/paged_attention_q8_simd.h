@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "attention/paged_attention_kernels.h"
+#include "quant/bits_dispatch.h"
 
 namespace mpkv {
 namespace {  // internal linkage: never merged across ISA-flagged files
@@ -39,19 +40,6 @@ inline float half_at(const uint8_t* block, size_t offset, size_t i) {
 inline float scale_at(const KvBlockLayout& L, const uint8_t* blk, size_t i) { return half_at(blk, L.scales_offset, i) * L.scale_mult; }
 inline __m256 scales8_at(const KvBlockLayout& L, const uint8_t* blk, size_t i) {
   return _mm256_mul_ps(load_h8(blk + L.scales_offset + 2 * i), _mm256_set1_ps(L.scale_mult));
-}
-
-template <class F>
-void with_bits(int bits, F&& f) {
-  switch (bits) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 8: f(std::integral_constant<int, 8>{}); break;
-    case 16: f(std::integral_constant<int, 16>{}); break;
-    default: break;  // layouts never carry other bits
-  }
 }
 
 template <class F>

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "quant/bits_dispatch.h"
 #include "quant/equivalent_shift.h"
 #include "quant/quant_kernels.h"
 #include "quant/quant_options.h"
@@ -90,19 +91,6 @@ size_t token_param(const KvBlockLayout& L, int token, int channel) {
 
 bool has_fast_path(const KvBlockLayout& L) {
   return L.codec == Codec::uniform && L.axis == GroupAxis::token && L.group % 16 == 0;
-}
-
-template <class F>
-void with_bits(int bits, F&& f) {
-  switch (bits) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 8: f(std::integral_constant<int, 8>{}); break;
-    case 16: f(std::integral_constant<int, 16>{}); break;
-    default: break;
-  }
 }
 
 template <int BITS>
