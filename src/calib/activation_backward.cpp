@@ -91,8 +91,6 @@ ActivationBackward<Real>::ActivationBackward(const Model& model) : model_(model)
   MPKV_CHECK(c.rope_dim == 0 || c.rope_dim == c.head_dim,
              "calibration backward: partial RoPE (rope_dim " + std::to_string(c.rope_dim) + " < head_dim " +
                  std::to_string(c.head_dim) + ") is not supported");
-  MPKV_CHECK(c.query_scale == 1.0f, "calibration backward: a query scale other than 1 (" +
-                                        std::to_string(c.query_scale) + ", gemma3 27B) is not supported");
   MPKV_ASSERT((int)c.layer_attn.size() == c.n_layer, "calibration backward: no per-layer attention");
   const ModelWeights& w = model.weights();
   layers_.resize(c.n_layer);
@@ -195,12 +193,23 @@ template <typename Real>
 void ActivationBackward<Real>::layer_forward(int l, int T, const KvPerturbation* perturb,
                                              const QkvObserver<Real>& observer, Saved& s, bool keep,
                                              bool qkv_only) {
+  if (keep) s.x_in.assign(x_.begin(), x_.end());
+  qkv_forward(l, T, s, keep);
+  if (perturb && perturb->layer == l) (perturb->role == KvRole::key ? s.k : s.v)[perturb->index] += (Real)perturb->delta;
+  if (observer) observer(l, T, s.q.data(), s.k.data(), s.v.data());
+  if (qkv_only) return;
+  attention_block_forward(l, T, s, keep);
+  ffn_forward(l, T, s, keep);
+}
+
+// As Forward::attention_block up to the cache: q, k, v = W xn (+ bias), QK norm, RoPE, then q
+// times the query scale.
+template <typename Real>
+void ActivationBackward<Real>::qkv_forward(int l, int T, Saved& s, bool keep) {
   const ModelConfig& c = config_;
   const DenseLayer& W = layers_[l];
-  const int d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, ff = c.d_ffn;
+  const int d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
   const size_t n = T;
-
-  if (keep) s.x_in.assign(x_.begin(), x_.end());
   xn_.resize(n * d);
   s.inv_rms1.resize(n);
   rmsnorm_forward(x_.data(), W.attn_norm.data(), xn_.data(), s.inv_rms1.data(), T, d, c.rms_eps);
@@ -227,10 +236,17 @@ void ActivationBackward<Real>::layer_forward(int l, int T, const KvPerturbation*
   const double base = c.attn(l).rope_base;
   rope_rotate(s.q.data(), pos_.data(), T, c.n_head, hd, c.rope_style, base, +1);
   rope_rotate(s.k.data(), pos_.data(), T, c.n_head_kv, hd, c.rope_style, base, +1);
-  if (perturb && perturb->layer == l) (perturb->role == KvRole::key ? s.k : s.v)[perturb->index] += (Real)perturb->delta;
-  if (observer) observer(l, T, s.q.data(), s.k.data(), s.v.data());
-  if (qkv_only) return;
+  if (c.query_scale != 1.0f)
+    for (Real& x : s.q) x *= (Real)c.query_scale;
+}
 
+// x += post(W_o attn(q, k, v)), post = the post-attention norm (gemma3) or nothing.
+template <typename Real>
+void ActivationBackward<Real>::attention_block_forward(int l, int T, Saved& s, bool keep) {
+  const ModelConfig& c = config_;
+  const DenseLayer& W = layers_[l];
+  const int d = c.d_model, qd = c.q_dim();
+  const size_t n = T;
   s.attn.resize(n * qd);
   s.lse.resize(n * c.n_head);
   attention_forward(l, T, s.q.data(), s.k.data(), s.v.data(), s.attn.data(), s.lse.data());
@@ -242,7 +258,15 @@ void ActivationBackward<Real>::layer_forward(int l, int T, const KvPerturbation*
     rmsnorm_forward(tmp_.data(), W.attn_post_norm.data(), tmp_.data(), s.inv_rms_pa.data(), T, d, c.rms_eps);
   }
   for (size_t i = 0; i < n * d; ++i) x_[i] += tmp_[i];
+}
 
+// x += post(W_d (act(W_g xn) * W_u xn)), xn = rmsnorm(x), post = the post-FFN norm (gemma3) or nothing.
+template <typename Real>
+void ActivationBackward<Real>::ffn_forward(int l, int T, Saved& s, bool keep) {
+  const ModelConfig& c = config_;
+  const DenseLayer& W = layers_[l];
+  const int d = c.d_model, ff = c.d_ffn;
+  const size_t n = T;
   if (keep) s.x_mid.assign(x_.begin(), x_.end());
   s.inv_rms2.resize(n);
   rmsnorm_forward(x_.data(), W.ffn_norm.data(), xn_.data(), s.inv_rms2.data(), T, d, c.rms_eps);
@@ -378,17 +402,26 @@ void ActivationBackward<Real>::quantized_pair_grads(int l, int r0, int nr, int g
   }
 }
 
-// dx_ holds dL/d(stream leaving layer l); on return, dL/d(stream entering it).
+// dx_ holds dL/d(stream leaving layer l); on return, dL/d(stream entering it). The steps undo
+// layer_forward's in reverse: the FFN, the attention output, attention itself (dQ and the dK / dV
+// that out receives), then the q / k / v projections.
 template <typename Real>
 void ActivationBackward<Real>::layer_backward(int l, int T, KvGradients<Real>& out) {
+  ffn_backward(l, T);
+  attention_backward(l, T);
+  collect_kv_gradients(l, T, out);
+  qkv_backward(l, T);
+}
+
+// Feed-forward: x_out = x_mid + post(W_d (act(W_g xn) * W_u xn)), xn = rmsnorm(x_mid). dx_ becomes
+// dL/dx_mid.
+template <typename Real>
+void ActivationBackward<Real>::ffn_backward(int l, int T) {
   const ModelConfig& c = config_;
   const DenseLayer& W = layers_[l];
-  Saved& s = saved_[l];
-  const int d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, ff = c.d_ffn;
+  const Saved& s = saved_[l];
+  const int d = c.d_model, ff = c.d_ffn;
   const size_t n = T;
-
-  // Feed-forward: x_out = x_mid + post(W_d (act(W_g xn) * W_u xn)), xn = rmsnorm(x_mid), post = the
-  // post-FFN norm (gemma3) or nothing.
   h_.resize(n * ff);
   dg_.resize(n * ff);
   du_.resize(n * ff);
@@ -399,75 +432,96 @@ void ActivationBackward<Real>::layer_backward(int l, int T, KvGradients<Real>& o
   gemm_rows_parallel(false, T, d, ff, Real(1), dg_.data(), ff, W.wg.data(), d, Real(0), dxn_.data(), d);
   gemm_rows_parallel(false, T, d, ff, Real(1), du_.data(), ff, W.wu.data(), d, Real(1), dxn_.data(), d);
   rmsnorm_backward(s.x_mid.data(), W.ffn_norm.data(), s.inv_rms2.data(), dxn_.data(), dx_.data(), T, d, true);
+}
 
-  // Attention: x_mid = x_in + post(W_o attn(q, k, v)). dattn = dproj W_o [T, qd].
+// Attention: x_mid = x_in + post(W_o attn(q, k, v)). dattn_ = dproj W_o [T, qd], then tasks of
+// (head, query block) as in the forward fill dq_ (w.r.t. the scaled post-RoPE q); each thread sums
+// its dK/dV contributions in its own [T, kv_dim] arrays (GQA: the query heads of a group add into
+// one KV head; blocks of one head add into earlier keys), reduced by collect_kv_gradients.
+template <typename Real>
+void ActivationBackward<Real>::attention_backward(int l, int T) {
+  const ModelConfig& c = config_;
+  const DenseLayer& W = layers_[l];
+  const Saved& s = saved_[l];
+  const int d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim();
+  const size_t n = T;
   dattn_.resize(n * qd);
   const Real* dproj = post_norm_backward(s.attn_proj, W.attn_post_norm, s.inv_rms_pa, dx_.data(), T);
   gemm_rows_parallel(false, T, qd, d, Real(1), dproj, d, W.wo.data(), qd, Real(0), dattn_.data(), qd);
   dq_.resize(n * qd);
-  // Tasks of (head, query block) as in the forward; each thread sums its dK/dV contributions in its
-  // own [T, kv_dim] arrays (GQA: the query heads of a group add into one KV head; blocks of one head
-  // add into earlier keys), reduced after the loop.
-  const int n_threads = omp_get_max_threads();
-  thread_scratch_.resize(n_threads);
+  thread_scratch_.resize(omp_get_max_threads());
   for (auto& ts : thread_scratch_) ts.dk.assign(n * kvd, Real(0)), ts.dv.assign(n * kvd, Real(0));
   if (quantized_pairs_)
     for (auto& ts : thread_scratch_) ts.dk_q.assign(n * kvd, Real(0)), ts.dv_q.assign(n * kvd, Real(0));
-  const Real sc = (Real)(1.0 / std::sqrt((double)hd));
-  const int W_l = c.attn(l).window;
   const int n_blocks = (T + kAttnBlock - 1) / kAttnBlock, n_tasks = n_blocks * c.n_head;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int task = 0; task < n_tasks; ++task) {
     const int b = n_blocks - 1 - task / c.n_head, h = task % c.n_head;
-    const int g = h / c.group_size();
-    const int r0 = b * kAttnBlock, r1 = std::min(T, r0 + kAttnBlock), nr = r1 - r0;
-    const int k0 = window_start(W_l, r0), nk = r1 - k0;  // keys [k0, r1), as in the forward
-    ThreadScratch& ts = thread_scratch_[omp_get_thread_num()];
-    ts.p.resize((size_t)kAttnBlock * T);
-    ts.dp.resize((size_t)kAttnBlock * T);
-    Real* P = ts.p.data();    // [nr, nk], column j = key k0 + j
-    Real* dS = ts.dp.data();  // [nr, nk]
-    const Real* qh = s.q.data() + (size_t)r0 * qd + h * hd;       // [nr, hd], stride qd
-    const Real* doh = dattn_.data() + (size_t)r0 * qd + h * hd;   // [nr, hd], stride qd
-    const Real* oh = s.attn.data() + (size_t)r0 * qd + h * hd;
-    const Real* kg = s.k.data() + (size_t)k0 * kvd + g * hd;      // [nk, hd], stride kvd
-    const Real* vg = s.v.data() + (size_t)k0 * kvd + g * hd;
-    const Real* lse = s.lse.data() + (size_t)h * T;
-    // P, recomputed from the saved log-sum-exp (cheaper in memory than keeping [n_head, T, T]).
-    gemm(false, true, nr, nk, hd, sc, qh, qd, kg, kvd, Real(0), P, nk);
-    for (int i = 0; i < nr; ++i) {
-      const int t = r0 + i;
-      const KeySpan ks = key_span(W_l, t, k0);
-      Real* row = P + (size_t)i * nk;
-      for (int j = ks.lo; j <= ks.hi; ++j) row[j] = std::exp(row[j] - lse[t]);
-      zero_outside(row, ks, nk);
-    }
-    // dV_g += P^T dO_h;  dP = dO_h V_g^T;  dS = P (dP - rowsum(dO . O)).
-    gemm(true, false, nk, hd, nr, Real(1), P, nk, doh, qd, Real(1), ts.dv.data() + (size_t)k0 * kvd + g * hd, kvd);
-    gemm(false, true, nr, nk, hd, Real(1), doh, qd, vg, kvd, Real(0), dS, nk);
-    for (int i = 0; i < nr; ++i) {
-      const int t = r0 + i;
-      const KeySpan ks = key_span(W_l, t, k0);
-      const Real* p = P + (size_t)i * nk;
-      Real* ds = dS + (size_t)i * nk;
-      Real D = 0;
-      for (int j = 0; j < hd; ++j) D += doh[(size_t)i * qd + j] * oh[(size_t)i * qd + j];
-      for (int j = ks.lo; j <= ks.hi; ++j) ds[j] = p[j] * (ds[j] - D);
-      zero_outside(ds, ks, nk);
-    }
-    // S = sc q k^T:  dq_h = sc dS k_g (rows of this block only);  dk_g += sc dS^T q_h.
-    gemm(false, false, nr, hd, nk, sc, dS, nk, kg, kvd, Real(0), dq_.data() + (size_t)r0 * qd + h * hd, qd);
-    gemm(true, false, nk, hd, nr, sc, dS, nk, qh, qd, Real(1), ts.dk.data() + (size_t)k0 * kvd + g * hd, kvd);
-    if (quantized_pairs_) quantized_pair_grads(l, r0, nr, g, P, dS, k0, nk, qh, doh, sc, ts);
+    attention_task_backward(l, T, h, b * kAttnBlock, std::min(T, b * kAttnBlock + kAttnBlock),
+                            thread_scratch_[omp_get_thread_num()]);
   }
+}
+
+// One (head h, queries [r0, r1)) task of attention_backward.
+template <typename Real>
+void ActivationBackward<Real>::attention_task_backward(int l, int T, int h, int r0, int r1, ThreadScratch& ts) {
+  const ModelConfig& c = config_;
+  const Saved& s = saved_[l];
+  const int qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, W_l = c.attn(l).window;
+  const Real sc = (Real)(1.0 / std::sqrt((double)hd));
+  const int g = h / c.group_size(), nr = r1 - r0;
+  const int k0 = window_start(W_l, r0), nk = r1 - k0;  // keys [k0, r1), as in the forward
+  ts.p.resize((size_t)kAttnBlock * T);
+  ts.dp.resize((size_t)kAttnBlock * T);
+  Real* P = ts.p.data();    // [nr, nk], column j = key k0 + j
+  Real* dS = ts.dp.data();  // [nr, nk]
+  const Real* qh = s.q.data() + (size_t)r0 * qd + h * hd;       // [nr, hd], stride qd
+  const Real* doh = dattn_.data() + (size_t)r0 * qd + h * hd;   // [nr, hd], stride qd
+  const Real* oh = s.attn.data() + (size_t)r0 * qd + h * hd;
+  const Real* kg = s.k.data() + (size_t)k0 * kvd + g * hd;      // [nk, hd], stride kvd
+  const Real* vg = s.v.data() + (size_t)k0 * kvd + g * hd;
+  const Real* lse = s.lse.data() + (size_t)h * T;
+  // P, recomputed from the saved log-sum-exp (cheaper in memory than keeping [n_head, T, T]).
+  gemm(false, true, nr, nk, hd, sc, qh, qd, kg, kvd, Real(0), P, nk);
+  for (int i = 0; i < nr; ++i) {
+    const int t = r0 + i;
+    const KeySpan ks = key_span(W_l, t, k0);
+    Real* row = P + (size_t)i * nk;
+    for (int j = ks.lo; j <= ks.hi; ++j) row[j] = std::exp(row[j] - lse[t]);
+    zero_outside(row, ks, nk);
+  }
+  // dV_g += P^T dO_h;  dP = dO_h V_g^T;  dS = P (dP - rowsum(dO . O)).
+  gemm(true, false, nk, hd, nr, Real(1), P, nk, doh, qd, Real(1), ts.dv.data() + (size_t)k0 * kvd + g * hd, kvd);
+  gemm(false, true, nr, nk, hd, Real(1), doh, qd, vg, kvd, Real(0), dS, nk);
+  for (int i = 0; i < nr; ++i) {
+    const KeySpan ks = key_span(W_l, r0 + i, k0);
+    const Real* p = P + (size_t)i * nk;
+    Real* ds = dS + (size_t)i * nk;
+    Real D = 0;
+    for (int j = 0; j < hd; ++j) D += doh[(size_t)i * qd + j] * oh[(size_t)i * qd + j];
+    for (int j = ks.lo; j <= ks.hi; ++j) ds[j] = p[j] * (ds[j] - D);
+    zero_outside(ds, ks, nk);
+  }
+  // S = sc q k^T:  dq_h = sc dS k_g (rows of this block only);  dk_g += sc dS^T q_h.
+  gemm(false, false, nr, hd, nk, sc, dS, nk, kg, kvd, Real(0), dq_.data() + (size_t)r0 * qd + h * hd, qd);
+  gemm(true, false, nk, hd, nr, sc, dS, nk, qh, qd, Real(1), ts.dk.data() + (size_t)k0 * kvd + g * hd, kvd);
+  if (quantized_pairs_) quantized_pair_grads(l, r0, nr, g, P, dS, k0, nk, qh, doh, sc, ts);
+}
+
+// Sums the threads' dK / dV into dk_, dv_ and out (post-RoPE: the gradients w.r.t. the cached K/V);
+// with quantized pairs also out.dk_q / dv_q.
+template <typename Real>
+void ActivationBackward<Real>::collect_kv_gradients(int l, int T, KvGradients<Real>& out) {
+  const ModelConfig& c = config_;
+  const size_t n = T, kvd = c.kv_dim();
   dk_.assign(n * kvd, Real(0));
   dv_.assign(n * kvd, Real(0));
   for (const auto& ts : thread_scratch_) {
     for (size_t i = 0; i < n * kvd; ++i) dk_[i] += ts.dk[i], dv_[i] += ts.dv[i];
   }
-  out.k[l] = s.k;
-  out.v[l] = s.v;
-  out.dk[l] = dk_;  // post-RoPE: the gradient wrt the cached key
+  out.k[l] = saved_[l].k;
+  out.v[l] = saved_[l].v;
+  out.dk[l] = dk_;
   out.dv[l] = dv_;
   if (quantized_pairs_) {
     out.dk_q.resize(c.n_layer);
@@ -480,8 +534,18 @@ void ActivationBackward<Real>::layer_backward(int l, int T, KvGradients<Real>& o
     out.dk_q.clear();
     out.dv_q.clear();
   }
+}
 
-  // Back through RoPE (rotation by -angle), the QK norm, the projections and the attention norm.
+// Back through qkv_forward: the query scale, RoPE (rotation by -angle), the QK norm, the
+// projections and the attention norm; dx_ gains dL/dx_in through q, k and v.
+template <typename Real>
+void ActivationBackward<Real>::qkv_backward(int l, int T) {
+  const ModelConfig& c = config_;
+  const DenseLayer& W = layers_[l];
+  const Saved& s = saved_[l];
+  const int d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
+  if (c.query_scale != 1.0f)
+    for (Real& x : dq_) x *= (Real)c.query_scale;
   layer_positions(l, T);
   const double base = c.attn(l).rope_base;
   rope_rotate(dq_.data(), pos_.data(), T, c.n_head, hd, c.rope_style, base, -1);

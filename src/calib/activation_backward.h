@@ -8,7 +8,13 @@
 // GeGLU with tanh GELU, RMSNorms after attention and after the FFN (weights as stored: the GGUF
 // holds 1 + w), QK-norm, the final logit softcap, and per layer its RoPE base / scaling and its
 // sliding window (a query at t sees keys [max(0, t - W + 1), t], so a key gets gradient only from
-// the W queries that see it). Not supported: a query scale != 1 (gemma3 27B), partial RoPE.
+// the W queries that see it), and its query scale (gemma3 27B: q is multiplied by it after RoPE, as
+// Forward does, and dq by it on the way back). Not supported: partial RoPE.
+//
+// The forward sweep follows model/forward.cpp step for step (qkv_forward / attention_block_forward /
+// ffn_forward mirror Forward::attention_block / ffn_block) in Real, without the engine's 8-bit
+// activations and fp16 cache; test_activation_backward checks the K, V it recomputes against the
+// engine's for every architecture and a query scale != 1.
 //
 //   loss L = mean over t in [0, T-1) of -log p(token[t+1] | tokens[0..t])
 //   dk[l]  = dL/dK_l, K_l the POST-RoPE keys of layer l exactly as the KV cache holds them
@@ -55,8 +61,8 @@ struct KvPerturbation {
   double delta = 0;
 };
 
-// Sees each layer's post-RoPE queries [T, n_head, head_dim] and keys, values [T, n_head_kv,
-// head_dim] (after any perturbation) during the forward.
+// Sees each layer's post-RoPE queries [T, n_head, head_dim] (times the query scale: what attention
+// reads) and keys, values [T, n_head_kv, head_dim] (after any perturbation) during the forward.
 template <typename Real>
 using QkvObserver = std::function<void(int layer, int n_tokens, const Real* q, const Real* k, const Real* v)>;
 
@@ -109,17 +115,28 @@ class ActivationBackward {
   // qkv_only: stop after the observer (the last layer of observe()).
   void layer_forward(int l, int T, const KvPerturbation* perturb, const QkvObserver<Real>& observer, Saved& s,
                      bool keep, bool qkv_only);
+  // The steps of layer_forward, each updating x_ (the stream) and s (kept for the backward when keep).
+  void qkv_forward(int l, int T, Saved& s, bool keep);
+  void attention_block_forward(int l, int T, Saved& s, bool keep);
+  void ffn_forward(int l, int T, Saved& s, bool keep);
   void attention_forward(int l, int T, const Real* q, const Real* k, const Real* v, Real* out, Real* lse);
   // Mean NLL; when grad, dxf_ = dL/d(final normed stream).
   double lm_head(const std::vector<int32_t>& tokens, bool grad);
   void layer_backward(int l, int T, KvGradients<Real>& out);
+  // The steps of layer_backward, in its order (ffn_forward, attention_block_forward, qkv_forward
+  // undone in reverse).
+  void ffn_backward(int l, int T);
+  void attention_backward(int l, int T);
+  struct ThreadScratch;
+  void attention_task_backward(int l, int T, int h, int r0, int r1, ThreadScratch& ts);
+  void collect_kv_gradients(int l, int T, KvGradients<Real>& out);
+  void qkv_backward(int l, int T);
   // Back through one post-norm (out = rmsnorm(proj)) when the model has them: returns dL/dproj
   // (in dproj_), else dy itself.
   const Real* post_norm_backward(const std::vector<Real>& proj, const std::vector<Real>& w,
                                  const std::vector<Real>& inv_rms, const Real* dy, int T);
   // pos_ = layer l's RoPE positions t * pos_scale_ / its rope_scale.
   void layer_positions(int l, int T);
-  struct ThreadScratch;
   // dV_q, dK_q contributions of one (head, query block) task: P and dS [nr, nk] (column j = key
   // key0 + j) masked to the quantized pairs of each query.
   void quantized_pair_grads(int l, int r0, int nr, int g, const Real* P, const Real* dS, int key0, int nk,
