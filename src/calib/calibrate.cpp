@@ -4,6 +4,7 @@
 #include <cmath>
 #include <ctime>
 #include <cstdio>
+#include <optional>
 
 #include "calib/quantized_pairs.h"
 #include "quant/kv_quantizer.h"
@@ -44,6 +45,80 @@ KeyMaxima collect_key_maxima(ActivationBackward<float>& ab, const std::vector<st
   return m;
 }
 
+namespace {
+
+// Key maxima over every window (q, k, v of the first alpha_samples kept), then the smoothing alpha
+// and lambda of each layer, scored over the quantized pairs when the runtime plan is known.
+void smoothing_step(ActivationBackward<float>& ab, const CalibrationData& data, const std::optional<QuantizedPairs>& pairs,
+                    CalibrationOptions& o, CalibrationReport& r) {
+  const ModelConfig& c = ab.config();
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::vector<AttentionSample>> kept;
+  {
+    ProgressBar bar("calibrate: key maxima", data.samples.size(), o.progress);
+    r.key_maxima = collect_key_maxima(ab, data.samples, data.options.pi_scale, o.alpha_samples, &kept,
+                                      [&](size_t w) { bar.update(w); });
+    bar.finish();
+  }
+  r.timings.key_maxima_s = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  r.smoothing.n_layer = c.n_layer;
+  r.smoothing.n_head = c.n_head;
+  r.smoothing.n_head_kv = c.n_head_kv;
+  r.smoothing.head_dim = c.head_dim;
+  r.smoothing.rope_style = c.rope_style;
+  if (pairs) {
+    o.smoothing.quantized_pairs = pairs->range();
+    o.smoothing.first_quantized = pairs->sink();
+  }
+  ProgressBar bar("calibrate: smoothing alpha", c.n_layer, o.progress);
+  for (int l = 0; l < c.n_layer; ++l) {
+    LayerAlphaSearch s = search_layer_alpha(c, l, kept[l], r.key_maxima.max_abs[l].data(), o.smoothing);
+    r.smoothing.alpha.push_back(s.alpha);
+    r.smoothing.lambda.push_back(
+        pair_lambda(r.key_maxima.max_abs[l].data(), c.n_head_kv, c.head_dim, c.rope_style, s.alpha));
+    r.alpha_search.push_back(std::move(s));
+    kept[l].clear();
+    kept[l].shrink_to_fit();
+    bar.update(l + 1);
+  }
+  bar.finish();
+  r.timings.alpha_search_s = seconds_since(t0);
+}
+
+// The forward + backward pass over every window, accumulated into the sensitivities (through the
+// quantized pairs when the runtime plan is known; of the smoothed keys when smoothing ran).
+void gradient_step(ActivationBackward<float>& ab, const CalibrationData& data, const std::optional<QuantizedPairs>& pairs,
+                   CalibrationOptions& o, CalibrationReport& r) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t n = data.samples.size();
+  if (pairs) {
+    ab.set_quantized_pairs(pairs->range());
+    o.sensitivity.first_quantized = pairs->sink();
+  }
+  SensitivityAccumulator acc(ab.config(), o.sensitivity, o.smooth ? &r.smoothing : nullptr);
+  KvGradients<float> g;
+  double loss_sum = 0;
+  {
+    ProgressBar bar("calibrate: gradients", n, o.progress);
+    for (size_t w = 0; w < n; ++w) {
+      ab.run(data.samples[w], o.gradient_pos_scale, g);
+      acc.add(g);
+      loss_sum += g.loss;
+      char extra[32];
+      std::snprintf(extra, sizeof extra, "loss %.3f", loss_sum / (double)(w + 1));
+      bar.update(w + 1, extra);
+    }
+    bar.finish();
+  }
+  r.mean_loss = loss_sum / (double)n;
+  r.sensitivity = acc.report();
+  r.timings.gradients_s = seconds_since(t0);
+}
+
+}  // namespace
+
 CalibrationReport run_calibration(const Model& model, const CalibrationData& data, const CalibrationOptions& opts) {
   validate(data.options);
   // The quantizers work on this model's heads whatever head_dim the options were built with.
@@ -74,73 +149,14 @@ CalibrationReport run_calibration(const Model& model, const CalibrationData& dat
     KvQuantizer kq(o.smoothing.key), vq(o.smoothing.value);
   }
 
-  auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
   ActivationBackward<float> ab(model);
   r.timings.weights_s = seconds_since(t0);
-  const size_t n = data.samples.size();
-
   // What the runtime plan's cache quantizes: both the alpha search and the gradients count only that.
   std::optional<QuantizedPairs> pairs;
   if (o.runtime) pairs.emplace(*o.runtime);
-  if (o.smooth) {
-    t0 = std::chrono::steady_clock::now();
-    std::vector<std::vector<AttentionSample>> kept;
-    {
-      ProgressBar bar("calibrate: key maxima", n, o.progress);
-      r.key_maxima = collect_key_maxima(ab, data.samples, data.options.pi_scale, o.alpha_samples, &kept,
-                                        [&](size_t w) { bar.update(w); });
-      bar.finish();
-    }
-    r.timings.key_maxima_s = seconds_since(t0);
-
-    t0 = std::chrono::steady_clock::now();
-    r.smoothing.n_layer = c.n_layer;
-    r.smoothing.n_head = c.n_head;
-    r.smoothing.n_head_kv = c.n_head_kv;
-    r.smoothing.head_dim = c.head_dim;
-    r.smoothing.rope_style = c.rope_style;
-    if (pairs) {
-      o.smoothing.quantized_pairs = pairs->range();
-      o.smoothing.first_quantized = pairs->sink();
-    }
-    ProgressBar bar("calibrate: smoothing alpha", c.n_layer, o.progress);
-    for (int l = 0; l < c.n_layer; ++l) {
-      LayerAlphaSearch s = search_layer_alpha(c, l, kept[l], r.key_maxima.max_abs[l].data(), o.smoothing);
-      r.smoothing.alpha.push_back(s.alpha);
-      r.smoothing.lambda.push_back(
-          pair_lambda(r.key_maxima.max_abs[l].data(), c.n_head_kv, c.head_dim, c.rope_style, s.alpha));
-      r.alpha_search.push_back(std::move(s));
-      kept[l].clear();
-      kept[l].shrink_to_fit();
-      bar.update(l + 1);
-    }
-    bar.finish();
-    r.timings.alpha_search_s = seconds_since(t0);
-  }
-
-  t0 = std::chrono::steady_clock::now();
-  if (pairs) {
-    ab.set_quantized_pairs(pairs->range());
-    o.sensitivity.first_quantized = pairs->sink();
-  }
-  SensitivityAccumulator acc(c, o.sensitivity, o.smooth ? &r.smoothing : nullptr);
-  KvGradients<float> g;
-  double loss_sum = 0;
-  {
-    ProgressBar bar("calibrate: gradients", n, o.progress);
-    for (size_t w = 0; w < n; ++w) {
-      ab.run(data.samples[w], o.gradient_pos_scale, g);
-      acc.add(g);
-      loss_sum += g.loss;
-      char extra[32];
-      std::snprintf(extra, sizeof extra, "loss %.3f", loss_sum / (double)(w + 1));
-      bar.update(w + 1, extra);
-    }
-    bar.finish();
-  }
-  r.mean_loss = loss_sum / (double)n;
-  r.sensitivity = acc.report();
-  r.timings.gradients_s = seconds_since(t0);
+  if (o.smooth) smoothing_step(ab, data, pairs, o, r);
+  gradient_step(ab, data, pairs, o, r);
   r.timings.total_s = seconds_since(t_start);
   r.timings.cpu_s = (double)(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   return r;
