@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -109,27 +110,42 @@ TEST_P(BackwardTiny, MatchesFiniteDifferencesEverywhere) {
   }
 }
 
+// dK / dV of `layers` for toks at position scale s against central differences in double, at
+// n_samples coordinates per (layer, K|V): pick(trial, size) chooses each index.
+void expect_fd_at_samples(const Model& model, const std::vector<int32_t>& toks, double s, const std::vector<int>& layers,
+                          int n_samples, const std::function<size_t(int trial, size_t size)>& pick) {
+  ActivationBackward<double> ab(model);
+  KvGradients<double> g;
+  ab.run(toks, s, g);
+  for (int l : layers) {
+    for (KvRole role : {KvRole::key, KvRole::value}) {
+      const auto& an = role == KvRole::key ? g.dk[l] : g.dv[l];
+      const double scale = max_abs(an);
+      ASSERT_GT(scale, 1e-6) << "gradient vanishes: the check would be empty";
+      for (int trial = 0; trial < n_samples; ++trial) {
+        const size_t i = pick(trial, an.size());
+        ASSERT_NEAR(an[i], fd_gradient(ab, toks, s, l, role, i, kFdStep), kFdDoubleRel * scale)
+            << "layer " << l << " " << role_name(role) << " index " << i;
+      }
+    }
+  }
+}
+
+std::vector<int> all_layers(const ModelConfig& c) {
+  std::vector<int> l(c.n_layer);
+  for (int i = 0; i < c.n_layer; ++i) l[i] = i;
+  return l;
+}
+
 // A sequence longer than several attention blocks (128 queries each): keys of early tokens get
 // gradient from every block, summed across threads. Sampled coordinates, early tokens included.
 TEST_P(BackwardTiny, MatchesFiniteDifferencesAcrossAttentionBlocks) {
   auto model = tiny(GetParam());
   const ModelConfig& c = model->config();
-  ActivationBackward<double> ab(*model);
-  const auto toks = random_tokens(300, c.n_vocab, 13);
-  KvGradients<double> g;
-  ab.run(toks, 1.0, g);
   std::mt19937 rng(2);
-  for (int l = 0; l < c.n_layer; ++l) {
-    for (KvRole role : {KvRole::key, KvRole::value}) {
-      const auto& an = role == KvRole::key ? g.dk[l] : g.dv[l];
-      const double scale = max_abs(an);
-      for (int trial = 0; trial < 12; ++trial) {
-        const size_t i = trial < 4 ? rng() % (4 * c.kv_dim()) : rng() % an.size();
-        ASSERT_NEAR(an[i], fd_gradient(ab, toks, 1.0, l, role, i, kFdStep), kFdDoubleRel * scale)
-            << "layer " << l << " " << role_name(role) << " index " << i;
-      }
-    }
-  }
+  expect_fd_at_samples(*model, random_tokens(300, c.n_vocab, 13), 1.0, all_layers(c), 12, [&](int trial, size_t size) {
+    return trial < 4 ? rng() % (4 * c.kv_dim()) : rng() % size;
+  });
 }
 
 TEST_P(BackwardTiny, FloatPathMatchesDoublePath) {
@@ -215,23 +231,11 @@ std::unique_ptr<Model> tiny_query_scaled() {
 TEST(BackwardQueryScale, MatchesFiniteDifferences) {
   auto model = tiny_query_scaled();
   const ModelConfig& c = model->config();
-  ActivationBackward<double> ab(*model);
   const auto toks = random_tokens(12, c.n_vocab, 3);
-  KvGradients<double> g;
-  ab.run(toks, 1.5, g);
   std::mt19937 rng(5);
-  for (int l : {0, 5, 30, c.n_layer - 1}) {
-    for (KvRole role : {KvRole::key, KvRole::value}) {
-      const auto& an = role == KvRole::key ? g.dk[l] : g.dv[l];
-      const double scale = max_abs(an);
-      ASSERT_GT(scale, 1e-6) << "gradient vanishes: the check would be empty";
-      for (int trial = 0; trial < 16; ++trial) {
-        const size_t i = rng() % ((toks.size() - 1) * c.kv_dim());
-        ASSERT_NEAR(an[i], fd_gradient(ab, toks, 1.5, l, role, i, kFdStep), kFdDoubleRel * scale)
-            << "layer " << l << " " << role_name(role) << " index " << i;
-      }
-    }
-  }
+  // The last token's K/V get no gradient (see above): sample the others.
+  expect_fd_at_samples(*model, toks, 1.5, {0, 5, 30, c.n_layer - 1}, 16,
+                       [&](int, size_t) { return rng() % ((toks.size() - 1) * c.kv_dim()); });
 }
 
 // Every layer's post-RoPE K and V as a forward pass computes them, [n_layer][T * kv_dim].
