@@ -174,6 +174,15 @@ CLI::Validator kv_method_name_check() {
 }
 }  // namespace
 
+void add_prefix_cache_options(CLI::App* sub, bool& enabled, int& floor_bits) {
+  sub->add_flag("!--no-prefix-cache", enabled,
+                "recompute every prompt (default: reuse cached KV pages of earlier requests' prefixes; needs a KV budget)");
+  sub->add_option("--prefix-cache-floor-bits", floor_bits,
+                  "bits cold cached pages shrink to before they are evicted (0: the plan's final bits; 16: never shrink, LRU eviction)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({0, 2, 4, 8, 16}));
+}
+
 void add_kv_cache_options(CLI::App* sub, KvCacheOptions& o) {
   const auto set_method = [&o](const std::string& s) { o.method = parse_kv_method(s); };
   sub->add_option_function<std::string>("--kv-method", set_method, "KV cache: " + kv_method_list())

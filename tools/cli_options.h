@@ -42,6 +42,9 @@ void add_sampling_options(CLI::App* sub, SamplingArgs& a);
 // The seed to use: the parsed --seed, or one from the clock for "-1".
 uint64_t resolve_seed(const std::string& seed);
 
+// --no-prefix-cache and --prefix-cache-floor-bits (engine.h EngineOptions; docs/serving.md "Prefix cache").
+void add_prefix_cache_options(CLI::App* sub, bool& enabled, int& floor_bits);
+
 // The --kv-* options (kv_cache_factory.h) and llama.cpp's -ctk / -ctv (f16 only: see docs/cli.md).
 void add_kv_cache_options(CLI::App* sub, KvCacheOptions& o);
 // Conflicts among the --kv-* options as given on the command line: bits without a quantizing

@@ -34,6 +34,8 @@ struct GenerateArgs {
   bool chat = false, verbose = false, no_parse_special = false, ignore_eos = false;
   SamplingArgs sampling;
   KvCacheOptions kv;
+  bool prefix_cache = true;
+  int prefix_cache_floor_bits = 0;
 };
 
 // Set by SIGINT; the stepping loop aborts every request when it sees it.
@@ -160,6 +162,8 @@ void run_generate(const GenerateArgs& a, const CLI::App* sub) {
   eo.n_ctx = a.n_ctx;
   eo.max_seqs = (int)texts.size();
   eo.max_queue = (int)texts.size();
+  eo.prefix_cache = a.prefix_cache;
+  eo.prefix_cache_floor_bits = a.prefix_cache_floor_bits;
   Engine engine(*model, tok, std::move(cache), eo);
 
   const uint64_t seed = resolve_seed(a.sampling.seed);
@@ -233,6 +237,7 @@ void register_generate(CLI::App& app) {
   add_sampling_options(sub, a->sampling);
   sub->add_flag("-v,--verbose", a->verbose, "report KV memory: every shrink pause, each sequence's end");
   add_kv_cache_options(sub, a->kv);
+  add_prefix_cache_options(sub, a->prefix_cache, a->prefix_cache_floor_bits);
   sub->callback([a, sub] { run_generate(*a, sub); });
 }
 

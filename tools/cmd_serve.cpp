@@ -118,6 +118,7 @@ void register_serve(CLI::App& app) {
   sub->add_option("--admission-overcommit", a->engine.admission_overcommit,
                   "admit up to budget x this many projected bytes (1: never preempt; > 1: admit more, preempt when short)")
       ->capture_default_str()->check(number_in(1.0, 1e6, ">= 1"));
+  add_prefix_cache_options(sub, a->engine.prefix_cache, a->engine.prefix_cache_floor_bits);
   add_http_options(sub, a->http);
   sub->add_option("--max-body-kib", a->max_body_kib, "request bodies above this get 413")->capture_default_str()
       ->check(integer_in(1, 1 << 20, ">= 1"));

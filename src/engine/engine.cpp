@@ -19,6 +19,7 @@ Engine::Engine(const Model& model, const Tokenizer& tok, std::unique_ptr<PagedKv
   MPKV_CHECK(opts_.max_queue >= 1, "engine: max_queue must be at least 1");
   MPKV_CHECK(std::isfinite(opts_.admission_overcommit) && opts_.admission_overcommit >= 1.0,
              "engine: admission_overcommit must be >= 1");
+  if (opts_.prefix_cache && cache_->budget_bytes() > 0) cache_->enable_prefix_cache(opts_.prefix_cache_floor_bits);
   sched_ = std::make_unique<Scheduler>(
       *cache_, SchedulerOptions{opts_.max_seqs, opts_.max_batch_tokens, opts_.n_ctx, opts_.admission_overcommit});
   runner_ = std::make_unique<ModelRunner>(model_, *cache_);
@@ -112,6 +113,7 @@ bool Engine::step() {
   std::vector<BatchEntry> batch = sched_->schedule();  // admission, KV reservation, preemption
   if (!batch.empty()) {
     forward(batch);
+    sched_->publish(batch);  // before sampling: a request finishing now leaves its pages cached
     sample_and_emit(batch);
     totals_.steps_total++;
   }

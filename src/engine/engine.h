@@ -46,6 +46,11 @@ struct EngineOptions {
   // cache with every page at its floor, so nothing is ever preempted; > 1 admits more requests and
   // preempts when their tokens do not fit after all, as vLLM does).
   double admission_overcommit = 1.0;
+  // Prefix cache (docs/serving.md "Prefix cache"): on when the cache has a budget. Floor: the bits
+  // cold cached pages shrink to before they are evicted (0: each page's final bits; 16: never
+  // shrink, LRU eviction at one precision).
+  bool prefix_cache = true;
+  int prefix_cache_floor_bits = 0;
 };
 
 // add_request when max_queue requests already wait (an HTTP server answers 503 + Retry-After).
@@ -66,6 +71,11 @@ struct EngineMetrics {
   // chunks, recomputation after preemption). Per-step differences feed engine/phase_time.h.
   uint64_t forwarded_prefill_tokens_total = 0, forwarded_decode_tokens_total = 0;
   std::map<std::pair<int, int>, uint64_t> page_shrinks;  // (from bits, to bits) -> block halvings
+  // Prefix cache: prompt tokens of first admissions and those read from the cache (vLLM's names),
+  // and the cache's state (PrefixCacheStats; all zero when it is off).
+  bool prefix_cache_on = false;
+  uint64_t prefix_cache_queries_total = 0, prefix_cache_hits_total = 0;
+  PrefixCacheStats prefix_cache;
 };
 
 class Engine {

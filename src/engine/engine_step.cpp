@@ -116,6 +116,10 @@ void Engine::publish_metrics() {
   const ShrinkTotals& st = cache_->shrink_totals();
   for (int b : {16, 8, 4, 2})
     if (st.halvings_from[b] > 0) m.page_shrinks[{b, b / 2}] = st.halvings_from[b];
+  m.prefix_cache_on = cache_->prefix_cache_enabled();
+  m.prefix_cache_queries_total = sched_->prefix_queries_total();
+  m.prefix_cache_hits_total = sched_->prefix_hits_total();
+  m.prefix_cache = cache_->prefix_stats();
   std::lock_guard<std::mutex> lock(mu_);
   snapshot_ = m;
 }

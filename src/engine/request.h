@@ -58,6 +58,7 @@ struct RequestStats {
   int n_prompt_tokens = 0;
   int n_generated = 0;
   int n_preemptions = 0;        // times its pages were freed and its tokens recomputed
+  int n_cached_prompt_tokens = 0;  // prompt positions read from the prefix cache when first scheduled
   double queue_seconds = 0.0;   // until first scheduled
   double first_token_seconds = 0.0;
   double total_seconds = 0.0;

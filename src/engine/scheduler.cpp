@@ -27,21 +27,41 @@ void Scheduler::check_fits_alone(int n) const {
                  " bytes); lower max_tokens or shorten the prompt");
 }
 
+// Whether s may join the running sequences now (the admission rules of scheduler.h, step 1).
+bool Scheduler::fits_now(const Sequence& s, const PrefixMatch& m) const {
+  if (running_.empty()) return true;  // the oldest always starts alone (check_fits_alone let it in)
+  const size_t need = projected(s, m.tokens);
+  if (admit_bytes_ > 0 && running_bytes_ + kv_.prefix_pinned_bytes() + m.unpinned_bytes + need > admit_bytes_)
+    return false;
+  // Room now for its tokens plus one; matched blocks that were cold stop counting as evictable.
+  const int n_now = std::min((int)s.tokens.size() + 1, opts_.n_ctx);
+  const size_t now = footprint(n_now) - cached_part(m.tokens) + m.cold_bytes;
+  return now <= kv_.available_bytes();
+}
+
+// s leaves the queue: a KV slot, what the prefix cache holds of its tokens, its projected bytes.
+void Scheduler::start(Sequence& s) {
+  s.status = SeqStatus::running;
+  s.cache_slot = next_slot_;
+  next_slot_ = next_slot_ == INT32_MAX ? 0 : next_slot_ + 1;
+  s.n_cached = kv_.attach_prefix(s.cache_slot, s.tokens.data(), (int)s.tokens.size());
+  s.projected_bytes = projected(s, s.n_cached);
+  running_bytes_ += s.projected_bytes;
+  if (!s.scheduled_once) {
+    s.scheduled_once = true;
+    s.stats.queue_seconds = s.seconds_since_arrival();
+    s.stats.n_cached_prompt_tokens = std::min(s.n_cached, s.n_prompt);
+    prefix_queries_ += (uint64_t)s.n_prompt;
+    prefix_hits_ += (uint64_t)s.stats.n_cached_prompt_tokens;
+  }
+}
+
 void Scheduler::admit() {
   while (!waiting_.empty() && (int)running_.size() < opts_.max_seqs) {
     Sequence& s = *waiting_.front();
-    const size_t need = projected(s);
-    // The oldest waiting request always starts when nothing runs (check_fits_alone let it in).
-    if (!running_.empty() && admit_bytes_ > 0 && running_bytes_ + need > admit_bytes_) break;
-    if (!running_.empty() && footprint(std::min((int)s.tokens.size() + 1, opts_.n_ctx)) > kv_.available_bytes()) break;
-    running_bytes_ += need;
-    s.status = SeqStatus::running;
-    if (!s.scheduled_once) {
-      s.scheduled_once = true;
-      s.stats.queue_seconds = s.seconds_since_arrival();
-    }
-    s.cache_slot = next_slot_;
-    next_slot_ = next_slot_ == INT32_MAX ? 0 : next_slot_ + 1;
+    const PrefixMatch m = kv_.prefix_match(s.tokens.data(), (int)s.tokens.size());
+    if (!fits_now(s, m)) break;
+    start(s);
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
@@ -90,7 +110,7 @@ bool Scheduler::reserve(std::vector<BatchEntry>& entries) {
 void Scheduler::preempt_newest() {
   std::unique_ptr<Sequence> s = std::move(running_.back());
   running_.pop_back();
-  running_bytes_ -= projected(*s);
+  running_bytes_ -= s->projected_bytes;
   kv_.remove(s->cache_slot);
   s->cache_slot = -1;
   s->status = SeqStatus::waiting;
@@ -107,13 +127,18 @@ std::vector<BatchEntry> Scheduler::schedule() {
   return batch;
 }
 
+void Scheduler::publish(const std::vector<BatchEntry>& batch) {
+  if (!kv_.prefix_cache_enabled()) return;
+  for (const BatchEntry& e : batch) kv_.publish_prefix(e.seq->cache_slot, e.seq->tokens.data(), e.seq->n_cached);
+}
+
 std::unique_ptr<Sequence> Scheduler::finish(Sequence* s) {
   if (s->cache_slot >= 0) kv_.remove(s->cache_slot);
   auto match = [s](const std::unique_ptr<Sequence>& p) { return p.get() == s; };
   if (auto it = std::find_if(running_.begin(), running_.end(), match); it != running_.end()) {
     std::unique_ptr<Sequence> out = std::move(*it);
     running_.erase(it);
-    running_bytes_ -= projected(*out);
+    running_bytes_ -= out->projected_bytes;
     return out;
   }
   if (auto it = std::find_if(waiting_.begin(), waiting_.end(), match); it != waiting_.end()) {

@@ -31,6 +31,7 @@ struct Sequence {
   int n_prompt = 0;
   int n_cached = 0;
   int cache_slot = -1;  // sequence id in the KvCache while running
+  size_t projected_bytes = 0;  // its share of admission's projection while running (Scheduler)
   SeqStatus status = SeqStatus::waiting;
   FinishReason reason = FinishReason::none;
   bool abort_requested = false;

@@ -60,6 +60,27 @@ size_t KvByteModel::sequence_fixed_bytes() const {
   return kSequenceRecordBytes + (size_t)dims_.n_layer * (kLayerRecordBytes + buf);
 }
 
+size_t KvByteModel::prefix_block_record_bytes(int depth) const {
+  const int tokens = depth == 0 ? sink_ + P_ : P_;
+  const size_t sink = depth == 0 ? 2 * (size_t)sink_ * dims_.n_head_kv * dims_.head_dim * sizeof(uint16_t) : 0;
+  return kPrefixBlockRecordBytes + 4 * (size_t)tokens + (size_t)dims_.n_layer * (8 + sink);
+}
+
+size_t KvByteModel::prefix_pages_bound(int matched_tokens) const {
+  const size_t pages = (size_t)std::max(0, matched_tokens - sink_) / P_;
+  size_t b = 0;
+  for (int l = 0; l < dims_.n_layer; ++l)
+    if (dims_.window_of(l) == 0) b += pages * (page_data_bytes(l, true) + page_metadata_bytes());
+  return b;
+}
+
+size_t KvByteModel::prefix_records_bound(int n) const {
+  const int blocks = std::max(0, n - sink_) / P_;
+  size_t b = 0;
+  for (int j = 0; j < blocks; ++j) b += prefix_block_record_bytes(j);
+  return b;
+}
+
 size_t KvByteModel::page_data_bytes(int layer, bool at_final_bits) const {
   size_t b = 0;
   for (int i = 0; i < n_blocks_; ++i) {

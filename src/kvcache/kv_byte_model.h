@@ -15,6 +15,10 @@
 //              2 (K, V) x (S + R + P) x n_head_kv x head_dim x 2 bytes of fp16 buffer)
 //   page       its blocks' bytes at their current bits + page_metadata_bytes() =
 //              kPageRecordBytes + 2 bytes per block (current, final bits)
+//   prefix     a prefix-cache block record (prefix_index.h): prefix_block_record_bytes() =
+//              kPrefixBlockRecordBytes + 4 bytes per token it covers + 8 per layer (page ids), and
+//              for block 0 a copy of the sink rows (2 x S x n_head_kv x head_dim x 2 bytes per layer);
+//              its pages are counted as pages
 // A page is written at its blocks' initial bits (16 for a progressive plan, else the final bits)
 // and may shrink toward the final bits only once full.
 #pragma once
@@ -34,6 +38,7 @@ namespace mpkv {
 inline constexpr size_t kSequenceRecordBytes = 256;
 inline constexpr size_t kLayerRecordBytes = 128;
 inline constexpr size_t kPageRecordBytes = 320;
+inline constexpr size_t kPrefixBlockRecordBytes = 256;
 
 // Where one layer of a sequence stands before an append (for append_bytes).
 struct KvLayerFill {
@@ -102,6 +107,15 @@ class KvByteModel {
   size_t sequence_bytes(int n, bool full_pages_at_final_bits) const;
   // Live pages of `layer` in that sequence, and how many of them are full.
   int live_pages(int layer, int n, int* full = nullptr) const;
+
+  // Prefix cache (prefix_index.h): the record of block `depth` (0: the one with the sink rows).
+  size_t prefix_block_record_bytes(int depth) const;
+  // What the first `matched_tokens` positions of a sequence that reads them from the prefix cache
+  // take out of sequence_bytes_bound(): its global layers' pages over them, at final bits with
+  // metadata (a sliding-window layer's bound is not lowered: its own pages replace the shared ones).
+  size_t prefix_pages_bound(int matched_tokens) const;
+  // The block records a sequence of n positions publishes at most (one per full page position).
+  size_t prefix_records_bound(int n) const;
 
   // The smallest budget a cache can work with: one sequence with one page per layer at final bits.
   size_t min_budget_bytes() const;

@@ -1,13 +1,21 @@
 // What the engine's scheduler (engine/scheduler.h) sees of a KV cache: its byte model and budget,
-// and the four operations admission, reservation and preemption need. PagedKvCache implements it.
-// Kept small on purpose: a prefix cache (shared, reference-counted pages that shrink before they
-// are evicted) grows it with lookups and references, not the scheduler with cache internals.
+// the operations admission, reservation and preemption need, and the prefix cache's lookups and
+// references (shared, reference-counted pages that shrink before they are evicted: docs/serving.md
+// "Prefix cache"). PagedKvCache implements it; the scheduler never sees pages.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "kvcache/kv_byte_model.h"
 
 namespace mpkv {
+
+// What the prefix cache holds of a token sequence (KvMemory::prefix_match).
+struct PrefixMatch {
+  int tokens = 0;             // leading positions whose KV is cached (0: none)
+  size_t cold_bytes = 0;      // bytes of those blocks that only the cache holds now (evictable)
+  size_t unpinned_bytes = 0;  // their bytes at final bits not yet in prefix_pinned_bytes()
+};
 
 class KvMemory {
  public:
@@ -26,8 +34,23 @@ class KvMemory {
   virtual bool reserve(int seq, int n_tokens) = 0;
   // Frees everything held for seq (unknown: nothing happens).
   virtual void remove(int seq) = 0;
-  // Shrinks pages until `bytes` are freed or nothing can shrink; returns the bytes freed.
+  // Frees room until `bytes` are freed or nothing more can go, in the cache's order (cold cached
+  // pages shrink, cold cached blocks are evicted, then running pages shrink); returns the bytes freed.
   virtual size_t shrink(size_t bytes) = 0;
+
+  // Prefix cache (all no-ops while it is off). prefix_match: what attach_prefix would give a new
+  // sequence with these tokens now (at most n - 1 positions: one token is always computed).
+  virtual bool prefix_cache_enabled() const = 0;
+  virtual PrefixMatch prefix_match(const int32_t* tokens, int n) const = 0;
+  // Creates sequence seq (unknown until now) reading the matched blocks' pages and sink rows;
+  // returns the positions it holds (0: none matched or no room: seq is not created).
+  virtual int attach_prefix(int seq, const int32_t* tokens, int n) = 0;
+  // Caches the full pages of seq's first n positions (tokens[0, n)) not cached yet: after every
+  // forward pass. They stay cached, unreferenced, after seq is removed.
+  virtual void publish_prefix(int seq, const int32_t* tokens, int n) = 0;
+  // Bytes, at final bits, of cached blocks some sequence reads without having written them: what
+  // admission adds once to the projected bytes of running sequences (which leave them out).
+  virtual size_t prefix_pinned_bytes() const = 0;
 };
 
 }  // namespace mpkv

@@ -43,23 +43,24 @@ void PagePool::unhold(size_t bytes) {
   held_ -= bytes;
 }
 
-void PagePool::set_shrinkable(uint64_t page_id, double cost) {
+void PagePool::set_shrinkable(uint64_t page_id, double cost, ShrinkQueue q) {
   MPKV_ASSERT(!std::isnan(cost), "KV pool: NaN shrink cost");
   forget(page_id);
-  queue_.insert({cost, page_id});
-  cost_[page_id] = cost;
+  queue_[(int)q].insert({cost, page_id});
+  cost_[page_id] = {q, cost};
 }
 
 void PagePool::forget(uint64_t page_id) {
   auto it = cost_.find(page_id);
   if (it == cost_.end()) return;
-  queue_.erase({it->second, page_id});
+  queue_[(int)it->second.q].erase({it->second.cost, page_id});
   cost_.erase(it);
 }
 
-std::optional<uint64_t> PagePool::next_to_shrink() const {
-  if (queue_.empty()) return std::nullopt;
-  return queue_.begin()->second;
+std::optional<uint64_t> PagePool::next_to_shrink(ShrinkQueue q) const {
+  const auto& queue = queue_[(int)q];
+  if (queue.empty()) return std::nullopt;
+  return queue.begin()->second;
 }
 
 }  // namespace mpkv

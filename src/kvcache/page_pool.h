@@ -12,6 +12,10 @@
 // (PagedKvCache, docs/calibration.md "Progressive runtime"): with a calibrated progressive plan the
 // sensitivity added per byte freed; without one -(highest bits among the page's shrinkable blocks),
 // so the whole pool moves 16 -> 8 before any page goes 8 -> 4, oldest context first.
+//
+// Two queues: `running` holds pages some sequence reads (the order above); `cold` holds pages only
+// the prefix cache keeps (prefix_index.h), ordered by how long ago their block was last used. The
+// cache drains the cold queue first (docs/serving.md "Prefix cache": shrink before evict).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +25,8 @@
 #include <utility>
 
 namespace mpkv {
+
+enum class ShrinkQueue : uint8_t { running, cold };
 
 class PagePool {
  public:
@@ -42,19 +48,24 @@ class PagePool {
   void hold(size_t bytes);    // throws Error when the bytes do not fit
   void unhold(size_t bytes);
 
-  // Shrink queue: a page can shrink while some block of it is above its final bits; `cost` is what
-  // its next halving costs (lower goes first). forget() removes it (a page at its final bits, or freed).
-  void set_shrinkable(uint64_t page_id, double cost);
+  // Shrink queues: a page can shrink while some block of it is above its floor; `cost` is what its
+  // next halving costs (lower goes first). A page is in at most one queue; set_shrinkable moves it.
+  // forget() removes it (a page at its floor, or freed).
+  void set_shrinkable(uint64_t page_id, double cost, ShrinkQueue q = ShrinkQueue::running);
   void forget(uint64_t page_id);
-  // The next page to shrink by the order above; nullopt when nothing can shrink.
-  std::optional<uint64_t> next_to_shrink() const;
-  size_t shrinkable_pages() const { return queue_.size(); }
+  // The next page of queue q to shrink; nullopt when none can.
+  std::optional<uint64_t> next_to_shrink(ShrinkQueue q = ShrinkQueue::running) const;
+  size_t shrinkable_pages(ShrinkQueue q = ShrinkQueue::running) const { return queue_[(int)q].size(); }
 
  private:
+  struct Queued {
+    ShrinkQueue q;
+    double cost;
+  };
   size_t budget_ = 0, used_ = 0, held_ = 0, peak_ = 0;
-  // (cost, id): begin() is the next page to shrink.
-  std::set<std::pair<double, uint64_t>> queue_;
-  std::map<uint64_t, double> cost_;
+  // Per queue (cost, id): begin() is the next page to shrink.
+  std::set<std::pair<double, uint64_t>> queue_[2];
+  std::map<uint64_t, Queued> cost_;
 };
 
 }  // namespace mpkv

@@ -91,17 +91,36 @@ size_t PagedKvCache::bytes_needed(int seq, int n) const {
 
 // ---- budget -------------------------------------------------------------------------------------
 
+// The order of docs/serving.md "Prefix cache": cold cached pages shrink (coldest first, to the
+// prefix floor), then cold blocks are evicted (coldest leaves first), then the pages sequences read
+// shrink (cheapest halving first).
+bool PagedKvCache::free_one(ShrinkPause& pause) {
+  if (const auto id = pool_.next_to_shrink(ShrinkQueue::cold)) {
+    shrink_page(*pages_by_id_.at(*id), pause);
+    return true;
+  }
+  if (prefix_) {
+    if (PrefixBlock* b = prefix_->next_to_evict()) {
+      const size_t before = pool_.used();
+      evict(*b);
+      pause.bytes_freed += before - pool_.used();
+      return true;
+    }
+  }
+  if (const auto id = pool_.next_to_shrink(ShrinkQueue::running)) {
+    shrink_page(*pages_by_id_.at(*id), pause);
+    return true;
+  }
+  return false;
+}
+
 bool PagedKvCache::make_room(size_t bytes, int for_seq) {
   if (pool_.fits(bytes)) return true;
-  if (bytes > pool_.free_bytes() + reclaimable_) return false;
+  if (bytes > pool_.free_bytes() + reclaimable_ + cold_bytes_) return false;
   ShrinkPause pause;
   pause.for_seq = for_seq;
   const double t0 = now_s();
-  while (!pool_.fits(bytes)) {
-    const auto id = pool_.next_to_shrink();
-    MPKV_ASSERT(id.has_value(), "KV pool: reclaimable bytes but no page to shrink");
-    shrink_page(*pages_by_id_.at(*id), pause);
-  }
+  while (!pool_.fits(bytes)) MPKV_ASSERT(free_one(pause), "KV pool: reclaimable bytes but nothing to shrink or evict");
   pause.seconds = now_s() - t0;
   shrink_totals_.pauses++;
   shrink_totals_.page_shrinks += pause.pages;
@@ -115,27 +134,32 @@ bool PagedKvCache::make_room(size_t bytes, int for_seq) {
 size_t PagedKvCache::shrink(size_t bytes) {
   ShrinkPause pause;
   pause.for_seq = -1;
-  while (pause.bytes_freed < bytes) {
-    const auto id = pool_.next_to_shrink();
-    if (!id) break;
-    shrink_page(*pages_by_id_.at(*id), pause);
+  while (pause.bytes_freed < bytes && free_one(pause)) {
   }
   return pause.bytes_freed;
+}
+
+bool PagedKvCache::is_cold(const Page& p) const { return p.block != nullptr && p.block->holders == 0; }
+
+int PagedKvCache::block_floor(const Page& p, int block) const {
+  return is_cold(p) && prefix_floor_bits_ > p.fin[block] ? prefix_floor_bits_ : p.fin[block];
 }
 
 int PagedKvCache::shrink_top_bits(const Page& p) const {
   int top = 0;
   for (int b = 0; b < n_blocks_; ++b)
-    if (p.cur[b] > p.fin[b]) top = std::max(top, (int)p.cur[b]);
+    if (p.cur[b] > block_floor(p, b)) top = std::max(top, (int)p.cur[b]);
   return top;
 }
 
-// A page's next halving shrinks every block at the top bits above its final bits (shrink_page).
-// Its cost: with calibrated shrink costs, the sensitivity it adds, sum of s(top / 2) - s(top) over
+// A page's next halving shrinks every block at the top bits above its floor (shrink_page). A cold
+// page waits in the cold queue by its block's last use (PrefixIndex::cold_cost). Otherwise its
+// cost: with calibrated shrink costs, the sensitivity it adds, sum of s(top / 2) - s(top) over
 // those blocks, per byte it frees; without, -top (most bits first). Ties: oldest first (PagePool).
 void PagedKvCache::queue_next_shrink(const Page& p) {
   const int top = shrink_top_bits(p);
   if (top == 0) return pool_.forget(p.id);
+  if (is_cold(p)) return pool_.set_shrinkable(p.id, PrefixIndex::cold_cost(*p.block), ShrinkQueue::cold);
   if (!shrink_by_cost_) return pool_.set_shrinkable(p.id, -(double)top);
   double added = 0;
   size_t freed = 0;
@@ -153,7 +177,7 @@ void PagedKvCache::shrink_page(Page& p, ShrinkPause& pause) {
   MPKV_ASSERT(top > 0, "KV pool: shrinking a page that is at its final bits");
   std::vector<uint8_t> cur2 = p.cur;
   for (int b = 0; b < n_blocks_; ++b) {
-    if (p.cur[b] == top && p.cur[b] > p.fin[b]) {
+    if (p.cur[b] == top && p.cur[b] > block_floor(p, b)) {
       cur2[b] = (uint8_t)(top / 2);
       shrink_totals_.halvings_from[top]++;
     }
@@ -181,7 +205,12 @@ void PagedKvCache::shrink_page(Page& p, ShrinkPause& pause) {
   p.bytes = new_bytes;
   p.cur = cur2;
   pool_.release(freed);
-  reclaimable_ -= freed;
+  if (is_cold(p)) {
+    cold_bytes_ -= freed;
+    cold_halvings_++;
+  } else {
+    reclaimable_ -= freed;
+  }
   queue_next_shrink(p);
   pause.pages++;
   pause.bytes_freed += freed;
@@ -266,9 +295,10 @@ PagedKvCache::Page& PagedKvCache::open_page(SeqState& s, int seq, int layer) {
     p->cur[b] = (uint8_t)bytes_.initial_bits(layer, b);
     p->fin[b] = (uint8_t)bytes_.final_bits(layer, b);
   }
-  pages_by_id_[p->id] = p.get();
-  ls.pages.push_back(std::move(p));
-  return *ls.pages.back();
+  Page* raw = p.get();
+  pages_by_id_[raw->id] = std::move(p);
+  ls.pages.push_back(raw);
+  return *raw;
 }
 
 void PagedKvCache::page_filled(Page& p) {
@@ -277,13 +307,21 @@ void PagedKvCache::page_filled(Page& p) {
   reclaimable_ += p.bytes - page_bytes_final(p);
 }
 
+void PagedKvCache::unref_page(Page& p) {
+  MPKV_ASSERT(p.refs > 0, "KV cache: page " + std::to_string(p.id) + " released more often than read");
+  if (--p.refs == 0 && p.block == nullptr) free_page(p);
+}
+
 void PagedKvCache::free_page(Page& p) {
-  pool_.release(p.bytes + bytes_.page_metadata_bytes());
   if (p.full) reclaimable_ -= p.bytes - page_bytes_final(p);
+  destroy_page(p);
+}
+
+void PagedKvCache::destroy_page(Page& p) {
+  pool_.release(p.bytes + bytes_.page_metadata_bytes());
   pool_.forget(p.id);
-  pages_by_id_.erase(p.id);
   std::free(p.data);
-  p.data = nullptr;
+  pages_by_id_.erase(p.id);  // deletes p
 }
 
 // Moves the k oldest window rows of (seq, layer) into pages (k a multiple of the layer's granularity).
@@ -377,7 +415,7 @@ void PagedKvCache::drop_out_of_window(LayerState& ls, int layer, int first_query
   size_t n = 0;
   while (n < ls.pages.size() && ls.pages[n]->full && ls.sink_n + ls.dropped + ls.pages[n]->filled <= keep_from) {
     ls.dropped += ls.pages[n]->filled;
-    free_page(*ls.pages[n]);
+    unref_page(*ls.pages[n]);
     ++n;
   }
   ls.pages.erase(ls.pages.begin(), ls.pages.begin() + n);
@@ -388,7 +426,8 @@ void PagedKvCache::remove(int seq) {
   if (it == seqs_.end()) return;
   SeqState& s = *it->second;
   for (LayerState& ls : s.layers)
-    for (auto& p : ls.pages) free_page(*p);
+    for (Page* p : ls.pages) unref_page(*p);
+  for (size_t i = s.blocks.size(); i-- > 0;) release_block(*s.blocks[i], s.reads[i]);
   pool_.unhold(s.held);
   pool_.release(bytes_.sequence_fixed_bytes());
   seqs_.erase(it);

@@ -18,6 +18,14 @@
 // docs/calibration.md "Progressive runtime"). If even that cannot make room, reserve() returns
 // false and nothing changes (the caller decides: the engine's scheduler preempts, a one-sequence
 // run stops); append() without a reservation throws Error. The pool never exceeds the budget.
+//
+// Prefix cache (docs/serving.md "Prefix cache"; paged_kv_cache_prefix.cpp, prefix_index.h): full
+// pages are published under the hash of their tokens and everything before them; a new sequence
+// reads matching pages (reference-counted, never written: a sequence only writes its open page) and
+// a copy of the sink rows, and recomputes the rest (its fp16 window included). Pages only the cache
+// holds are cold. Room is made in this order: cold pages shrink one halving at a time, coldest
+// first, down to the prefix floor; then the coldest cold blocks are evicted (leaves first); then
+// the pages sequences read shrink as above; then reserve() fails (the scheduler preempts).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -34,6 +42,7 @@
 #include "kvcache/kv_memory.h"
 #include "kvcache/kv_plan.h"
 #include "kvcache/page_pool.h"
+#include "kvcache/prefix_index.h"
 #include "model/kv_cache.h"
 #include "quant/kv_quantizer.h"
 
@@ -53,6 +62,15 @@ struct ShrinkTotals {
   double seconds = 0.0, max_pause_seconds = 0.0;
   // Block halvings by the bits they started from: halvings_from[b] counts b -> b/2 (b = 16, 8, 4, 2).
   size_t halvings_from[17] = {};
+};
+
+// The prefix cache's state for reports and /metrics.
+struct PrefixCacheStats {
+  size_t blocks = 0, cold_blocks = 0;  // cached blocks; those no sequence holds
+  size_t bytes = 0, cold_bytes = 0;    // their pool bytes (pages, page records, block records)
+  uint64_t evictions = 0;              // blocks evicted
+  uint64_t cold_halvings = 0;          // block halvings of cold cached pages
+  std::map<int, size_t> pages_by_bits;  // cached pages by their highest current bits
 };
 
 class PagedKvCache final : public KvCache, public KvMemory {
@@ -81,13 +99,24 @@ class PagedKvCache final : public KvCache, public KvMemory {
   const KvByteModel& byte_model() const override { return bytes_; }
   size_t budget_bytes() const override { return pool_.budget(); }
   size_t bytes_used() const override { return pool_.used(); }
-  // Bytes that could be charged now if every full page shrank to its final bits (SIZE_MAX: no budget).
+  // Bytes that could be charged now if every full page sequences read shrank to its final bits
+  // and every cold cached block were evicted (SIZE_MAX: no budget).
   size_t available_bytes() const override {
-    return pool_.budget() == 0 ? SIZE_MAX : pool_.free_bytes() + reclaimable_;
+    return pool_.budget() == 0 ? SIZE_MAX : pool_.free_bytes() + reclaimable_ + cold_bytes_;
   }
-  // Shrinks full pages one halving at a time, cheapest first (see above), until `bytes` are freed
-  // or none can shrink further; returns the bytes freed. With no budget, nothing else shrinks pages.
+  // Frees room in the order above until `bytes` are freed or nothing more can go; returns the bytes
+  // freed. With no budget, nothing else shrinks pages.
   size_t shrink(size_t bytes) override;
+
+  // Prefix cache (KvMemory; paged_kv_cache_prefix.cpp). enable: Error without a budget (nothing
+  // would ever evict) or for a floor other than 0 (each page's final bits), 2, 4, 8 or 16.
+  void enable_prefix_cache(int floor_bits);
+  bool prefix_cache_enabled() const override { return prefix_ != nullptr; }
+  PrefixMatch prefix_match(const int32_t* tokens, int n) const override;
+  int attach_prefix(int seq, const int32_t* tokens, int n) override;
+  void publish_prefix(int seq, const int32_t* tokens, int n) override;
+  size_t prefix_pinned_bytes() const override { return pinned_bytes_; }
+  PrefixCacheStats prefix_stats() const;
 
   // Blocks (one per page, KV head and K|V) by current bits: {bits -> count}; fp16 blocks count as 16.
   std::map<int, size_t> bits_histogram() const;
@@ -105,6 +134,12 @@ class PagedKvCache final : public KvCache, public KvMemory {
   int page_final_bits(int seq, int layer, int page, int block) const;
   // The block's bytes and layout (quantized blocks only; Error for fp16 ones).
   const uint8_t* page_block(int seq, int layer, int page, int block, KvBlockLayout* layout) const;
+  // Tests: shrinks page `page` of (seq, layer) until no block is above `bits` (never below a
+  // block's final bits), as the budget would.
+  void shrink_page_to(int seq, int layer, int page, int bits);
+  // Tests: recounts every pool byte, reference and queue entry from the records; InternalError on
+  // a mismatch.
+  void check_consistency() const;
 
  private:
   struct Page;
@@ -131,9 +166,14 @@ class PagedKvCache final : public KvCache, public KvMemory {
   size_t bytes_needed(int seq, int n_tokens) const;
   // Shrinks pages until `bytes` more fit; false (nothing shrunk) when they cannot.
   bool make_room(size_t bytes, int for_seq);
+  // One step of making room in the order above; false when nothing can go.
+  bool free_one(ShrinkPause& pause);
   void shrink_page(Page& p, ShrinkPause& pause);
-  // Highest current bits among the page's blocks above their final bits (0: none).
+  // Highest current bits among the page's blocks above their floor (0: none); the floor is a
+  // block's final bits, raised to the prefix floor while the page is cold.
   int shrink_top_bits(const Page& p) const;
+  int block_floor(const Page& p, int block) const;
+  bool is_cold(const Page& p) const;
   // (Re)places the page in the pool's shrink queue with the cost of its next halving, or removes it.
   void queue_next_shrink(const Page& p);
   // Charges `bytes` to seq: from its reservation, else from free room (shrinking); Error if impossible.
@@ -141,7 +181,24 @@ class PagedKvCache final : public KvCache, public KvMemory {
   Page& open_page(SeqState& s, int seq, int layer);
   void flush(SeqState& s, int seq, int layer, int k);
   void page_filled(Page& p);
-  void free_page(Page& p);
+  // One sequence fewer reads p: freed when none does and the prefix cache does not hold it.
+  void unref_page(Page& p);
+  void free_page(Page& p);     // a page in the running accounting
+  void destroy_page(Page& p);  // gives its bytes back and deletes it
+  // Prefix cache internals (paged_kv_cache_prefix.cpp).
+  std::vector<PrefixBlock*> match_chain(const int32_t* tokens, int n) const;
+  bool chain_within_windows(const std::vector<PrefixBlock*>& chain) const;
+  void hold_block(PrefixBlock& b, bool reader);
+  void release_block(PrefixBlock& b, bool reader);
+  void block_went_cold(PrefixBlock& b);
+  void block_went_hot(PrefixBlock& b);
+  void evict(PrefixBlock& b);
+  size_t block_pool_bytes(const PrefixBlock& b, bool at_final_bits) const;
+  void read_blocks(SeqState& s, const std::vector<PrefixBlock*>& chain);
+  // Publishes block j of s (its pages full in every layer); false when it cannot (not full yet, no room).
+  bool publish_block(SeqState& s, int seq, int j, const int32_t* tokens);
+  // s's pages of block j (ids, one per layer) are a copy of cached block `same`: read those instead.
+  bool adopt_block(SeqState& s, int j, const std::vector<uint64_t>& ids, PrefixBlock& same);
   void drop_out_of_window(LayerState& ls, int layer, int first_query);
   const SeqState& seq_state(int seq) const;
   // Attention (paged_kv_cache_attend.cpp).
@@ -157,13 +214,19 @@ class PagedKvCache final : public KvCache, public KvMemory {
   int n_blocks_;            // n_head_kv * 2 per page
   std::vector<Component> comps_;  // [n_layer][n_blocks_]
   std::map<int, std::unique_ptr<SeqState>> seqs_;
-  std::unordered_map<uint64_t, Page*> pages_by_id_;
+  std::unordered_map<uint64_t, std::unique_ptr<Page>> pages_by_id_;  // owns every page
   uint64_t next_page_id_ = 1;
   bool q8_queries_ = true;
   bool shrink_by_cost_ = false;  // progressive plan with component sensitivities
   size_t reclaimable_ = 0;  // bytes all full pages would free if shrunk to their final bits
   ShrinkTotals shrink_totals_;
   std::function<void(const ShrinkPause&)> on_pause_;
+  // Prefix cache (null: off).
+  std::unique_ptr<PrefixIndex> prefix_;
+  int prefix_floor_bits_ = 0;   // 0: each block's final bits
+  size_t cold_bytes_ = 0;       // pool bytes of cold blocks (their pages and records)
+  size_t pinned_bytes_ = 0;     // KvMemory::prefix_pinned_bytes
+  uint64_t cold_halvings_ = 0;
 };
 
 }  // namespace mpkv

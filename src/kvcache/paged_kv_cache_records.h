@@ -17,6 +17,8 @@ struct PagedKvCache::Page {
   size_t bytes = 0;
   int filled = 0;  // rows written (a page is shrinkable only once full)
   bool full = false;
+  int refs = 1;                    // sequences reading it (its writer, then prefix-cache readers)
+  PrefixBlock* block = nullptr;    // the prefix-cache block holding it (null: not cached)
   std::vector<uint8_t> cur, fin;  // [n_blocks] current and final bits
 };
 
@@ -28,12 +30,18 @@ struct PagedKvCache::LayerState {
   // Tokens of the pages freed because they fell out of a sliding-window layer's window: the live
   // pages start at position sink_n + dropped (a multiple of page_tokens; 0 for global layers).
   int dropped = 0;
-  std::vector<std::unique_ptr<Page>> pages;
+  std::vector<Page*> pages;  // owned by PagedKvCache::pages_by_id_ (shared pages: prefix cache)
 };
 
 struct PagedKvCache::SeqState {
   std::vector<LayerState> layers;
   size_t held = 0;  // bytes reserved for the next forward pass
+  // Prefix cache: the chain of blocks it holds from the root: those it matched, then those its own
+  // full pages became, or equal blocks another sequence had cached first (it then reads theirs and
+  // frees its own copy). reads[i]: it reads blocks[i]'s pages without having written them.
+  std::vector<PrefixBlock*> blocks;
+  std::vector<uint8_t> reads;
+  bool publish_stopped = false;  // a block could not be cached (no room, hash collision)
 };
 
 }  // namespace mpkv

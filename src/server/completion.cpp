@@ -82,6 +82,7 @@ int Completion::apply(const RequestOutput& e, bool collect) {
     c.finished = true;
     c.result.reason = e.reason;
     c.n_generated = e.stats.n_generated;
+    c.n_cached = e.stats.n_cached_prompt_tokens;
     ++n_finished_;
     if (e.reason == FinishReason::abort) aborted_ = true;
   }
@@ -90,7 +91,11 @@ int Completion::apply(const RequestOutput& e, bool collect) {
 
 Usage Completion::usage() const {
   Usage u;
-  for (const Choice& c : choices_) u.prompt_tokens += c.n_prompt, u.completion_tokens += c.n_generated;
+  for (const Choice& c : choices_) {
+    u.prompt_tokens += c.n_prompt;
+    u.completion_tokens += c.n_generated;
+    u.cached_tokens += c.n_cached;
+  }
   return u;
 }
 

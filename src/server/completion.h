@@ -48,7 +48,7 @@ class Completion : public ResponseStream {
  private:
   struct Choice {
     uint64_t id = 0;  // the engine's request id
-    int n_prompt = 0, n_generated = 0;
+    int n_prompt = 0, n_generated = 0, n_cached = 0;
     ChoiceResult result;  // echo + text so far; logprobs (non-streaming); reason once finished
     bool finished = false;
   };

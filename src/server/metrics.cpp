@@ -55,6 +55,25 @@ void histogram(std::string& out, const std::string& name, const char* help, cons
   sample(out, name + "_count", labels, static_cast<double>(h.cumulative.back()));
 }
 
+// The prefix cache (docs/serving.md "Prefix cache"): vLLM's token counters and mpkv's state.
+void prefix_cache_metrics(std::string& out, const EngineMetrics& m, const std::string& L) {
+  const PrefixCacheStats& p = m.prefix_cache;
+  metric(out, "vllm:prefix_cache_queries", "counter", "Prompt tokens looked up in the prefix cache (first admissions).", L,
+         static_cast<double>(m.prefix_cache_queries_total));
+  metric(out, "vllm:prefix_cache_hits", "counter", "Prompt tokens read from the prefix cache.", L,
+         static_cast<double>(m.prefix_cache_hits_total));
+  metric(out, "mpkv:prefix_cache_bytes", "gauge", "KV bytes of cached blocks no request holds (evictable).", L,
+         static_cast<double>(p.cold_bytes));
+  metric(out, "mpkv:prefix_cache_blocks", "gauge", "Cached blocks (one page position of every layer).", L,
+         static_cast<double>(p.blocks));
+  header(out, "mpkv:prefix_cache_pages", "gauge", "Cached pages by their highest current bits.");
+  for (const auto& [bits, n] : p.pages_by_bits)
+    sample(out, "mpkv:prefix_cache_pages", "bits=\"" + std::to_string(bits) + "\"," + L, static_cast<double>(n));
+  metric(out, "mpkv:prefix_cache_evictions_total", "counter", "Cached blocks evicted.", L, static_cast<double>(p.evictions));
+  metric(out, "mpkv:prefix_cache_shrinks_total", "counter", "Block halvings of cached pages no request held.", L,
+         static_cast<double>(p.cold_halvings));
+}
+
 size_t reason_index(FinishReason r) {
   switch (r) {
     case FinishReason::stop: return 0;
@@ -208,6 +227,7 @@ std::string ServerMetrics::render(const EngineMetrics& m) const {
     sample(out, "mpkv:kv_page_shrinks_total",
            "from=\"" + std::to_string(bits.first) + "\",to=\"" + std::to_string(bits.second) + "\"," + L,
            static_cast<double>(n));
+  prefix_cache_metrics(out, m, L);
   return out;
 }
 

@@ -19,10 +19,11 @@ namespace mpkv::server {
 // OpenAI's finish_reason: stop -> "stop"; length and context -> "length"; abort -> "abort".
 const char* openai_finish_reason(FinishReason r);
 
-// Totals over the choices. usage.prompt_tokens_details.cached_tokens is always 0: no prompt
-// token is served from a cache yet (docs/serving.md).
+// Totals over the choices; cached_tokens: prompt tokens the engine read from its prefix cache
+// (usage.prompt_tokens_details.cached_tokens; docs/serving.md "Prefix cache").
 struct Usage {
   int prompt_tokens = 0, completion_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens read from the prefix cache (prompt_tokens_details)
 };
 
 // One generated token's log-probability with its text resolved (token pieces are bytes).

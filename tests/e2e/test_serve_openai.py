@@ -9,8 +9,8 @@ Starts the server on an ephemeral loopback port with the real SmolLM2 model and 
   2. 32 concurrent clients, good requests mixed with bad ones (bad JSON, wrong types, a prompt
      longer than the context, missing auth): every good request gives the same text as when run
      alone at temperature 0, every bad one its 4xx, the KV budget is never exceeded (polled from
-     /metrics during the run) and mpkv:kv_bytes_used returns to 0;
-  3. a client that disconnects mid-stream has its request aborted (bytes back to 0);
+     /metrics during the run) and mpkv:kv_bytes_used returns to what the prefix cache keeps;
+  3. a client that disconnects mid-stream has its request aborted (bytes back to the cached ones);
   4. SIGTERM with a request in flight: it is aborted after --shutdown-timeout, the server exits 0.
 Every wait is bounded. Exit code 77 (CTest: skipped) when the model is absent.
 Usage: test_serve_openai.py --mpkv BUILD/mpkv --source SOURCE_DIR
@@ -132,12 +132,15 @@ def wait_kv_empty(base, timeout, what):
     end = time.time() + timeout
     while time.time() < end:
         t = metrics(base)
-        if metric(t, "mpkv:kv_bytes_used") == 0 and metric(t, "vllm:num_requests_running") == 0:
+        # Only pages no request holds stay: the prefix cache's (mpkv:prefix_cache_bytes).
+        if metric(t, "mpkv:kv_bytes_used") == metric(t, "mpkv:prefix_cache_bytes") and \
+                metric(t, "vllm:num_requests_running") == 0:
             return
         time.sleep(0.1)
     t = metrics(base)
-    fail("%s: KV bytes did not return to 0 within %ds (kv_bytes_used %s, running %s)" % (
-        what, timeout, metric(t, "mpkv:kv_bytes_used"), metric(t, "vllm:num_requests_running")))
+    fail("%s: KV bytes did not return to the cached ones within %ds (kv_bytes_used %s, prefix_cache_bytes %s, running %s)" % (
+        what, timeout, metric(t, "mpkv:kv_bytes_used"), metric(t, "mpkv:prefix_cache_bytes"),
+        metric(t, "vllm:num_requests_running")))
 
 
 TOPICS = ["the sea", "a cat", "winter", "bread", "a train", "the moon", "music", "a garden", "rain", "chess",
@@ -263,6 +266,32 @@ def expect_400(openai, fn, field):
         check(e.status_code == 400 and field in str(e), "%s: %s" % (field, e))
         return
     fail("out-of-range %s was accepted" % field)
+
+
+def test_prefix_cache(client, srv):
+    """A repeated long system prompt is read from the prefix cache: usage.prompt_tokens_details.cached_tokens,
+    the same greedy answer (f16 pages: bit for bit), and the prefix-cache metrics."""
+    system = " ".join("Rule %d: answer briefly and politely, and never invent facts." % i for i in range(12))
+    def ask(question):
+        return client.chat.completions.create(model="smol", temperature=0, max_tokens=8, messages=[
+            {"role": "system", "content": system}, {"role": "user", "content": question}])
+    before = metrics(srv.base)
+    first, again, other = ask("Name a colour."), ask("Name a colour."), ask("Name a fruit.")
+    n = first.usage.prompt_tokens
+    check(n > 140, "the system prompt is long: %d tokens" % n)
+    check(again.choices[0].message.content == first.choices[0].message.content, "a cached prompt changed the answer")
+    cached = again.usage.prompt_tokens_details.cached_tokens
+    check(64 <= cached < n, "repeated prompt: cached_tokens %d of %d" % (cached, n))
+    check(other.usage.prompt_tokens_details.cached_tokens >= 64, "shared system prompt: %r" % other.usage)
+    after = metrics(srv.base)
+    hits = metric(after, "vllm:prefix_cache_hits") - metric(before, "vllm:prefix_cache_hits")
+    queries = metric(after, "vllm:prefix_cache_queries") - metric(before, "vllm:prefix_cache_queries")
+    check(hits >= cached + other.usage.prompt_tokens_details.cached_tokens, "prefix_cache_hits %s" % hits)
+    check(queries >= 3 * n - 10, "prefix_cache_queries %s" % queries)
+    check(metric(after, "mpkv:prefix_cache_blocks") > 0, "no cached block in /metrics")
+    for name in ["mpkv:prefix_cache_bytes", "mpkv:prefix_cache_evictions_total", "mpkv:prefix_cache_shrinks_total"]:
+        check(metric(after, name) is not None, "%s missing from /metrics" % name)
+    check(re.search(r'^mpkv:prefix_cache_pages\{bits="16",', after, re.M), "mpkv:prefix_cache_pages{bits} missing")
 
 
 def test_openai_fields(openai, client, srv):
@@ -471,6 +500,7 @@ def main():
         test_basics(openai, client, srv)
         test_vllm_fields(openai, client, srv)
         test_openai_fields(openai, client, srv)
+        test_prefix_cache(client, srv)
         test_disconnect(srv)
         mismatch = test_concurrent(openai, client, srv)
         test_shutdown(srv)

@@ -79,6 +79,12 @@ std::vector<int32_t> plain_greedy(const std::vector<int32_t>& p, int n_new, cons
   return out;
 }
 
+// What admission projects for a request of n positions: its pages and buffers, and the prefix
+// cache's block records (on by default with a budget; scheduler.h).
+size_t footprint(const PagedKvCache& c, int n) {
+  return c.byte_model().sequence_bytes_bound(n) + c.byte_model().prefix_records_bound(n);
+}
+
 struct Collected {
   std::map<uint64_t, std::vector<int32_t>> tokens;
   std::map<uint64_t, std::string> text;
@@ -136,7 +142,7 @@ TEST(ServingEngine, OneRequestMatchesAPlainGreedyLoop) {
   EXPECT_EQ(c.final_event[id].stats.n_generated, 30);
   EXPECT_EQ(c.final_event[id].stats.n_prompt_tokens, 21);
   EXPECT_EQ(c.events_after_final, 0);
-  EXPECT_EQ(eng.metrics().kv_bytes_used, 0u);
+  EXPECT_EQ(eng.metrics().kv_bytes_used, eng.metrics().prefix_cache.cold_bytes);  // only cold cached pages stay
   EXPECT_EQ(eng.metrics().running, 0);
 }
 
@@ -167,7 +173,7 @@ TEST(ServingEngine, AdmitsByProjectedBytesAndNeverPreemptsWithinThem) {
   KvCacheOptions o = f16_opts();
   auto probe = make_kv_cache(o, f.dims);
   const int n_total = 12 + 40;
-  const size_t two = 2 * probe->byte_model().sequence_bytes_bound(n_total) + probe->byte_model().sequence_fixed_bytes() / 2;
+  const size_t two = 2 * footprint(*probe, n_total) + probe->byte_model().sequence_fixed_bytes() / 2;
   o.budget_mib = (double)two / (1024.0 * 1024.0);
   Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), small_steps());
   Collected c;
@@ -182,7 +188,7 @@ TEST(ServingEngine, AdmitsByProjectedBytesAndNeverPreemptsWithinThem) {
   EXPECT_EQ(c.final_event.size(), 5u);
   for (const auto& [id, ev] : c.final_event) EXPECT_EQ(ev.reason, FinishReason::length);
   EXPECT_EQ(eng.metrics().preemptions_total, 0u);
-  EXPECT_EQ(eng.metrics().kv_bytes_used, 0u);
+  EXPECT_EQ(eng.metrics().kv_bytes_used, eng.metrics().prefix_cache.cold_bytes);  // only cold cached pages stay
 }
 
 TEST(ServingEngine, ProgressiveCacheShrinksInsteadOfPreempting) {
@@ -195,7 +201,7 @@ TEST(ServingEngine, ProgressiveCacheShrinksInsteadOfPreempting) {
   auto probe = make_kv_cache(o, f.dims);
   const int n_total = 10 + 120;
   // Three sequences at their final bits fit; at 16 bits they would not.
-  o.budget_mib = (double)(3 * probe->byte_model().sequence_bytes_bound(n_total) + 1024) / (1024.0 * 1024.0);
+  o.budget_mib = (double)(3 * footprint(*probe, n_total) + 1024) / (1024.0 * 1024.0);
   Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), small_steps());
   Collected c;
   for (int s = 0; s < 3; ++s) eng.add_request(greedy(prompt(s, 10), 120), collect(c));
@@ -207,7 +213,7 @@ TEST(ServingEngine, ProgressiveCacheShrinksInsteadOfPreempting) {
   ASSERT_TRUE(m.page_shrinks.count({16, 8})) << "pages shrank under pressure";
   EXPECT_GT(m.page_shrinks.at({16, 8}), 0u);
   for (const auto& [id, ev] : c.final_event) EXPECT_EQ(ev.stats.n_generated, 120);
-  EXPECT_EQ(m.kv_bytes_used, 0u);
+  EXPECT_EQ(m.kv_bytes_used, m.prefix_cache.cold_bytes);  // only cold cached pages stay
 }
 
 TEST(ServingEngine, PreemptedSequenceIsRecomputedToTheSameTokens) {
@@ -215,7 +221,7 @@ TEST(ServingEngine, PreemptedSequenceIsRecomputedToTheSameTokens) {
   KvCacheOptions o = f16_opts();
   auto probe = make_kv_cache(o, f.dims);
   const int n_total = 9 + 60;
-  o.budget_mib = (double)(2 * probe->byte_model().sequence_bytes_bound(n_total)) / (1024.0 * 1024.0);
+  o.budget_mib = (double)(2 * footprint(*probe, n_total)) / (1024.0 * 1024.0);
   EngineOptions e = small_steps();
   e.admission_overcommit = 3.0;  // admits more than fits: the newest must give way
   Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), e);
@@ -231,7 +237,7 @@ TEST(ServingEngine, PreemptedSequenceIsRecomputedToTheSameTokens) {
     preempted += c.final_event[ids[s]].stats.n_preemptions > 0;
   }
   EXPECT_GT(preempted, 0);
-  EXPECT_EQ(m.kv_bytes_used, 0u);
+  EXPECT_EQ(m.kv_bytes_used, m.prefix_cache.cold_bytes);  // only cold cached pages stay
 }
 
 TEST(ServingEngine, AbortFreesEveryByte) {
@@ -245,7 +251,7 @@ TEST(ServingEngine, AbortFreesEveryByte) {
   for (uint64_t id : ids) eng.abort(id);
   eng.abort(999);  // unknown: ignored
   eng.step();
-  EXPECT_EQ(eng.metrics().kv_bytes_used, 0u);
+  EXPECT_EQ(eng.metrics().kv_bytes_used, eng.metrics().prefix_cache.cold_bytes);  // only cold cached pages stay
   EXPECT_EQ(eng.metrics().running + eng.metrics().waiting, 0);
   for (uint64_t id : ids) {
     ASSERT_TRUE(c.final_event.count(id));
@@ -277,7 +283,7 @@ TEST(ServingEngine, BadRequestsAreRejectedAndChangeNothing) {
   const Fixture& f = tiny();
   KvCacheOptions o = f16_opts();
   auto probe = make_kv_cache(o, f.dims);
-  o.budget_mib = (double)probe->byte_model().sequence_bytes_bound(100) / (1024.0 * 1024.0);
+  o.budget_mib = (double)footprint(*probe, 100) / (1024.0 * 1024.0);
   EngineOptions e = small_steps();
   e.max_queue = 2;
   Engine eng(*f.model, *f.tok, make_kv_cache(o, f.dims), e);
@@ -454,7 +460,7 @@ TEST(ServingEngine, RequestsFromOtherThreadsWhileAnotherSteps) {
   stop = true;
   loop.join();
   EXPECT_EQ(finished.load(), 12);
-  EXPECT_EQ(eng.metrics().kv_bytes_used, 0u);
+  EXPECT_EQ(eng.metrics().kv_bytes_used, eng.metrics().prefix_cache.cold_bytes);  // only cold cached pages stay
 }
 
 
