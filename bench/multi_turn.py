@@ -3,7 +3,8 @@
 
 Workload (the same text for every server, fixed by --seed):
   - one shared system prompt: a fixed instruction plus the start of WikiText-2 test, about
-    --system-tokens tokens in all;
+    --system-tokens tokens in all (--distinct-system: prefixed with the conversation's number, so
+    that conversations share no prefix);
   - C conversations (--conversations) of T turns (--turns); the user message of turn t is a passage
     of WikiText-2 test (its own place in the text) followed by a question about it, its length drawn
     uniformly in [--user-tokens-min, --user-tokens-max] tokens;
@@ -118,6 +119,12 @@ def build_workload(text_path, n_conv, n_turns, chars_per_token, system_tokens, u
     return system, users
 
 
+def system_prompt(system, conversation, distinct):
+    """The shared system prompt, or (distinct) one that differs from the others in its first words,
+    so that no two conversations share a cached page."""
+    return f"Conversation {conversation}. {system}" if distinct else system
+
+
 async def run_turns(client, a, headers, model, system, users, slots, t0, logprob_records):
     """Sends every slot's turn on schedule (module docstring); returns the records in slot order and
     appends the completed turns' messages, answers and logprobs to logprob_records (--logprobs-out)."""
@@ -137,7 +144,7 @@ async def run_turns(client, a, headers, model, system, users, slots, t0, logprob
         if broken[c]:
             rec.update({"ok": False, "skipped": True, "chunk_times": []})
         else:
-            messages = [{"role": "system", "content": system}, *history[c], user]
+            messages = [{"role": "system", "content": system_prompt(system, c, a.distinct_system)}, *history[c], user]
             await serve_bench.run_request(client, a, headers, model, messages, rec, t0)
             rec["late"] = rec["t_start"] - due
             if rec["ok"]:
@@ -236,7 +243,7 @@ async def main_async(a):
           f"wall {s['wall_s']:.1f} s (schedule {s['schedule_s']:.1f} s); late p50 {serve_bench.fmt(s['late_p50_s'])} s",
           flush=True)
     workload = {"endpoint": "chat", "conversations": a.conversations, "turns": a.turns, "rate": a.rate,
-                "order": a.order, "seed": a.seed, "system_tokens": a.system_tokens,
+                "order": a.order, "seed": a.seed, "system_tokens": a.system_tokens, "distinct_system": a.distinct_system,
                 "user_tokens": [a.user_tokens_min, a.user_tokens_max], "max_tokens": a.max_tokens,
                 "temperature": a.temperature, "ignore_eos": a.ignore_eos, "cache_prompt": a.cache_prompt,
                 "chars_per_token": cpt, "system_chars": len(system), "text": a.text}
@@ -292,6 +299,9 @@ def parse_args(argv=None):
     p.add_argument("--order", choices=["shuffled", "round-robin"], default="shuffled")
     p.add_argument("--seed", type=int, default=0, help="fixes the text, the question and length draws and the order")
     p.add_argument("--system-tokens", type=int, default=550)
+    p.add_argument("--distinct-system", action="store_true",
+                   help="start each conversation's system prompt with its number: no prefix is shared across "
+                        "conversations (with --turns 1: nothing to reuse, the prefix cache's overhead alone)")
     p.add_argument("--user-tokens-min", type=int, default=60)
     p.add_argument("--user-tokens-max", type=int, default=150)
     p.add_argument("--max-tokens", type=int, default=64)

@@ -32,7 +32,8 @@
 # Usage: scripts/bench_prefix_cache.sh [--quick] [OUT_DIR]   (default docs/results/prefix_cache)
 # Environment: BUILD (build), MODEL, THREADS (2), CONFIGS, SWEEP_CONFIGS, KEEP16, SWEEP_KEEP (empty:
 # no sweep), CONVERSATIONS, TURNS, MAX_TOKENS, RATE, ORDER (shuffled), SYSTEM_TOKENS, USER_TOKENS_MIN,
-# USER_TOKENS_MAX, QUALITY, QUALITY_DIR, LLAMA_SERVER (default: scripts/build_llama_server.sh's), TEXT.
+# USER_TOKENS_MAX, QUALITY, QUALITY_DIR, LLAMA_SERVER (default: scripts/build_llama_server.sh's),
+# LLAMA_ARGS (more llama-server arguments, e.g. "--cache-ram 8192" for its host-RAM prompt cache), TEXT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0
@@ -82,7 +83,9 @@ run_config() {
     nocache) read -ra extra <<<"$NO_CACHE_ARGS" ;;
     lru16) if [ -n "$FLOOR_FLAG" ]; then extra=("$FLOOR_FLAG" 16); fi ;;
     floor[0-9]*) if [ -n "$FLOOR_FLAG" ]; then extra=("$FLOOR_FLAG" "${name#floor}"); fi ;;
-    llama) server=(--llama-server "$LLAMA_SERVER" --mpkv-info "$BUILD/mpkv" --cache-prompt) ;;
+    llama) server=(--llama-server "$LLAMA_SERVER" --mpkv-info "$BUILD/mpkv" --cache-prompt)
+           read -ra extra <<<"${LLAMA_ARGS:-}"
+           for x in "${extra[@]}"; do server+=("--serve-arg=$x"); done ;;
     *) echo "bench_prefix_cache: unknown configuration $name" >&2; exit 1 ;;
   esac
   if [ "$name" != llama ]; then
