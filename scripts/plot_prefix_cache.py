@@ -35,9 +35,11 @@ def rank(label):
 
 
 def counter(run, prefix):
-    """Sum over label sets of a counter's increase during the run (None without /metrics or the counter)."""
+    """Sum over label sets of a counter's increase during the run (None without /metrics or the counter);
+    the name with or without Prometheus' _total suffix."""
     m = run.get("metrics") or {}
-    vals = [v for k, v in (m.get("delta") or {}).items() if k.split("{")[0] == prefix]
+    names = (prefix, prefix + "_total", prefix.removesuffix("_total"))
+    vals = [v for k, v in (m.get("delta") or {}).items() if k.split("{")[0] in names]
     return sum(vals) if vals else None
 
 
