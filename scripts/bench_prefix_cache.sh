@@ -119,5 +119,9 @@ echo "bench_prefix_cache: load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 if [ "$QUALITY" = 1 ]; then
   [ -x "$BUILD/served_quality" ] || cmake --build "$BUILD" --target served_quality -j "$(nproc)"
-  "$BUILD/served_quality" -m "$MODEL" -t "$THREADS" --bucket 16 "${logprob_files[@]}" | tee "$OUT/quality.txt"
+  if ! "$BUILD/served_quality" -m "$MODEL" -t "$THREADS" --bucket 16 "${logprob_files[@]}" | tee "$OUT/quality.txt"; then
+    echo "bench_prefix_cache: served_quality failed; it must encode a record's list of messages" \
+         "(docs/results/prefix_cache.md, Quality)" >&2
+    exit 1
+  fi
 fi
