@@ -23,6 +23,10 @@ and ITL, but only completed requests count towards end-to-end latency, TPOT and 
 cut before their first token are counted apart (their TTFT is longer than the box, so the TTFT
 percentiles of a level with such requests are lower bounds).
 
+Each record keeps the prompt tokens and, where the server reports them, the cached prompt tokens
+(usage.prompt_tokens_details.cached_tokens, else llama-server's timings.cache_n); --cache-prompt
+sends llama-server's cache_prompt field.
+
 Writes one JSON file (levels, per-request records, /metrics samples) for bench/serve_report.py.
 """
 import argparse
