@@ -23,6 +23,10 @@ and ITL, but only completed requests count towards end-to-end latency, TPOT and 
 cut before their first token are counted apart (their TTFT is longer than the box, so the TTFT
 percentiles of a level with such requests are lower bounds).
 
+Each record keeps the prompt tokens and, where the server reports them, the cached prompt tokens
+(usage.prompt_tokens_details.cached_tokens, else llama-server's timings.cache_n); --cache-prompt
+sends llama-server's cache_prompt field.
+
 Writes one JSON file (levels, per-request records, /metrics samples) for bench/serve_report.py.
 """
 import argparse
@@ -232,12 +236,23 @@ def keep_logprobs(choice, rec):
             [token_hex(e), e["logprob"], [[token_hex(t), t["logprob"]] for t in e.get("top_logprobs") or []]])
 
 
+def cached_tokens(msg):
+    """Prompt tokens served from a cached prefix, from a final chunk: OpenAI's
+    usage.prompt_tokens_details.cached_tokens (mpkv serve, vLLM, llama-server), else llama-server's
+    timings.cache_n; None when the server reports neither."""
+    details = (msg.get("usage") or {}).get("prompt_tokens_details") or {}
+    if details.get("cached_tokens") is not None:
+        return details["cached_tokens"]
+    return (msg.get("timings") or {}).get("cache_n")
+
+
 async def one_request(client, a, headers, model, prompt, seed, rec):
     """Streams one completion into rec (times relative to rec['start'], monotonic seconds)."""
     body = {"model": model, "max_tokens": a.max_tokens, "temperature": a.temperature,
             "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
     if a.endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        # A list is a whole conversation (bench/multi_turn.py); a string is one user message.
+        body["messages"] = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
     if a.top_p is not None:
@@ -249,6 +264,8 @@ async def one_request(client, a, headers, model, prompt, seed, rec):
         body["top_logprobs"] = a.top_logprobs
     if a.keep_text:
         rec["prompt"] = prompt
+    if a.cache_prompt:
+        body["cache_prompt"] = True            # llama-server's per-request prompt reuse (its default is on)
     if a.ignore_eos:
         body["ignore_eos"] = True              # vLLM's field (mpkv serve)
         body["min_tokens"] = a.max_tokens      # vLLM's and llama-cpp-python's (holds end-of-generation back)
@@ -275,6 +292,7 @@ async def one_request(client, a, headers, model, prompt, seed, rec):
             if msg.get("usage"):
                 rec["completion_tokens"] = msg["usage"].get("completion_tokens")
                 rec["prompt_tokens"] = msg["usage"].get("prompt_tokens")
+                rec["cached_tokens"] = cached_tokens(msg)
             for ch in msg.get("choices") or []:
                 piece = ch.get("text") or (ch.get("delta") or {}).get("content")
                 if piece:
@@ -507,6 +525,8 @@ def main():
     p.add_argument("--request-rate", type=float, default=float("inf"),
                    help="Poisson arrivals per second (inf: all at once, closed loop of --levels workers)")
     p.add_argument("--slo-tpot-ms", type=float, default=250.0, help="TPOT bound of the goodput figure")
+    p.add_argument("--cache-prompt", action="store_true",
+                   help="send cache_prompt: true (llama-server's prompt reuse; other servers ignore it)")
     p.add_argument("--keep-text", action="store_true", help="store each prompt and answer text in the records")
     p.add_argument("--top-logprobs", type=int, choices=range(0, 21), metavar="0..20",
                    help="chat only: ask for each token's logprob and this many alternatives and store them "

@@ -167,13 +167,35 @@ def llama_server(binary, model, mpkv, kv_type, budget_bytes, slot_ctx, threads, 
     slots = int(budget_bytes // (per_token * slot_ctx))
     if slots < 1:
         raise ServerError(f"a KV budget of {budget_bytes / 2**20:.1f} MiB holds no {kv_type} slot of {slot_ctx} tokens")
-    port = free_port()
-    argv = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-t", str(threads), "-tb", str(threads),
-            "-c", str(slots * slot_ctx), "-np", str(slots), "-ctk", kv_type, "-ctv", kv_type, "-fa", "on",
-            "-b", "512", "-ub", "512", "--no-webui", "--metrics"]
     facts = {"n_parallel": slots, "slot_ctx": slot_ctx, "n_ctx": slots * slot_ctx, "kv_bytes_per_token": per_token,
              "kv_bytes": slots * slot_ctx * per_token}
-    return Server(argv, log_path, url=f"http://127.0.0.1:{port}", ready_path="/health"), facts
+    return llama_server_process(binary, model, kv_type, slots * slot_ctx, slots, threads, log_path), facts
+
+
+def llama_server_process(binary, model, kv_type, n_ctx, slots, threads, log_path, extra=()):
+    """llama-server on a free loopback port: -c n_ctx over -np slots, flash attention, /metrics."""
+    port = free_port()
+    argv = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-t", str(threads), "-tb", str(threads),
+            "-c", str(n_ctx), "-np", str(slots), "-ctk", kv_type, "-ctv", kv_type, "-fa", "on",
+            "-b", "512", "-ub", "512", "--no-webui", "--metrics", *extra]
+    return Server(argv, log_path, url=f"http://127.0.0.1:{port}", ready_path="/health")
+
+
+def llama_server_unified(binary, model, mpkv, budget_bytes, slots, threads, log_path, extra=()):
+    """llama-server for the prefix-cache benchmark (docs/results/prefix_cache.md): one unified f16 KV
+    cache (--kv-unified) of budget_bytes shared by `slots` slots, each of which keeps its last prompt
+    for reuse (cache_prompt). n_ctx = budget / (layers x 2 x KV heads x head_dim x 2 bytes), rounded
+    down to a multiple of 256 (llama.cpp pads n_ctx up to one). --cache-ram 0: no host-RAM prompt
+    cache beside it (that would be memory outside the budget). Returns (Server, facts)."""
+    per_token = gguf_kv_elements_per_token(mpkv, model) * LLAMA_KV_TYPES["f16"][1]
+    n_ctx = int(budget_bytes // per_token) // 256 * 256
+    if n_ctx < 256:
+        raise ServerError(f"a KV budget of {budget_bytes / 2**20:.1f} MiB holds fewer than 256 f16 positions")
+    srv = llama_server_process(binary, model, "f16", n_ctx, slots, threads, log_path,
+                               extra=("--kv-unified", "--cache-ram", "0", *extra))
+    facts = {"n_parallel": slots, "n_ctx": n_ctx, "kv_unified": True, "kv_bytes_per_token": per_token,
+             "kv_bytes": n_ctx * per_token}
+    return srv, facts
 
 
 def smg_router(smg, worker_urls, policy, log_path, health_interval_s=5):

@@ -37,13 +37,18 @@ MPKV_KV_ARGS = {
 
 def f16_budget_mib(mpkv, model, tokens, threads):
     """4 x mpkv's f16 bound for one sequence of `tokens` positions (MiB)."""
+    return round(4 * f16_sequence_mib(mpkv, model, tokens, threads) + 0.05, 1)
+
+
+def f16_sequence_mib(mpkv, model, tokens, threads):
+    """The bytes mpkv's f16 cache reserves for one sequence of `tokens` positions (MiB, as printed)."""
     out = subprocess.run([mpkv, "bench", "-m", model, "-t", str(threads), "--synthetic", "-d", str(tokens - 2),
                           "-n", "2", "-r", "1", "-p", "16", "--parallel", "0", "--kv-budget-mib", "200",
                           "--kv-method", "f16"], capture_output=True, text=True, check=True)
     m = re.search(r"\(([0-9.]+) MiB each at most\)", out.stdout + out.stderr)
     if not m:
         sys.exit(f"serve_sweep: cannot read the per-sequence bound from mpkv bench:\n{out.stdout}{out.stderr}")
-    return round(4 * float(m.group(1)) + 0.05, 1)
+    return float(m.group(1))
 
 
 def config_server(name, a, budget_mib, log_path):
