@@ -127,10 +127,15 @@ int32_t id_of(const std::string& hex, const std::unordered_map<std::string, int3
   return it->second;
 }
 
-std::vector<int32_t> encode_prompt(const mpkv::Tokenizer& tok, const std::string& endpoint, const std::string& prompt) {
+std::vector<int32_t> encode_prompt(const mpkv::Tokenizer& tok, const std::string& endpoint, const json& prompt) {
+  if (prompt.is_array()) {  // a whole conversation (bench/multi_turn.py): [{"role", "content"}, ...]
+    std::vector<mpkv::ChatMessage> messages;
+    for (const json& m : prompt) messages.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+    return tok.encode(tok.format_chat(messages, /*add_generation_prompt=*/true), tok.add_bos(), true);
+  }
   if (endpoint == "chat")
-    return tok.encode(tok.format_chat({{"user", prompt}}, /*add_generation_prompt=*/true), tok.add_bos(), true);
-  return tok.encode(prompt, tok.add_bos(), /*parse_special=*/false);
+    return tok.encode(tok.format_chat({{"user", prompt.get<std::string>()}}, /*add_generation_prompt=*/true), tok.add_bos(), true);
+  return tok.encode(prompt.get<std::string>(), tok.add_bos(), /*parse_special=*/false);
 }
 
 // The answers of one serve_bench result file that carry their prompt and logprobs.
@@ -142,7 +147,7 @@ std::vector<ServedAnswer> load_answers(const json& result, const mpkv::Tokenizer
     if (!rec.value("ok", false) || !rec.contains("prompt") || !rec.contains("logprobs")) continue;
     ServedAnswer a;
     a.seed = rec.at("seed").get<int64_t>();
-    a.prompt = encode_prompt(tok, endpoint, rec.at("prompt").get<std::string>());
+    a.prompt = encode_prompt(tok, endpoint, rec.at("prompt"));
     // Each entry: [token hex, logprob, [[alternative hex, logprob], ...]] (bench/serve_bench.py).
     for (const json& e : rec.at("logprobs")) {
       a.answer.push_back(id_of(e.at(0).get<std::string>(), ids));
