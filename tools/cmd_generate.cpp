@@ -113,6 +113,10 @@ void print_summary(const GenerateArgs& a, const std::string& model_name, const E
                a.kv.budget_mib > 0 ? (" of " + format_number(a.kv.budget_mib) + " MiB budget").c_str() : "",
                sh.page_shrinks, sh.pauses, 1e3 * sh.max_pause_seconds, 1e3 * sh.seconds,
                (unsigned long long)m.preemptions_total);
+  if (m.prefix_cache_on)
+    std::fprintf(stderr, "[kv] prefix cache: %llu of %llu prompt tokens read from it; %zu blocks cached, %llu evicted\n",
+                 (unsigned long long)m.prefix_cache_hits_total, (unsigned long long)m.prefix_cache_queries_total,
+                 m.prefix_cache.blocks, (unsigned long long)m.prefix_cache.evictions);
 }
 
 // Steps the engine until it is idle, timing each step and reading its prefill / decode token

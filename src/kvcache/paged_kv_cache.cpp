@@ -473,6 +473,13 @@ std::string PagedKvCache::stats() const {
   std::snprintf(buf, sizeof buf, "\n  shrinks: %zu pages in %zu pauses, %.2f ms total, longest pause %.3f ms, %s freed",
                 t.page_shrinks, t.pauses, 1e3 * t.seconds, 1e3 * t.max_pause_seconds, mib(t.bytes_freed).c_str());
   o << buf;
+  if (prefix_) {
+    const PrefixCacheStats p = prefix_stats();
+    std::snprintf(buf, sizeof buf, "\n  prefix cache: %zu blocks (%zu cold, %s), %llu evicted, %llu cold halvings",
+                  p.blocks, p.cold_blocks, mib(p.cold_bytes).c_str(), (unsigned long long)p.evictions,
+                  (unsigned long long)p.cold_halvings);
+    o << buf;
+  }
   return o.str();
 }
 
