@@ -51,8 +51,10 @@ void Scheduler::start(Sequence& s) {
     s.scheduled_once = true;
     s.stats.queue_seconds = s.seconds_since_arrival();
     s.stats.n_cached_prompt_tokens = std::min(s.n_cached, s.n_prompt);
-    prefix_queries_ += (uint64_t)s.n_prompt;
-    prefix_hits_ += (uint64_t)s.stats.n_cached_prompt_tokens;
+    if (kv_.prefix_cache_enabled()) {
+      prefix_queries_ += (uint64_t)s.n_prompt;
+      prefix_hits_ += (uint64_t)s.stats.n_cached_prompt_tokens;
+    }
   }
 }
 

@@ -144,6 +144,7 @@ TEST(ServingPrefixCache, F16OutputWithTheCacheEqualsWithoutBitForBit) {
   EXPECT_GT(m.prefix_cache.blocks, 0u);
   EXPECT_EQ(m.prefix_cache.blocks, m.prefix_cache.cold_blocks);
   EXPECT_FALSE(off.engine().metrics().prefix_cache_on);
+  EXPECT_EQ(off.engine().metrics().prefix_cache_queries_total, 0u) << "nothing is looked up with the cache off";
   EXPECT_EQ(off.engine().metrics().kv_bytes_used, 0u);
 }
 
