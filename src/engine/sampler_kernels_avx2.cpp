@@ -23,10 +23,17 @@ __m256d exp_pd(__m256d x) {
   return _mm256_mul_pd(p, _mm256_castsi256_pd(e));
 }
 
-// 8 weights of x = (l - mx) / T (float), stored as floats; their float values summed into acc.
-void weights8(__m256 x, float* w, __m256d& acc) {
-  const __m128 lo = _mm256_cvtpd_ps(exp_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x))));
-  const __m128 hi = _mm256_cvtpd_ps(exp_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1))));
+// x = fl((l - mx) / T) without a division: the double product (l - mx) * (1 / T) is within 2^-52
+// relative of the quotient, which is never within 2^-49 of a float rounding midpoint (a quotient of
+// two 24-bit significands), so rounding the product to float gives the quotient's float exactly.
+__m256d argument(__m128 diff, __m256d inv_t) {
+  return _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(diff), inv_t)));
+}
+
+// 8 weights of the differences d = l - mx, stored as floats; their float values summed into acc.
+void weights8(__m256 d, __m256d inv_t, float* w, __m256d& acc) {
+  const __m128 lo = _mm256_cvtpd_ps(exp_pd(argument(_mm256_castps256_ps128(d), inv_t)));
+  const __m128 hi = _mm256_cvtpd_ps(exp_pd(argument(_mm256_extractf128_ps(d, 1), inv_t)));
   _mm256_storeu_ps(w, _mm256_set_m128(hi, lo));
   acc = _mm256_add_pd(acc, _mm256_add_pd(_mm256_cvtps_pd(lo), _mm256_cvtps_pd(hi)));
 }
@@ -65,14 +72,15 @@ int32_t sampler_argmax_avx2(const float* x, int n) {
 }
 
 double sampler_exp_weights_avx2(const float* l, int n, float mx, float temperature, float* w) {
-  const __m256 mv = _mm256_set1_ps(mx), tv = _mm256_set1_ps(temperature);
+  const __m256 mv = _mm256_set1_ps(mx);
+  const __m256d inv_t = _mm256_set1_pd(1.0 / (double)temperature);
   __m256d acc = _mm256_setzero_pd();
   int i = 0;
-  for (; i + 8 <= n; i += 8) weights8(_mm256_div_ps(_mm256_sub_ps(_mm256_loadu_ps(l + i), mv), tv), w + i, acc);
+  for (; i + 8 <= n; i += 8) weights8(_mm256_sub_ps(_mm256_loadu_ps(l + i), mv), inv_t, w + i, acc);
   if (i < n) {  // tail padded with -inf (weight 0)
     alignas(32) float t[8], tw[8];
     for (int k = 0; k < 8; ++k) t[k] = i + k < n ? l[i + k] : -INFINITY;
-    weights8(_mm256_div_ps(_mm256_sub_ps(_mm256_load_ps(t), mv), tv), tw, acc);
+    weights8(_mm256_sub_ps(_mm256_load_ps(t), mv), inv_t, tw, acc);
     for (int k = 0; i + k < n; ++k) w[i + k] = tw[k];
   }
   const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(acc), _mm256_extractf128_pd(acc, 1));

@@ -48,14 +48,22 @@ int32_t sampler_argmax_avx512(const float* x, int n) {
   return 0;
 }
 
+// x = fl((l - mx) / T) without a division: the double product (l - mx) * (1 / T) is within 2^-52
+// relative of the quotient, which is never within 2^-49 of a float rounding midpoint (a quotient of
+// two 24-bit significands), so rounding the product to float gives the quotient's float exactly.
+static __m512d argument(__m256 diff, __m512d inv_t) {
+  return _mm512_cvtps_pd(_mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(diff), inv_t)));
+}
+
 double sampler_exp_weights_avx512(const float* l, int n, float mx, float temperature, float* w) {
-  const __m512 mv = _mm512_set1_ps(mx), tv = _mm512_set1_ps(temperature);
+  const __m512 mv = _mm512_set1_ps(mx);
+  const __m512d inv_t = _mm512_set1_pd(1.0 / (double)temperature);
   __m512d acc = _mm512_setzero_pd();
   for (int i = 0; i < n; i += 16) {
     const __mmask16 k = tail_mask(n - i);  // padding: -inf, weight 0
-    const __m512 x = _mm512_div_ps(_mm512_sub_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, l + i), mv), tv);
-    const __m256 lo = _mm512_cvtpd_ps(exp_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(x))));
-    const __m256 hi = _mm512_cvtpd_ps(exp_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1))));
+    const __m512 d = _mm512_sub_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, l + i), mv);
+    const __m256 lo = _mm512_cvtpd_ps(exp_pd(argument(_mm512_castps512_ps256(d), inv_t)));
+    const __m256 hi = _mm512_cvtpd_ps(exp_pd(argument(_mm512_extractf32x8_ps(d, 1), inv_t)));
     _mm512_mask_storeu_ps(w + i, k, _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1));
     acc = _mm512_add_pd(acc, _mm512_add_pd(_mm512_cvtps_pd(lo), _mm512_cvtps_pd(hi)));
   }
