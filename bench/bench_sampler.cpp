@@ -31,7 +31,7 @@ struct BeforeSampler {
   std::mt19937_64 rng;
   std::vector<std::pair<float, int32_t>> cand;
   int32_t sample(const float* logits, int n) {
-    if (o.temperature == 0.0f) return mpkv::argmax(logits, n);
+    if (o.temperature == 0.0f) return mpkv::sampler_argmax_ref(logits, n);  // the scalar loop
     cand.resize(n);
     for (int i = 0; i < n; ++i) cand[i] = {logits[i], i};
     const int k = o.top_k > 0 ? std::min(o.top_k, n) : n;

@@ -8,12 +8,7 @@
 
 namespace mpkv {
 
-int32_t argmax(const float* x, int n) {
-  int32_t best = 0;
-  for (int i = 1; i < n; ++i)
-    if (x[i] > x[best]) best = i;
-  return best;
-}
+int32_t argmax(const float* x, int n) { return sampler_kernels().argmax(x, n); }
 
 Sampler::Sampler(SamplerOptions opts) : Sampler(opts, sampler_kernels()) {}
 

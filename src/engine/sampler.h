@@ -103,6 +103,7 @@ class Sampler {
   std::vector<float> penalized_;
 };
 
+// The first index of the largest of x[0, n) (sampler_kernels.h: argmax, at this CPU's tier).
 int32_t argmax(const float* x, int n);
 
 }  // namespace mpkv

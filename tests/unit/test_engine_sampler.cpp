@@ -189,7 +189,9 @@ TEST(Sampler, NonFiniteLogitsGiveATokenInRange) {
             for (int i = 0; i < 20; ++i) {
               const int32_t t = s.sample(l.data(), (int)l.size());
               ASSERT_TRUE(t >= 0 && t < (int)l.size()) << isa_name(isa);
-              if (T > 0.0f && (&l == &rows[0] || &l == &rows[1])) EXPECT_FALSE(std::isnan(l[t])) << isa_name(isa) << " drew a NaN logit";
+              if (T > 0.0f && (&l == &rows[0] || &l == &rows[1])) {
+                EXPECT_FALSE(std::isnan(l[t])) << isa_name(isa) << " drew a NaN logit";
+              }
             }
           EXPECT_EQ(s.sample(rows[3].data(), 5), 1);  // +inf: the argmax
         }
