@@ -31,7 +31,7 @@ struct BeforeSampler {
   std::mt19937_64 rng;
   std::vector<std::pair<float, int32_t>> cand;
   int32_t sample(const float* logits, int n) {
-    if (o.temperature == 0.0f) return mpkv::argmax(logits, n);
+    if (o.temperature == 0.0f) return mpkv::sampler_argmax_ref(logits, n);  // the scalar loop
     cand.resize(n);
     for (int i = 0; i < n; ++i) cand[i] = {logits[i], i};
     const int k = o.top_k > 0 ? std::min(o.top_k, n) : n;
@@ -81,6 +81,43 @@ std::pair<double, double> median_ns(A& a, B& b, const std::vector<float>& l, int
   return {ta[reps / 2], tb[reps / 2]};
 }
 
+// Normal logits with sigma 3, a fixed seed.
+std::vector<float> bench_logits(int n) {
+  std::mt19937 g(42);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> l(n);
+  for (float& x : l) x = nd(g);
+  return l;
+}
+
+// Median ns per call of each sampler kernel at every tier this CPU runs (sampler_kernels.h).
+void kernel_table(const std::vector<float>& l, int reps) {
+  const int n = (int)l.size();
+  std::vector<float> w(n);
+  std::vector<int32_t> ids(n);
+  const float mx = *std::max_element(l.begin(), l.end());
+  for (mpkv::Isa isa : {mpkv::Isa::scalar, mpkv::Isa::avx2, mpkv::Isa::avx512}) {
+    if (isa > mpkv::best_isa()) break;
+    const mpkv::SamplerKernels& k = mpkv::sampler_kernels_for(isa);
+    auto median = [&](auto&& f) {
+      std::vector<double> t(reps);
+      for (double& x : t) {
+        const auto t0 = Clock::now();
+        f();
+        x = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+      }
+      std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
+      return t[reps / 2];
+    };
+    volatile double sink = 0;
+    const double a = median([&] { sink = sink + k.argmax(l.data(), n); });
+    const double m = median([&] { sink = sink + k.max_value(l.data(), n); });
+    const double e = median([&] { sink = sink + k.exp_weights(l.data(), n, mx, 0.8f, w.data()); });
+    const double s = median([&] { sink = sink + k.select_range(l.data(), n, mx - 2.0f, INFINITY, ids.data()); });
+    std::printf("%-8d %-8s %12.0f %12.0f %12.0f %12.0f\n", n, mpkv::isa_name(isa), a, m, e, s);
+  }
+}
+
 struct Setting {
   const char* name;
   float temperature, top_p, min_p;
@@ -105,12 +142,13 @@ int main(int argc, char** argv) {
                               {"top_k=0 top_p=0.95", 0.8f, 0.95f, 0.0f, 0},
                               {"top_k=0 top_p=1", 0.8f, 1.0f, 0.0f, 0},
                               {"top_k=0 top_p=1 min_p=0.05", 0.8f, 1.0f, 0.05f, 0}};
+  std::printf("%-8s %-8s %12s %12s %12s %12s\n", "vocab", "isa", "argmax_ns", "max_ns", "exp_wts_ns", "select_ns");
+  for (int n : {49152, 262144}) {
+    kernel_table(bench_logits(n), reps);
+  }
   std::printf("%-8s %-28s %12s %12s %7s\n", "vocab", "setting", "before_ns", "after_ns", "ratio");
   for (int n : {49152, 262144}) {
-    std::mt19937 g(42);
-    std::normal_distribution<float> nd(0.0f, 3.0f);
-    std::vector<float> l(n);
-    for (float& x : l) x = nd(g);
+    const std::vector<float> l = bench_logits(n);
     for (const Setting& st : settings) {
       mpkv::SamplerOptions o;
       o.temperature = st.temperature;

@@ -8,14 +8,11 @@
 
 namespace mpkv {
 
-int32_t argmax(const float* x, int n) {
-  int32_t best = 0;
-  for (int i = 1; i < n; ++i)
-    if (x[i] > x[best]) best = i;
-  return best;
-}
+int32_t argmax(const float* x, int n) { return sampler_kernels().argmax(x, n); }
 
-Sampler::Sampler(SamplerOptions opts) : opts_(opts), rng_(opts.seed) {
+Sampler::Sampler(SamplerOptions opts) : Sampler(opts, sampler_kernels()) {}
+
+Sampler::Sampler(SamplerOptions opts, const SamplerKernels& kernels) : opts_(opts), kernels_(kernels), rng_(opts.seed) {
   MPKV_CHECK(opts.temperature >= 0.0f, "temperature must be >= 0");
   MPKV_CHECK(opts.top_p > 0.0f && opts.top_p <= 1.0f, "top-p must be in (0, 1]");
   MPKV_CHECK(opts.top_k >= 0, "top-k must be >= 0");
@@ -73,10 +70,23 @@ int32_t Sampler::sample(const float* raw_logits, int n_vocab) {
 }
 
 int32_t Sampler::sample_from(const float* logits, int n_vocab) {
-  if (opts_.temperature == 0.0f) return argmax(logits, n_vocab);
+  if (opts_.temperature == 0.0f) return kernels_.argmax(logits, n_vocab);
+  const float mx = kernels_.max_value(logits, n_vocab);
+  if (!std::isfinite(mx)) return kernels_.argmax(logits, n_vocab);  // no finite logit to weigh the others by
   const int k = opts_.top_k > 0 ? std::min(opts_.top_k, n_vocab) : n_vocab;
-  if (k < n_vocab) return sample_top_k(logits, n_vocab, k);
+  start_walk(n_vocab, mx, (size_t)k);
+  if (k < n_vocab) return sample_top_k(logits, k);
   return sample_all(logits, n_vocab);
+}
+
+void Sampler::start_walk(int n_vocab, float mx, size_t limit) {
+  order_.resize(n_vocab);
+  weight_.resize(n_vocab);
+  n_vocab_ = n_vocab;
+  max_logit_ = mx;
+  limit_ = limit;
+  sorted_ = 0;
+  next_level_ = 0;
 }
 
 // "Before" order: logit descending, ties by token id ascending (a strict total order, so the
@@ -88,76 +98,50 @@ struct ByLogit {
 };
 }  // namespace
 
-int32_t Sampler::sample_top_k(const float* logits, int n_vocab, int k) {
-  // partial_sort of (logit, id) pairs: one comparison with the heap top per token for small k.
-  cand_.resize(n_vocab);
-  for (int i = 0; i < n_vocab; ++i) cand_[i] = {logits[i], i};
-  std::partial_sort(cand_.begin(), cand_.begin() + k, cand_.end(), [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  });
-  order_.resize(k);
-  weight_.resize(n_vocab);
-  const float mx = cand_[0].first;
+int32_t Sampler::sample_top_k(const float* logits, int k) {
+  ensure_sorted(logits, (size_t)k - 1);
+  const float mx = logits[order_[0]];
   double sum = 0.0;
-  for (int i = 0; i < k; ++i) {
-    const int32_t t = cand_[i].second;
-    order_[i] = t;
-    weight_[t] = std::exp((cand_[i].first - mx) / opts_.temperature);
+  for (int i = 0; i < k; ++i) {  // sorted order, as before the levels
+    const int32_t t = order_[i];
+    const float x = (logits[t] - mx) / opts_.temperature;
+    weight_[t] = std::isnan(x) ? 0.0f : std::exp(x);  // NaN logits weigh 0 (sampler_kernels.h)
     sum += weight_[t];
   }
-  sorted_ = k;
-  next_bucket_ = kBuckets;
   return cut_and_draw(logits, k, sum, true);
 }
 
-// Weight band of w in (0, 1]: 0 for w = 1, b for w in [2^-b, 2^-(b-1)), the last band for anything
-// below 2^-(kBuckets - 2) (zero and subnormals included). Bands are ordered like the weights.
-static int band(float w) {
-  uint32_t bits;
-  std::memcpy(&bits, &w, sizeof bits);
-  const int e = (int)((bits >> 23) & 0xff);
-  return std::clamp(127 - e, 0, Sampler::kBuckets - 1);  // < 0 only for NaN
-}
-
 int32_t Sampler::sample_all(const float* logits, int n_vocab) {
-  float mx = logits[0];
-  for (int i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
-  weight_.resize(n_vocab);
-  band_.resize(n_vocab);
-  int count[kBuckets] = {};
-  double sum = 0.0;
-  for (int i = 0; i < n_vocab; ++i) {
-    const float w = std::exp((logits[i] - mx) / opts_.temperature);
-    weight_[i] = w;
-    sum += w;  // token id order (docs/design.md, "Sampling")
-    const int b = band(w);
-    band_[i] = (uint8_t)b;
-    count[b]++;
-  }
-  // Counting sort by band: order_ holds band 0's tokens, then band 1's, ...; a band is sorted by
-  // logit only when the walk below reaches it (ensure_sorted).
-  int at = 0;
-  for (int b = 0; b < kBuckets; ++b) {
-    band_begin_[b] = at;
-    at += count[b];
-  }
-  band_begin_[kBuckets] = at;
-  int fill[kBuckets];
-  std::memcpy(fill, band_begin_, sizeof fill);
-  order_.resize(n_vocab);
-  for (int i = 0; i < n_vocab; ++i) order_[fill[band_[i]]++] = i;
-  sorted_ = 0;
-  next_bucket_ = 0;
+  const double sum = kernels_.exp_weights(logits, n_vocab, max_logit_, opts_.temperature, weight_.data());
   return cut_and_draw(logits, n_vocab, sum, false);
 }
 
 void Sampler::ensure_sorted(const float* logits, size_t i) {
-  while (i >= sorted_) {
-    MPKV_ASSERT(next_bucket_ < kBuckets, "sampler: walked past the last band");
-    const int b = next_bucket_++;
-    std::sort(order_.begin() + band_begin_[b], order_.begin() + band_begin_[b + 1], ByLogit{logits});
-    sorted_ = band_begin_[b + 1];
-  }
+  MPKV_ASSERT(i < limit_, "sampler: walked past the candidates");
+  while (i >= sorted_) add_level(logits);
+}
+
+// Level j's logits are [lo, hi) with lo = max - (j + 1) kLevelBits ln 2 T (the weights 2^-(j+1)kLevelBits
+// and up) and hi the previous level's lo; thresholds are floats computed one way for every level,
+// so they never increase and the levels, each sorted, concatenate into the sorted order.
+void Sampler::add_level(const float* logits) {
+  MPKV_ASSERT(next_level_ < kLevels, "sampler: walked past the last level");
+  const int j = next_level_++;
+  auto threshold = [&](int level) {
+    return max_logit_ - (float)((level + 1) * kLevelBits * 0.6931471805599453 * opts_.temperature);
+  };
+  const bool last = j == kLevels - 1;
+  const float hi = j == 0 ? INFINITY : threshold(j - 1);
+  const float lo = last ? -INFINITY : threshold(j);
+  int32_t* begin = order_.data() + sorted_;
+  size_t n = (size_t)kernels_.select_range(logits, n_vocab_, lo, hi, begin);
+  // Sort only what the walk can reach: the top-k path stops at k.
+  const size_t need = std::min(n, limit_ - sorted_);
+  std::partial_sort(begin, begin + need, begin + n, ByLogit{logits});
+  if (last)  // NaN logits (never selected by a range) after everything
+    for (int t = 0; t < n_vocab_; ++t)
+      if (std::isnan(logits[t])) begin[n++] = t;
+  sorted_ += last ? n : need;
 }
 
 int32_t Sampler::cut_and_draw(const float* logits, size_t n, double sum, bool full_nucleus) {

@@ -17,9 +17,10 @@
 // Both cuts are prefixes of the sorted list, so their order does not matter. With the defaults of
 // min_p (0), repeat_penalty (1), the OpenAI penalties (0) and an empty logit_bias sampling is what it was before those fields existed.
 //
-// Cost: O(n_vocab) per token plus a sort of only the tokens the cuts and the draw reach, never of
-// the whole vocabulary (docs/design.md, "Sampling", has the algorithm and what exactly is summed in
-// which order, which fixes the tokens drawn for a seed).
+// Cost: O(n_vocab) SIMD passes per token (sampler_kernels.h: max, the weights when there is no
+// top-k, a scan per level of logits the walk reaches) plus a sort of only the tokens the cuts and
+// the draw reach, never of the whole vocabulary (docs/design.md, "Sampling", has the algorithm and
+// what exactly is summed in which order, which fixes the tokens drawn for a seed).
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -27,6 +28,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "engine/sampler_kernels.h"
 
 namespace mpkv {
 
@@ -52,8 +55,13 @@ class Sampler {
   // min_p outside [0, 1], repeat_penalty <= 0, repeat_last_n < 0, presence/frequency penalty
   // outside [-2, 2], a logit_bias with a negative id or a bias outside [-100, 100]).
   explicit Sampler(SamplerOptions opts);
-  // Weight bands of the no-top-k path (docs/design.md, "Sampling").
-  static constexpr int kBuckets = 64;
+  // The same with the kernels of one ISA tier (tests compare the tiers).
+  Sampler(SamplerOptions opts, const SamplerKernels& kernels);
+  // Levels of the sorted walk (docs/design.md, "Sampling"): level j < kLevels - 1 holds the logits
+  // within (j + 1) * kLevelBits halvings of the weight below the maximum, not in level j - 1; the
+  // last level holds the rest (NaN logits last).
+  static constexpr int kLevels = 17;
+  static constexpr int kLevelBits = 4;
   // Samples one token and accepts it into the penalty history (and the generated-token counts).
   int32_t sample(const float* logits, int n_vocab);
   // Adds a token to the penalty history without sampling (a caller feeds the prompt this way, as
@@ -62,12 +70,16 @@ class Sampler {
 
  private:
   int32_t sample_from(const float* logits, int n_vocab);
-  // top_k < n_vocab: the k best by partial_sort.
-  int32_t sample_top_k(const float* logits, int n_vocab, int k);
-  // No top-k: weights of the whole vocabulary, grouped into bands, each band sorted lazily.
+  // top_k < n_vocab: the k best, from as many levels as hold them.
+  int32_t sample_top_k(const float* logits, int k);
+  // No top-k: weights of the whole vocabulary, its levels sorted as the walk reaches them.
   int32_t sample_all(const float* logits, int n_vocab);
-  // Sorts bands until order_[0..i] is in final order.
+  // Starts the walk over a new row (mx: its largest logit, finite; limit: how far the walk may go).
+  void start_walk(int n_vocab, float mx, size_t limit);
+  // Sorts levels until order_[0..i] is in final order.
   void ensure_sorted(const float* logits, size_t i);
+  // Appends the next level to order_, sorted (only up to limit_).
+  void add_level(const float* logits);
   // Top-p and min-p cuts over order_[0, n) and the draw; sum = the candidates' total weight.
   // full_nucleus: apply the top-p loop even at top_p = 1 (the top-k path, as before).
   int32_t cut_and_draw(const float* logits, size_t n, double sum, bool full_nucleus);
@@ -77,19 +89,21 @@ class Sampler {
   bool adjusts_logits() const;
 
   SamplerOptions opts_;
+  const SamplerKernels& kernels_;
   std::mt19937_64 rng_;
-  std::vector<std::pair<float, int32_t>> cand_;  // top-k path: (logit, id)
-  std::vector<int32_t> order_;  // candidate token ids, best first once sorted
+  std::vector<int32_t> order_;  // candidate token ids, best first; [0, sorted_) is in final order
   std::vector<float> weight_;   // exp((logit - max) / temperature) by token id
-  std::vector<uint8_t> band_;   // weight band by token id
-  int band_begin_[kBuckets + 1] = {};
-  size_t sorted_ = 0;           // order_[0, sorted_) is in final order
-  int next_bucket_ = 0;         // the next band to sort
+  size_t sorted_ = 0;
+  size_t limit_ = 0;            // the walk never goes past order_[limit_ - 1]
+  int n_vocab_ = 0;
+  int next_level_ = 0;          // the next level add_level() appends
+  float max_logit_ = 0.0f;
   std::deque<int32_t> history_;  // the last repeat_last_n accepted tokens, oldest first
   std::unordered_map<int32_t, int> generated_;  // token -> times sample() returned it
   std::vector<float> penalized_;
 };
 
+// The first index of the largest of x[0, n) (sampler_kernels.h: argmax, at this CPU's tier).
 int32_t argmax(const float* x, int n);
 
 }  // namespace mpkv

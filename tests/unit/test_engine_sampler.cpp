@@ -165,6 +165,39 @@ TEST(Sampler, LogitBiasIsAddedBeforeGreedyAndSampling) {
   for (int i = 0; i < 200; ++i) EXPECT_NE(t.sample(l.data(), 3), 0);
 }
 
+// Rows a broken model could produce: NaN logits are never drawn when sampling (they weigh 0 and sit
+// after every level; greedy keeps the plain argmax loop's answer); a row with no finite maximum (all
+// -inf, or +inf) falls back to the argmax. Every tier, every path (greedy, top-k, no top-k, min-p).
+TEST(Sampler, NonFiniteLogitsGiveATokenInRange) {
+  const float nan = std::nanf("");
+  const std::vector<std::vector<float>> rows = {{nan, 1.0f, 0.5f, nan, -1.0f},
+                                                {2.0f, nan, nan, nan, nan},
+                                                {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY},
+                                                {0.0f, INFINITY, 1.0f, -INFINITY, 3.0f}};
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+    if (isa > best_isa()) continue;
+    for (int top_k : {0, 2})
+      for (float T : {0.0f, 1.0f})
+        for (float min_p : {0.0f, 0.1f}) {
+          SamplerOptions o;
+          o.temperature = T;
+          o.top_k = top_k;
+          o.top_p = 0.9f;
+          o.min_p = min_p;
+          Sampler s(o, sampler_kernels_for(isa));
+          for (const auto& l : rows)
+            for (int i = 0; i < 20; ++i) {
+              const int32_t t = s.sample(l.data(), (int)l.size());
+              ASSERT_TRUE(t >= 0 && t < (int)l.size()) << isa_name(isa);
+              if (T > 0.0f && (&l == &rows[0] || &l == &rows[1])) {
+                EXPECT_FALSE(std::isnan(l[t])) << isa_name(isa) << " drew a NaN logit";
+              }
+            }
+          EXPECT_EQ(s.sample(rows[3].data(), 5), 1);  // +inf: the argmax
+        }
+  }
+}
+
 TEST(Sampler, BadValuesAreErrors) {
   for (auto set : std::vector<void (*)(SamplerOptions&)>{
            [](SamplerOptions& o) { o.min_p = -0.1f; }, [](SamplerOptions& o) { o.min_p = 1.5f; },
