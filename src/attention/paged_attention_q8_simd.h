@@ -433,6 +433,21 @@ inline void unpermute_slots(const __m256* f, __m256* o) {
   }
 }
 
+// One query's value sums in slot order (a32, 64 per chunk, 32-byte aligned) onto out[0, 64 chunks):
+// out[c] += step * a32[slot of c] + bz, the epilogue every packed_accumulate_q8 variant shares.
+template <int BITS>
+inline void add_value_sums(const int32_t* a32, float step, float bz, int chunks, float* out) {
+  const __m256 sv = _mm256_set1_ps(step), zv = _mm256_set1_ps(bz);
+  for (int c = 0; c < chunks; ++c) {
+    __m256 f[8], o[8];
+    for (int k = 0; k < 8; ++k)
+      f[k] = _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(a32 + 64 * c + 8 * k))), zv);
+    unpermute_slots<BITS>(f, o);
+    float* oc = out + 64 * c;
+    for (int k = 0; k < 8; ++k) _mm256_storeu_ps(oc + 8 * k, _mm256_add_ps(_mm256_loadu_ps(oc + 8 * k), o[k]));
+  }
+}
+
 // PASSES: passes over the rows per 64 channels, each accumulating 4 / PASSES of the 4 code vectors
 // in 4 / PASSES x NJ s16 registers. AVX2 has 16 vector registers: 4 x 3 accumulators did not fit
 // beside the decode (GCC spilled them every row pair), so it takes 2 passes and decodes the rows
@@ -498,17 +513,7 @@ void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, s
       }
     }
   }
-  for (int j = 0; j < NJ; ++j) {
-    const __m256 sv = _mm256_set1_ps(step[j]), zv = _mm256_set1_ps(bz[j]);
-    for (int c = 0; c < chunks; ++c) {
-      __m256 f[8], o[8];
-      for (int k = 0; k < 8; ++k)
-        f[k] = _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(&a32[j][64 * c + 8 * k]))), zv);
-      unpermute_slots<BITS>(f, o);
-      float* out = acc + j * ldacc + 64 * c;
-      for (int k = 0; k < 8; ++k) _mm256_storeu_ps(out + 8 * k, _mm256_add_ps(_mm256_loadu_ps(out + 8 * k), o[k]));
-    }
-  }
+  for (int j = 0; j < NJ; ++j) add_value_sums<BITS>(a32[j], step[j], bz[j], chunks, acc + j * ldacc);
 }
 
 // packed_scores_q8 (paged_attention_kernels.h) in tiles of up to kTile queries.
