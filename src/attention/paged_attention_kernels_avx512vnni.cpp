@@ -206,34 +206,25 @@ void scores_vnni_token(const KvBlockLayout& L, const uint8_t* blk, const Q8Queri
   }
 }
 
-// Channel axis (KIVI keys): per token group, each query folded and requantized (fold_params_q8),
+// Channel axis (KIVI keys): per token group, each query folded and requantized (fold_params_q8_512),
 // then s = qs'_g (q8' . code) + sum_c q_c Z_gc, as scores_q8_channel's emit8.
 template <int BITS, int NJ, int CH>
 void scores_vnni_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n,
                          float* s, size_t lds) {
-  const int d = L.head_dim;
   float* sj0 = s + (size_t)j0 * lds;
-  alignas(64) int8_t q8[kMaxQ8Dim + 64];
-  for (int i = 0; i < n;) {
-    const int tg = (t0 + i) / L.group, end = std::min(n, (tg + 1) * L.group - t0);
-    VnniScoreTile<BITS, NJ, CH> T;
-    const GroupParams P(L, blk, (size_t)tg * d, d);
-    float qs[NJ], zt[NJ];
-    for (int j = 0; j < NJ; ++j) {
-      qs[j] = fold_params_q8_512(P, q.f + (size_t)(j0 + j) * q.ldf, q8, &zt[j]);
-      T.set_query(j, q8, d);
-    }
-    const uint8_t* codes = blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes;
-    for (int k0 = 0; k0 < end - i; k0 += 16) {
-      __m512i tot[NJ];
-      T.dots16(codes + (size_t)k0 * L.row_bytes, L.row_bytes, end - i - k0, tot);
-      const __mmask16 k = rows_mask(end - i - k0);
-      for (int j = 0; j < NJ; ++j)
-        _mm512_mask_storeu_ps(sj0 + j * lds + i + k0, k,
-                              _mm512_fmadd_ps(_mm512_set1_ps(qs[j]), _mm512_cvtepi32_ps(tot[j]), _mm512_set1_ps(zt[j])));
-    }
-    i = end;
-  }
+  auto fold = [](const GroupParams& P, const float* x, int8_t* q8, float* z) { return fold_params_q8_512(P, x, q8, z); };
+  for_each_key_group<VnniScoreTile<BITS, NJ, CH>, NJ>(
+      L, blk, q, j0, t0, n, fold, [&](const auto& T, int i, int end, const float* qs, const float* zt) {
+        const uint8_t* codes = blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes;
+        for (int k0 = 0; k0 < end - i; k0 += 16) {
+          __m512i tot[NJ];
+          T.dots16(codes + (size_t)k0 * L.row_bytes, L.row_bytes, end - i - k0, tot);
+          const __mmask16 k = rows_mask(end - i - k0);
+          for (int j = 0; j < NJ; ++j)
+            _mm512_mask_storeu_ps(sj0 + j * lds + i + k0, k,
+                                  _mm512_fmadd_ps(_mm512_set1_ps(qs[j]), _mm512_cvtepi32_ps(tot[j]), _mm512_set1_ps(zt[j])));
+        }
+      });
 }
 
 // The 4 code-field vectors of rows r .. r + 3, chunk c, for the value pass: lane p of vector m holds
