@@ -64,10 +64,13 @@
 // kernels (scores and accumulate) are 256-bit integer madds written once
 // (paged_attention_q8_simd.h) and compiled in both the AVX2 and the AVX-512 file: the AVX-512
 // entries differ only in what the compiler may use (32 vector registers: the value kernel's
-// accumulators all stay in registers, one pass over the rows instead of two).
+// accumulators all stay in registers, one pass over the rows instead of two). On CPUs with AVX-512
+// VNNI the avx512 tier's q8 entries for 2- and 4-bit codes are the vpdpbusd kernels of
+// paged_attention_kernels_avx512vnni.cpp (4 rows per instruction; same integer sums).
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "quant/kv_block_layout.h"
 #include "util/cpu_features.h"
@@ -156,12 +159,17 @@ struct PagedAttentionKernels {
   PackedScoresQ8Fn packed_scores_q8;
   float (*max_value)(const float* s, int n);
   PackedAccumulateQ8Fn packed_accumulate_q8;
+  const char* name;  // "ref", "avx2", "avx512", "avx512vnni"
 };
 
 // The table for active_isa() (chosen once), and the table of one variant (Error when this CPU
-// cannot run it).
+// cannot run it). VNNI is not a tier: on a CPU with it the avx512 tier's table is the AVX-512 one
+// with the VNNI int8 kernels (same integer sums, same fp32 epilogues, so the same bits).
 const PagedAttentionKernels& paged_attention_kernels();
 const PagedAttentionKernels& paged_attention_kernels_for(Isa isa);
+// Every table this CPU can run, lowest first (the tests compare each with _ref): ref, avx2, the
+// plain AVX-512 one, and the VNNI one where the CPU has it.
+std::vector<const PagedAttentionKernels*> paged_attention_kernel_tables();
 
 void packed_scores_ref(const PackedBlockView& b, const float* q, size_t ldq, int nq, int t0, int n, float* s, size_t lds);
 void packed_accumulate_ref(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
@@ -201,5 +209,10 @@ float exp_sum_avx512(float* s, int n, float m);
 void packed_scores_q8_avx512(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
 void packed_accumulate_q8_avx512(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n,
                                  float* acc, size_t ldacc);
+
+// AVX-512 VNNI (paged_attention_kernels_avx512vnni.cpp): callable only when cpu_features().avx512vnni.
+void packed_scores_q8_avx512vnni(const PackedBlockView& b, const Q8Queries& q, int t0, int n, float* s, size_t lds);
+void packed_accumulate_q8_avx512vnni(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n,
+                                     float* acc, size_t ldacc);
 
 }  // namespace mpkv

@@ -332,34 +332,48 @@ inline float fold_params_q8(const GroupParams& P, const float* x, int8_t* q8, fl
   return step;
 }
 
+// The token groups of a channel-axis (KIVI) key block that rows [t0, t0 + n) touch: per group, the
+// queries j0 .. j0 + NJ - 1 folded with the group's channel scales and requantized by `fold`
+// (fold_params_q8 or a wider copy of it: returns qs'_g, writes the int8 values and sum_c q_c Z_gc)
+// into a fresh Tile (set_query), then rows(T, i, end, qs, zt) for the group's rows [i, end) of the call.
+template <class Tile, int NJ, class Fold, class Rows>
+void for_each_key_group(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n,
+                        Fold&& fold, Rows&& rows) {
+  const int d = L.head_dim;
+  alignas(64) int8_t q8[kMaxQ8Dim + 64];
+  for (int i = 0; i < n;) {
+    const int tg = (t0 + i) / L.group, end = std::min(n, (tg + 1) * L.group - t0);
+    Tile T;
+    const GroupParams P(L, blk, (size_t)tg * d, d);
+    float qs[NJ], zt[NJ];
+    for (int j = 0; j < NJ; ++j) {
+      qs[j] = fold(P, q.f + (size_t)(j0 + j) * q.ldf, q8, &zt[j]);
+      T.set_query(j, q8, d);
+    }
+    rows(T, i, end, qs, zt);
+    i = end;
+  }
+}
+
 // Channel axis (KIVI keys): per token group, each query's folded int8 copy, then
 // s = qs'_g (q8' . code) + sum_c q_c Z_gc.
 template <int BITS, int NJ, int CH>
 void scores_q8_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n,
                        float* s, size_t lds) {
-  const int d = L.head_dim;
   float* sj0 = s + (size_t)j0 * lds;
-  alignas(32) int8_t q8[kMaxQ8Dim + 32];
-  for (int i = 0; i < n;) {
-    const int tg = (t0 + i) / L.group, end = std::min(n, (tg + 1) * L.group - t0);
-    Q8Tile<BITS, NJ, CH> T;
-    const GroupParams P(L, blk, (size_t)tg * d, d);
-    float qs[NJ], zt[NJ];
-    for (int j = 0; j < NJ; ++j) {
-      qs[j] = fold_params_q8(P, q.f + (size_t)(j0 + j) * q.ldf, q8, &zt[j]);
-      T.set_query(j, q8, d);
-    }
-    T.run(blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes, L.row_bytes, end - i,
-          [&](int k, const __m256i* tot) {
-            for (int j = 0; j < NJ; ++j)
-              _mm256_storeu_ps(sj0 + j * lds + i + k, _mm256_fmadd_ps(_mm256_set1_ps(qs[j]), _mm256_cvtepi32_ps(tot[j]),
-                                                                      _mm256_set1_ps(zt[j])));
-          },
-          [&](int k, const int32_t* dot) {
-            for (int j = 0; j < NJ; ++j) sj0[j * lds + i + k] = qs[j] * (float)dot[j] + zt[j];
-          });
-    i = end;
-  }
+  for_each_key_group<Q8Tile<BITS, NJ, CH>, NJ>(
+      L, blk, q, j0, t0, n, [](const GroupParams& P, const float* x, int8_t* q8, float* z) { return fold_params_q8(P, x, q8, z); },
+      [&](const auto& T, int i, int end, const float* qs, const float* zt) {
+        T.run(blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes, L.row_bytes, end - i,
+              [&](int k, const __m256i* tot) {
+                for (int j = 0; j < NJ; ++j)
+                  _mm256_storeu_ps(sj0 + j * lds + i + k, _mm256_fmadd_ps(_mm256_set1_ps(qs[j]), _mm256_cvtepi32_ps(tot[j]),
+                                                                          _mm256_set1_ps(zt[j])));
+              },
+              [&](int k, const int32_t* dot) {
+                for (int j = 0; j < NJ; ++j) sj0[j * lds + i + k] = qs[j] * (float)dot[j] + zt[j];
+              });
+      });
 }
 
 
@@ -433,6 +447,21 @@ inline void unpermute_slots(const __m256* f, __m256* o) {
   }
 }
 
+// One query's value sums in slot order (a32, 64 per chunk, 32-byte aligned) onto out[0, 64 chunks):
+// out[c] += step * a32[slot of c] + bz, the epilogue every packed_accumulate_q8 variant shares.
+template <int BITS>
+inline void add_value_sums(const int32_t* a32, float step, float bz, int chunks, float* out) {
+  const __m256 sv = _mm256_set1_ps(step), zv = _mm256_set1_ps(bz);
+  for (int c = 0; c < chunks; ++c) {
+    __m256 f[8], o[8];
+    for (int k = 0; k < 8; ++k)
+      f[k] = _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(a32 + 64 * c + 8 * k))), zv);
+    unpermute_slots<BITS>(f, o);
+    float* oc = out + 64 * c;
+    for (int k = 0; k < 8; ++k) _mm256_storeu_ps(oc + 8 * k, _mm256_add_ps(_mm256_loadu_ps(oc + 8 * k), o[k]));
+  }
+}
+
 // PASSES: passes over the rows per 64 channels, each accumulating 4 / PASSES of the 4 code vectors
 // in 4 / PASSES x NJ s16 registers. AVX2 has 16 vector registers: 4 x 3 accumulators did not fit
 // beside the decode (GCC spilled them every row pair), so it takes 2 passes and decodes the rows
@@ -498,17 +527,7 @@ void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, s
       }
     }
   }
-  for (int j = 0; j < NJ; ++j) {
-    const __m256 sv = _mm256_set1_ps(step[j]), zv = _mm256_set1_ps(bz[j]);
-    for (int c = 0; c < chunks; ++c) {
-      __m256 f[8], o[8];
-      for (int k = 0; k < 8; ++k)
-        f[k] = _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(&a32[j][64 * c + 8 * k]))), zv);
-      unpermute_slots<BITS>(f, o);
-      float* out = acc + j * ldacc + 64 * c;
-      for (int k = 0; k < 8; ++k) _mm256_storeu_ps(out + 8 * k, _mm256_add_ps(_mm256_loadu_ps(out + 8 * k), o[k]));
-    }
-  }
+  for (int j = 0; j < NJ; ++j) add_value_sums<BITS>(a32[j], step[j], bz[j], chunks, acc + j * ldacc);
 }
 
 // packed_scores_q8 (paged_attention_kernels.h) in tiles of up to kTile queries.

@@ -164,9 +164,15 @@ void PagedKvCache::plan_span(int layer, int seq, int n_tokens, const float* q, S
     };
     add_rows(0, ls.sink_n, ls.k16.data() + (size_t)h * d, ls.v16.data() + (size_t)h * d, row);
     int pos = ls.sink_n + ls.dropped;
-    for (const auto& pp : ls.pages) {
-      add_page_segments(layer, *pp, h, pos, w.segs[h]);
-      pos += pp->filled;
+    // Each page's record and its bit table are two dependent heap reads that miss the caches at
+    // long contexts (perf at 32K: most of add_page_segments' time on the first load of a page);
+    // asking for them a few pages ahead overlaps those misses.
+    const auto& pages = ls.pages;
+    for (size_t i = 0; i < pages.size(); ++i) {
+      if (i + 8 < pages.size()) __builtin_prefetch(pages[i + 8].get());
+      if (i + 4 < pages.size()) __builtin_prefetch(pages[i + 4]->cur.data());
+      add_page_segments(layer, *pages[i], h, pos, w.segs[h]);
+      pos += pages[i]->filled;
     }
     add_rows(pos, ls.win_n, ls.k16.data() + (size_t)plan_.sink * row + (size_t)h * d,
              ls.v16.data() + (size_t)plan_.sink * row + (size_t)h * d, row);

@@ -35,6 +35,7 @@ CpuFeatures detect() {
   f.avx512bw = zmm_ok && (b & bit_AVX512BW);
   f.avx512vl = zmm_ok && (b & bit_AVX512VL);
   f.avx512dq = zmm_ok && (b & bit_AVX512DQ);
+  f.avx512vnni = zmm_ok && (c & bit_AVX512VNNI);
   if (!ymm_ok) f.fma = f.f16c = false;
   return f;
 }

@@ -15,6 +15,9 @@ enum class Isa { scalar = 0, avx2 = 1, avx512 = 2 };
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  // AVX-512 VNNI (vpdpbusd): not a tier of its own; kernel families with VNNI variants use them
+  // inside the avx512 tier when this is set.
+  bool avx512vnni = false;
 };
 
 const CpuFeatures& cpu_features();

@@ -8,7 +8,8 @@
 //      rounding tolerance below.
 // Values (packed_accumulate_q8, int8 weights) for 2- and 4-bit codes: each variant against _ref and
 // against the float-weight accumulation of dequantized values, within the weights' rounding.
-// AVX-512 cases skip on CPUs without it.
+// AVX-512 cases skip on CPUs without it; on a VNNI CPU both the plain AVX-512 and the VNNI table
+// run, and the VNNI token-axis scores must also give the plain ones' bits.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -103,17 +104,27 @@ TEST(PagedAttentionQ8, ScoresMatchTheDefinitionAndTheFloatDot) {
         std::vector<int8_t> bytes;
         std::vector<float> params;
         const Q8Queries q8 = quantize_queries_q8(q.data(), d, nq, d, bytes, params);
-        // Row ranges: whole block, and (channel axis: whole groups) a range with an 8-row tail.
-        const std::pair<int, int> ranges[] = {{0, T}, cs.axis == GroupAxis::channel ? std::pair{16, 32} : std::pair{3, 21}};
+        // Row ranges: whole block, one with an 8-row tail (channel axis: whole groups), and one
+        // starting and ending inside token groups / 16-row folds (odd start, a 6-row tail).
+        const std::pair<int, int> ranges[] = {{0, T}, cs.axis == GroupAxis::channel ? std::pair{16, 32} : std::pair{3, 21}, {5, 38}};
         for (auto [t0, n] : ranges) {
           std::vector<float> s_ref((size_t)nq * kMaxKernelRows);
           paged_attention_kernels_for(Isa::scalar).packed_scores_q8({&L, blk.data(), nullptr}, q8, t0, n, s_ref.data(), kMaxKernelRows);
-          for (Isa isa : test::kernel_variants()) {
-            const std::string what = std::string(isa_name(isa)) + (cs.axis == GroupAxis::token ? " token" : " channel") +
+          std::vector<float> s_avx512;  // the plain AVX-512 table's scores, when this CPU runs it
+          for (const PagedAttentionKernels* K : paged_attention_kernel_tables()) {
+            const std::string what = std::string(K->name) + (cs.axis == GroupAxis::token ? " token" : " channel") +
                                      " bits " + std::to_string(cs.bits) + " d " + std::to_string(d) + " mult " +
                                      std::to_string(mult) + " nq " + std::to_string(nq) + " t0 " + std::to_string(t0);
             std::vector<float> s((size_t)nq * kMaxKernelRows, NAN);
-            paged_attention_kernels_for(isa).packed_scores_q8({&L, blk.data(), nullptr}, q8, t0, n, s.data(), kMaxKernelRows);
+            K->packed_scores_q8({&L, blk.data(), nullptr}, q8, t0, n, s.data(), kMaxKernelRows);
+            if (std::string(K->name) == "avx512") s_avx512 = s;
+            // VNNI, token axis: the same exact integer dots and the same fp32 epilogue as the 256-bit
+            // kernels' 8-row folds, so the same bits on every row those cover (not their 1-row tail).
+            if (std::string(K->name) == "avx512vnni" && cs.axis == GroupAxis::token) {
+              for (int j = 0; j < nq; ++j)
+                for (int i = 0; i < n - n % 8; ++i)
+                  ASSERT_EQ(s[(size_t)j * kMaxKernelRows + i], s_avx512[(size_t)j * kMaxKernelRows + i]) << what << " q " << j << " row " << i;
+            }
             for (int j = 0; j < nq; ++j) {
               const float* qj = &q[(size_t)j * d];
               for (int i = 0; i < n; ++i) {
@@ -187,12 +198,12 @@ TEST(PagedAttentionQ8, AccumulateMatchesRefAndTheFloatWeights) {
             const size_t ldacc = d + 8;
             std::vector<float> ref((size_t)nq * ldacc, 0.25f);
             paged_attention_kernels_for(Isa::scalar).packed_accumulate_q8({&L, blk.data(), nullptr}, w.data(), kMaxKernelRows, nq, t0, n, ref.data(), ldacc);
-            for (Isa isa : test::kernel_variants()) {
-              const std::string what = std::string(isa_name(isa)) + " bits " + std::to_string(bits) + " d " +
+            for (const PagedAttentionKernels* K : paged_attention_kernel_tables()) {
+              const std::string what = std::string(K->name) + " bits " + std::to_string(bits) + " d " +
                                        std::to_string(d) + " mult " + std::to_string(mult) + " nq " +
                                        std::to_string(nq) + " rows [" + std::to_string(t0) + ", +" + std::to_string(n) + ")";
               std::vector<float> acc((size_t)nq * ldacc, 0.25f);
-              paged_attention_kernels_for(isa).packed_accumulate_q8({&L, blk.data(), nullptr}, w.data(), kMaxKernelRows, nq, t0, n, acc.data(), ldacc);
+              K->packed_accumulate_q8({&L, blk.data(), nullptr}, w.data(), kMaxKernelRows, nq, t0, n, acc.data(), ldacc);
               for (int j = 0; j < nq; ++j) {
                 const float* wj = &w[(size_t)j * kMaxKernelRows];
                 double amax = 0, z_abs = 0;
