@@ -78,7 +78,7 @@ HttpResponse error_response(const ApiError& e, int retry_after_seconds) {
   HttpResponse r;
   r.status = e.status();
   r.body = error_body(e);
-  if (e.status() == 503) r.headers.emplace_back("Retry-After", std::to_string(retry_after_seconds));
+  if (e.status() == 503 || e.status() == 429) r.headers.emplace_back("Retry-After", std::to_string(retry_after_seconds));
   if (e.status() == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
   return r;
 }
@@ -214,13 +214,14 @@ HttpResponse ApiHandler::complete(Endpoint endpoint, const HttpRequest& req) {
   const bool chat = endpoint == Endpoint::chat;
   ResponseFormatter fmt(endpoint, new_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(), opts_.model_name,
                         r.top_logprobs >= 0, r.include_usage, static_cast<int>(requests.size()));
+  HttpResponse resp;
+  if (r.stream && req.reserve_stream) resp.stream_lease = req.reserve_stream();  // 429 before anything starts
   auto c = std::make_shared<Completion>(b, metrics_, inflight_, std::move(fmt), r.include_usage);
   c->start(std::move(requests));
   if (!r.stream) {  // a client that leaves meanwhile aborts it (a stream's transport cancels it)
     const AbortOnClose abort_on_close(req.client, [c] { c->cancel(); });
     return c->wait_response();
   }
-  HttpResponse resp;
   resp.content_type = "text/event-stream";
   resp.headers.emplace_back("Cache-Control", "no-cache");
   resp.stream = std::move(c);
