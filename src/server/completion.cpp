@@ -28,7 +28,7 @@ void Completion::start(std::vector<ChoiceRequest> requests) {
   choices_.reserve(requests.size());
   for (ChoiceRequest& r : requests) {
     Choice& c = choices_.emplace_back();
-    c.n_prompt = static_cast<int>(r.params.prompt.size());
+    c.n_prompt = r.counts_prompt ? static_cast<int>(r.params.prompt.size()) : 0;
     c.result.text = std::move(r.echo);
     // The callback may outlive this object (an aborted request's final event comes at the next
     // step), so it holds the channel and the timing by shared_ptr; metrics outlive the engine loop.

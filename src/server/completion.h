@@ -1,5 +1,5 @@
 // One completion request in flight between the HTTP thread that answers it and the engine: it
-// submits one engine request per choice (several only for several /v1/completions prompts),
+// submits one engine request per choice (n per prompt; several /v1/completions prompts),
 // collects their output events in one channel (request_channel.h), and answers either with one
 // JSON body (wait_response) or as a stream of server-sent events (next). A completion that is
 // destroyed or cancelled before its final events aborts its requests, so a vanished client never
@@ -20,9 +20,12 @@
 namespace mpkv::server {
 
 // One choice's engine request and the text its answer starts with (the prompt, for echo).
+// counts_prompt: usage counts its prompt tokens (only the first of a prompt's n choices, as
+// OpenAI counts a prompt once however many choices it has).
 struct ChoiceRequest {
   RequestParams params;
   std::string echo;
+  bool counts_prompt = true;
 };
 
 class Completion : public ResponseStream {
@@ -48,7 +51,7 @@ class Completion : public ResponseStream {
  private:
   struct Choice {
     uint64_t id = 0;  // the engine's request id
-    int n_prompt = 0, n_generated = 0;
+    int n_prompt = 0, n_generated = 0;  // n_prompt: 0 when another choice of its prompt counts it
     ChoiceResult result;  // echo + text so far; logprobs (non-streaming); reason once finished
     bool finished = false;
   };

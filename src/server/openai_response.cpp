@@ -102,9 +102,11 @@ std::string ResponseFormatter::chunk(const nlohmann::json& choice) const {
 
 std::string ResponseFormatter::first() const {
   if (endpoint_ != Endpoint::chat) return "";
-  json choice = {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
-                 {"finish_reason", nullptr}};
-  return chunk(choice);
+  std::string out;
+  for (size_t i = 0; i < text_offset_.size(); ++i)
+    out += chunk({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+                  {"finish_reason", nullptr}});
+  return out;
 }
 
 std::string ResponseFormatter::delta(int index, const std::string& text, const std::vector<LogprobEntry>& logprobs) {

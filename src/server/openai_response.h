@@ -43,14 +43,15 @@ class ResponseFormatter {
  public:
   // id: "chatcmpl-..." or "cmpl-..."; created: Unix seconds; logprobs: whether choices carry them;
   // include_usage: stream chunks carry "usage": null and a usage chunk closes the stream;
-  // n_choices: choices (index 0..n_choices-1; several only for several completion prompts).
+  // n_choices: choices (index 0..n_choices-1: n per prompt).
   ResponseFormatter(Endpoint endpoint, std::string id, int64_t created, std::string model, bool logprobs,
                     bool include_usage, int n_choices = 1);
 
   // The whole non-streaming body: choices[i] has index i.
   std::string full(const std::vector<ChoiceResult>& choices, Usage usage) const;
 
-  // Stream events. first(): chat's {"role": "assistant"} delta ("" for completions); delta(): new
+  // Stream events. first(): chat's {"role": "assistant"} delta for each choice ("" for
+  // completions); delta(): new
   // text of one choice (and its tokens' logprobs); last(): its empty delta with finish_reason;
   // usage(): the chunk with "choices": [] and the usage (only when include_usage).
   std::string first() const;

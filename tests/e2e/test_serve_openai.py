@@ -300,6 +300,25 @@ def test_openai_fields(openai, client, srv):
             streamed[ch.index] += ch.text
     check(streamed[0] == text + alone, "streamed echo + prompt list: %r" % streamed)
 
+    # n: n choices of the same prompt (index 0..n-1); usage counts the prompt once. Greedy: n
+    # copies of the one continuation; sampled with a seed: choice j uses seed + j, so the choices
+    # differ and the request repeats.
+    one = complete(text)
+    r = complete(text, n=3)
+    check([c.index for c in r.choices] == [0, 1, 2] and all(c.text == alone for c in r.choices), "n=3 greedy: %r" % r)
+    check(r.usage.prompt_tokens == one.usage.prompt_tokens and r.usage.completion_tokens == 3 * one.usage.completion_tokens,
+          "n=3 usage: %r vs %r" % (r.usage, one.usage))
+    sampled = [c.text for c in complete(other, n=4, temperature=1.0, seed=11, max_tokens=8).choices]
+    check(len(set(sampled)) >= 2, "n=4 sampled choices all alike: %r" % sampled)
+    chunks = list(client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Say hi."}],
+                                                 max_tokens=4, n=2, stream=True))
+    streamed, finished = ["", ""], [None, None]
+    for c in chunks:
+        for ch in c.choices:
+            streamed[ch.index] += ch.delta.content or ""
+            finished[ch.index] = ch.finish_reason or finished[ch.index]
+    check(all(streamed) and all(finished), "streamed chat n=2: %r %r" % (streamed, finished))
+
     # logit_bias: +100 forces a token; stop_token_ids then ends the request on it.
     forced = post_json(base, "/tokenize", {"prompt": " Paris", "add_special_tokens": False})["tokens"][0]
     piece = post_json(base, "/detokenize", {"tokens": [forced]})["content"]
@@ -326,7 +345,7 @@ def test_openai_fields(openai, client, srv):
     # Each field out of range: 400 naming it.
     for kw, field in [({"presence_penalty": 2.5}, "presence_penalty"), ({"frequency_penalty": -3}, "frequency_penalty"),
                       ({"logit_bias": {"x": 1}}, "logit_bias"), ({"logit_bias": {"1": 101}}, "logit_bias"),
-                      ({"logit_bias": {"99999999": 1}}, "logit_bias"), ({"n": 2}, "n"),
+                      ({"logit_bias": {"99999999": 1}}, "logit_bias"), ({"n": 17}, "n"),
                       ({"echo": True, "logprobs": 1}, "echo"),
                       ({"extra_body": {"stop_token_ids": [-1]}}, "stop_token_ids"),
                       ({"extra_body": {"stop_token_ids": [99999999]}}, "stop_token_ids"),
@@ -334,7 +353,7 @@ def test_openai_fields(openai, client, srv):
         expect_400(openai, lambda: complete(text, **kw), field)
     expect_400(openai, lambda: complete([1, 99999999]), "prompt")
     expect_400(openai, lambda: client.chat.completions.create(
-        model="smol", messages=[{"role": "user", "content": "x"}], n=2), "n")
+        model="smol", messages=[{"role": "user", "content": "x"}], n=17), "n")
     status, _ = http_request(base, "POST", "/detokenize", json.dumps({"tokens": [99999999]}))
     check(status == 400, "detokenize of an unknown id: %d" % status)
 

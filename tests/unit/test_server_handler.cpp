@@ -62,6 +62,17 @@ std::vector<json> sse_json(const std::string& sse) {
 }
 
 const std::string kChat = R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})";
+
+// An EchoBackend that records the parameters of every request it is given.
+class Recording : public EchoBackend {
+ public:
+  using EchoBackend::EchoBackend;
+  uint64_t add_request(RequestParams params, OutputCallback on_output) override {
+    seen.push_back(params);
+    return EchoBackend::add_request(std::move(params), std::move(on_output));
+  }
+  std::vector<RequestParams> seen;
+};
 }  // namespace
 
 TEST(ServerHandler, HealthFollowsLoadingAndDraining) {
@@ -235,6 +246,67 @@ TEST(ServerHandler, SeveralPromptsTokenIdsAndEcho) {
   EXPECT_EQ(stepped.metrics().kv_bytes_used, 0u);
 }
 
+// n > 1: n choices per prompt (index = prompt * n + j), each its own engine request with the
+// same prompt and parameters and seed + j; usage counts each prompt once and sums the
+// completions; streamed chat sends the role chunk of every choice.
+TEST(ServerHandler, SeveralChoicesPerPrompt) {
+  ApiHandler h({});
+  Recording b(256, 16, true);
+  h.set_backend(&b);
+  HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": ["abc", "xy"], "n": 3, "max_tokens": 2, "seed": 40, "echo": true})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["text"], i < 3 ? "abcab" : "xyxy") << i;
+  }
+  ASSERT_EQ(b.seen.size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(b.seen[i].sampling.seed, 40u + i % 3) << i;
+    EXPECT_EQ(b.seen[i].prompt, i < 3 ? b.encode_prompt("abc") : b.encode_prompt("xy")) << i;
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);       // 3 + 2, once each
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);  // 6 choices x 2
+  EXPECT_EQ(j["usage"]["total_tokens"], 17);
+  b.seen.clear();
+  r = h.handle(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "n": 2, "max_tokens": 3})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][1]["message"]["content"], j["choices"][0]["message"]["content"]);
+  ASSERT_EQ(b.seen.size(), 2u);
+  EXPECT_NE(b.seen[0].sampling.seed, b.seen[1].sampling.seed);  // no seed: one drawn per choice
+  EXPECT_EQ(j["usage"]["completion_tokens"], 6);
+  // Streaming chat: a role chunk, text and a finish chunk per index; usage as above.
+  Recording stepped(256, 16);
+  h.set_backend(&stepped);
+  r = h.handle(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "n": 3, "max_tokens": 2,
+                                               "stream": true, "stream_options": {"include_usage": true}})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::vector<json> ev = sse_json(drain_stream(*r.stream, &stepped));
+  int roles[3] = {}, finishes[3] = {};
+  std::string text[3];
+  for (const json& e : ev) {
+    if (!e.is_object() || e["choices"].empty()) continue;
+    const json& c = e["choices"][0];
+    const int i = c["index"].get<int>();
+    ASSERT_TRUE(i >= 0 && i < 3) << e;
+    roles[i] += c["delta"].contains("role");
+    finishes[i] += !c["finish_reason"].is_null();
+    if (c["delta"].contains("content")) text[i] += c["delta"]["content"].get<std::string>();
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(roles[i], 1) << i;
+    EXPECT_EQ(finishes[i], 1) << i;
+    EXPECT_EQ(text[i], "us") << i;  // the echo model repeats the chat prompt "user: hi\n..."
+  }
+  EXPECT_EQ(ev[ev.size() - 2]["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(ev[ev.size() - 2]["usage"]["prompt_tokens"], static_cast<int>(stepped.seen[0].prompt.size()));
+  EXPECT_EQ(stepped.metrics().kv_bytes_used, 0u);
+}
+
 TEST(ServerHandler, TokenIdsAreCheckedAgainstTheVocabulary) {
   ApiHandler h({});
   EchoBackend b(256, 4, true);  // vocabulary: 257 ids
@@ -258,15 +330,6 @@ TEST(ServerHandler, TokenIdsAreCheckedAgainstTheVocabulary) {
 // stop_token_ids end the choice (the token's text is not shown); the new sampling fields reach
 // the engine's parameters (checked by a backend that records them).
 TEST(ServerHandler, NewFieldsReachTheEngine) {
-  class Recording : public EchoBackend {
-   public:
-    using EchoBackend::EchoBackend;
-    uint64_t add_request(RequestParams params, OutputCallback on_output) override {
-      last = params;
-      return EchoBackend::add_request(std::move(params), std::move(on_output));
-    }
-    RequestParams last;
-  };
   ApiHandler h({});
   Recording b(256, 4, true);
   h.set_backend(&b);
@@ -275,11 +338,11 @@ TEST(ServerHandler, NewFieldsReachTheEngine) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], "ab");  // 'c' = 99 stops, unseen
   EXPECT_EQ(json::parse(r.body)["choices"][0]["finish_reason"], "stop");
-  EXPECT_EQ(b.last.stop_token_ids, std::vector<int32_t>{99});
-  EXPECT_EQ(b.last.sampling.presence_penalty, 0.5f);
-  EXPECT_EQ(b.last.sampling.frequency_penalty, -1.0f);
-  EXPECT_EQ(b.last.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{7, -100.0f}}));
-  EXPECT_EQ(b.last.priority, 3);
+  EXPECT_EQ(b.seen.back().stop_token_ids, std::vector<int32_t>{99});
+  EXPECT_EQ(b.seen.back().sampling.presence_penalty, 0.5f);
+  EXPECT_EQ(b.seen.back().sampling.frequency_penalty, -1.0f);
+  EXPECT_EQ(b.seen.back().sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{7, -100.0f}}));
+  EXPECT_EQ(b.seen.back().priority, 3);
 }
 
 // /tokenize answers llama-server's and vLLM's shapes; /detokenize both keys.

@@ -243,9 +243,10 @@ TEST(ServerHostile, VanishedClientsFreeTheirWorkStreamingOrNot) {
     SCOPED_TRACE(c.what);
     {
       RawClient quitter(s.port);
-      ASSERT_TRUE(quitter.send(post_bytes("/v1/completions", kLong + (c.stream ? R"(, "stream": true})" : "}"))));
+      // n = 3: the three choices' requests all go
+      ASSERT_TRUE(quitter.send(post_bytes("/v1/completions", kLong + (c.stream ? R"(, "n": 3, "stream": true})" : R"(, "n": 3})"))));
       if (c.stay > 0ms) {
-        ASSERT_TRUE(eventually([&] { return s.backend.metrics().running == 1; }));
+        ASSERT_TRUE(eventually([&] { return s.backend.metrics().running == 3; }));
         std::this_thread::sleep_for(c.stay);
       }
     }
