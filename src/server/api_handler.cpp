@@ -63,6 +63,7 @@ RequestParams request_params(const CompletionRequest& r, uint64_t seed) {
   p.ignore_eos = r.ignore_eos;
   p.min_tokens = r.min_tokens;
   p.top_logprobs = r.top_logprobs;
+  if (r.echo && r.top_logprobs >= 0) p.prompt_logprobs = r.top_logprobs;  // the echoed prompt's logprobs
   p.priority = r.priority;
   return p;
 }

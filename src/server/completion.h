@@ -54,12 +54,15 @@ class Completion : public ResponseStream {
     int n_prompt = 0, n_generated = 0;  // n_prompt: 0 when another choice of its prompt counts it
     ChoiceResult result;  // echo + text so far; logprobs (non-streaming); reason once finished
     bool finished = false;
+    // Echo with logprobs: the prompt's first token (its entry has no logprob) until the event of
+    // the first generated token brings the prompt's logprobs; a stream sends the echo then.
+    int32_t first_prompt_token = -1;
   };
-  std::vector<LogprobEntry> logprob_entries(const RequestOutput& e) const;
+  void append_entries(const std::vector<TokenLogprobs>& lps, std::vector<LogprobEntry>& out) const;
   Choice& choice_of(uint64_t id);
   // Applies one event to its choice (appending text and logprobs when `collect`); returns the
-  // choice's index.
-  int apply(const RequestOutput& e, bool collect);
+  // choice's index and sets `entries` to the event's logprob entries (the echoed prompt's first).
+  int apply(const RequestOutput& e, bool collect, std::vector<LogprobEntry>& entries);
   std::string stream_piece(const RequestOutput& e);
   bool all_finished() const { return n_finished_ == choices_.size(); }
   Usage usage() const;

@@ -252,8 +252,7 @@ void parse_openai_penalties(const json& body, CompletionRequest& r) {
       throw bad("logit_bias", "'logit_bias' names token " + std::to_string(r.logit_bias[i].first) + " twice");
 }
 
-// stop_token_ids, priority, and echo (completions; not with logprobs, which would need the
-// prompt's logprobs: docs/serving.md).
+// stop_token_ids, priority, and echo (completions).
 void parse_vllm_extras(const json& body, CompletionRequest& r) {
   if (const json* st = field(body, "stop_token_ids")) {
     r.stop_token_ids = token_ids(*st, "stop_token_ids");
@@ -264,8 +263,6 @@ void parse_vllm_extras(const json& body, CompletionRequest& r) {
     r.priority = static_cast<int>(*p);
   if (r.endpoint != Endpoint::completions) return;
   r.echo = get_bool(body, "echo").value_or(false);
-  if (r.echo && r.top_logprobs >= 0)
-    throw bad("echo", "'echo' with 'logprobs' is not supported (the prompt's logprobs are not computed)");
 }
 
 // Chat: logprobs (bool) + top_logprobs (0..20, needs logprobs). Completions: logprobs (0..20).

@@ -4,6 +4,7 @@
 // Text that is not valid UTF-8 (a token piece cut inside a character) is written with U+FFFD.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,10 +26,11 @@ struct Usage {
   int prompt_tokens = 0, completion_tokens = 0;
 };
 
-// One generated token's log-probability with its text resolved (token pieces are bytes).
+// One token's log-probability with its text resolved (token pieces are bytes). A generated token,
+// or with echo a prompt token; the first prompt token has none (null, as OpenAI writes it).
 struct LogprobEntry {
   std::string token;
-  float logprob = 0.0f;
+  std::optional<float> logprob;
   std::vector<std::pair<std::string, float>> top;  // most likely first
 };
 

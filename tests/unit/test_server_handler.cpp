@@ -307,6 +307,47 @@ TEST(ServerHandler, SeveralChoicesPerPrompt) {
   EXPECT_EQ(stepped.metrics().kv_bytes_used, 0u);
 }
 
+// echo with logprobs: the engine is asked for the prompt's logprobs (prompt_logprobs = logprobs),
+// and each choice's logprobs cover the echoed prompt first (its first token null, OpenAI's shape),
+// then the generated tokens, text_offset running over the whole text. Streamed, the echo goes out
+// with the first generated token and its logprobs.
+TEST(ServerHandler, EchoWithLogprobsCoversThePrompt) {
+  ApiHandler h({});
+  Recording b(256, 4, true);
+  h.set_backend(&b);
+  HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2, "echo": true, "logprobs": 1})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(b.seen.back().prompt_logprobs, 1);
+  const json lp = json::parse(r.body)["choices"][0]["logprobs"];
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], "abcab");
+  EXPECT_EQ(lp["tokens"], json({"a", "b", "c", "a", "b"}));
+  EXPECT_EQ(lp["token_logprobs"], json::parse("[null, -0.25, -0.25, -0.5, -0.5]"));
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["top_logprobs"][1], json::parse(R"({"b": -0.25})"));
+  EXPECT_EQ(lp["text_offset"], json({0, 1, 2, 3, 4}));
+  EXPECT_EQ(h.handle(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2, "logprobs": 1})")).status, 200);
+  EXPECT_EQ(b.seen.back().prompt_logprobs, -1);  // without echo the prompt's logits are not wanted
+  Recording stepped(256, 4);
+  h.set_backend(&stepped);
+  r = h.handle(post("/v1/completions", R"({"prompt": ["ab", "xyz"], "max_tokens": 2, "echo": true, "logprobs": 0, "stream": true})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string text[2];
+  json tokens[2] = {json::array(), json::array()}, offsets[2] = {json::array(), json::array()};
+  for (const json& e : sse_json(drain_stream(*r.stream, &stepped))) {
+    if (!e.is_object() || e["choices"].empty() || e["choices"][0]["logprobs"].is_null()) continue;
+    const json& c = e["choices"][0];
+    const int i = c["index"].get<int>();
+    text[i] += c["text"].get<std::string>();
+    for (const json& t : c["logprobs"]["tokens"]) tokens[i].push_back(t);
+    for (const json& o : c["logprobs"]["text_offset"]) offsets[i].push_back(o);
+  }
+  EXPECT_EQ(text[0], "abab");
+  EXPECT_EQ(tokens[0], json({"a", "b", "a", "b"}));
+  EXPECT_EQ(offsets[0], json({0, 1, 2, 3}));
+  EXPECT_EQ(text[1], "xyzxy");
+  EXPECT_EQ(tokens[1], json({"x", "y", "z", "x", "y"}));
+}
+
 TEST(ServerHandler, TokenIdsAreCheckedAgainstTheVocabulary) {
   ApiHandler h({});
   EchoBackend b(256, 4, true);  // vocabulary: 257 ids

@@ -176,7 +176,6 @@ TEST(ServerRequest, UnsupportedFeaturesAreRefusedNotIgnored) {
   EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("tools": [{"type": "function"}])")), "tools");
   EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("response_format": {"type": "json_object"})")), "response_format");
   EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("echo": true)")), "echo");  // completions only
-  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "echo": true, "logprobs": 0})"), "echo");
   EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "best_of": 3})"), "best_of");
   EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "suffix": "end"})"), "suffix");
   // Their neutral values are fine.
