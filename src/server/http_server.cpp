@@ -201,9 +201,9 @@ struct ServerCore {
   std::shared_ptr<Poster> poster = std::make_shared<Poster>(ioc);
   std::optional<net::thread_pool> workers;
   std::thread io_thread;
+  std::shared_ptr<StreamCounts> streams = std::make_shared<StreamCounts>(opts.max_streams_per_client);
   // I/O thread only:
   std::set<std::shared_ptr<Connection>> connections;
-  std::shared_ptr<StreamCounts> streams = std::make_shared<StreamCounts>(opts.max_streams_per_client);
   std::atomic<size_t> open{0};
 };
 
