@@ -209,6 +209,7 @@ TEST(ServerHandler, SeveralPromptsTokenIdsAndEcho) {
   ApiHandler h({});
   EchoBackend b(256, 4, true);
   h.set_backend(&b);
+  EchoBackend stepped(256, 4);  // declared before the responses: their streams reference it
   HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": ["abc", [120, 121]], "max_tokens": 2, "echo": true})"));
   ASSERT_EQ(r.status, 200) << r.body;
   json j = json::parse(r.body);
@@ -223,7 +224,6 @@ TEST(ServerHandler, SeveralPromptsTokenIdsAndEcho) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], "def");
   // Streaming: each choice's text under its index, one finish chunk each, then usage and [DONE].
-  EchoBackend stepped(256, 4);
   h.set_backend(&stepped);
   r = h.handle(post("/v1/completions", R"({"prompt": ["ab", "xyz"], "max_tokens": 3, "echo": true, "stream": true,
                                           "stream_options": {"include_usage": true}})"));
@@ -253,6 +253,7 @@ TEST(ServerHandler, SeveralChoicesPerPrompt) {
   ApiHandler h({});
   Recording b(256, 16, true);
   h.set_backend(&b);
+  Recording stepped(256, 16);  // declared before the responses: their streams reference it
   HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": ["abc", "xy"], "n": 3, "max_tokens": 2, "seed": 40, "echo": true})"));
   ASSERT_EQ(r.status, 200) << r.body;
   json j = json::parse(r.body);
@@ -280,7 +281,6 @@ TEST(ServerHandler, SeveralChoicesPerPrompt) {
   EXPECT_NE(b.seen[0].sampling.seed, b.seen[1].sampling.seed);  // no seed: one drawn per choice
   EXPECT_EQ(j["usage"]["completion_tokens"], 6);
   // Streaming chat: a role chunk, text and a finish chunk per index; usage as above.
-  Recording stepped(256, 16);
   h.set_backend(&stepped);
   r = h.handle(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "n": 3, "max_tokens": 2,
                                                "stream": true, "stream_options": {"include_usage": true}})"));
@@ -315,6 +315,7 @@ TEST(ServerHandler, EchoWithLogprobsCoversThePrompt) {
   ApiHandler h({});
   Recording b(256, 4, true);
   h.set_backend(&b);
+  Recording stepped(256, 4);  // declared before the responses: their streams reference it
   HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2, "echo": true, "logprobs": 1})"));
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(b.seen.back().prompt_logprobs, 1);
@@ -327,7 +328,6 @@ TEST(ServerHandler, EchoWithLogprobsCoversThePrompt) {
   EXPECT_EQ(lp["text_offset"], json({0, 1, 2, 3, 4}));
   EXPECT_EQ(h.handle(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2, "logprobs": 1})")).status, 200);
   EXPECT_EQ(b.seen.back().prompt_logprobs, -1);  // without echo the prompt's logits are not wanted
-  Recording stepped(256, 4);
   h.set_backend(&stepped);
   r = h.handle(post("/v1/completions", R"({"prompt": ["ab", "xyz"], "max_tokens": 2, "echo": true, "logprobs": 0, "stream": true})"));
   ASSERT_EQ(r.status, 200) << r.body;
