@@ -7,6 +7,7 @@
 #include <csignal>
 #include <atomic>
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -62,6 +63,28 @@ std::vector<json> sse_json(const std::string& sse) {
 }
 
 const std::string kChat = R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})";
+
+// What a stream said per choice index: its text (completions' "text", chat's delta content), and
+// how many role chunks and finish chunks it got.
+struct StreamedChoice {
+  std::string text;
+  int roles = 0, finishes = 0;
+};
+std::map<int, StreamedChoice> per_choice(const std::vector<json>& events) {
+  std::map<int, StreamedChoice> out;
+  for (const json& e : events) {
+    if (!e.is_object() || e["choices"].empty()) continue;
+    const json& c = e["choices"][0];
+    StreamedChoice& sc = out[c["index"].get<int>()];
+    if (c.contains("text")) sc.text += c["text"].get<std::string>();
+    if (c.contains("delta")) {
+      sc.roles += c["delta"].contains("role");
+      if (c["delta"].contains("content")) sc.text += c["delta"]["content"].get<std::string>();
+    }
+    sc.finishes += !c["finish_reason"].is_null();
+  }
+  return out;
+}
 
 // An EchoBackend that records the parameters of every request it is given.
 class Recording : public EchoBackend {
@@ -229,17 +252,11 @@ TEST(ServerHandler, SeveralPromptsTokenIdsAndEcho) {
                                           "stream_options": {"include_usage": true}})"));
   ASSERT_EQ(r.status, 200) << r.body;
   const std::vector<json> ev = sse_json(drain_stream(*r.stream, &stepped));
-  std::string text[2];
-  int finishes = 0;
-  for (const json& e : ev) {
-    if (!e.is_object() || e["choices"].empty()) continue;
-    const json& c = e["choices"][0];
-    text[c["index"].get<int>()] += c["text"].get<std::string>();
-    finishes += !c["finish_reason"].is_null();
-  }
-  EXPECT_EQ(text[0], "ababa");
-  EXPECT_EQ(text[1], "xyzxyz");
-  EXPECT_EQ(finishes, 2);
+  std::map<int, StreamedChoice> got = per_choice(ev);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].text, "ababa");
+  EXPECT_EQ(got[1].text, "xyzxyz");
+  EXPECT_EQ(got[0].finishes + got[1].finishes, 2);
   ASSERT_GE(ev.size(), 2u);
   EXPECT_EQ(ev[ev.size() - 2]["usage"]["completion_tokens"], 6);
   EXPECT_EQ(ev.back(), "[DONE]");
@@ -286,21 +303,12 @@ TEST(ServerHandler, SeveralChoicesPerPrompt) {
                                                "stream": true, "stream_options": {"include_usage": true}})"));
   ASSERT_EQ(r.status, 200) << r.body;
   const std::vector<json> ev = sse_json(drain_stream(*r.stream, &stepped));
-  int roles[3] = {}, finishes[3] = {};
-  std::string text[3];
-  for (const json& e : ev) {
-    if (!e.is_object() || e["choices"].empty()) continue;
-    const json& c = e["choices"][0];
-    const int i = c["index"].get<int>();
-    ASSERT_TRUE(i >= 0 && i < 3) << e;
-    roles[i] += c["delta"].contains("role");
-    finishes[i] += !c["finish_reason"].is_null();
-    if (c["delta"].contains("content")) text[i] += c["delta"]["content"].get<std::string>();
-  }
+  std::map<int, StreamedChoice> got = per_choice(ev);
+  ASSERT_EQ(got.size(), 3u);  // indices 0, 1, 2
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(roles[i], 1) << i;
-    EXPECT_EQ(finishes[i], 1) << i;
-    EXPECT_EQ(text[i], "us") << i;  // the echo model repeats the chat prompt "user: hi\n..."
+    EXPECT_EQ(got[i].roles, 1) << i;
+    EXPECT_EQ(got[i].finishes, 1) << i;
+    EXPECT_EQ(got[i].text, "us") << i;  // the echo model repeats the chat prompt "user: hi\n..."
   }
   EXPECT_EQ(ev[ev.size() - 2]["usage"]["completion_tokens"], 6);
   EXPECT_EQ(ev[ev.size() - 2]["usage"]["prompt_tokens"], static_cast<int>(stepped.seen[0].prompt.size()));
