@@ -45,6 +45,8 @@ void Engine::validate(const RequestParams& p) const {
                  std::to_string(p.min_tokens));
   MPKV_CHECK(p.top_logprobs >= -1 && p.top_logprobs <= kMaxTopLogprobs,
              "top_logprobs must be between 0 and " + std::to_string(kMaxTopLogprobs));
+  MPKV_CHECK(p.prompt_logprobs >= -1 && p.prompt_logprobs <= kMaxTopLogprobs,
+             "prompt_logprobs must be between 0 and " + std::to_string(kMaxTopLogprobs));
   Sampler check(p.sampling);  // throws Error on bad sampling values
   sched_->check_fits_alone(
       std::min<int64_t>(p.max_tokens < 0 ? opts_.n_ctx : (int64_t)p.prompt.size() + p.max_tokens, opts_.n_ctx));

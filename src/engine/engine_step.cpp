@@ -11,7 +11,8 @@
 
 namespace mpkv {
 
-// Run: one forward pass for the whole batch; every entry's tokens become cached.
+// Run: one forward pass for the whole batch; every entry's tokens become cached. Logits rows: a
+// sequence's last token, and the prompt positions whose logprobs it wants (in batch order).
 void Engine::forward(const std::vector<BatchEntry>& batch) {
   std::vector<BatchToken> tokens;
   for (const BatchEntry& e : batch) {
@@ -20,28 +21,50 @@ void Engine::forward(const std::vector<BatchEntry>& batch) {
     (decode ? totals_.forwarded_decode_tokens_total : totals_.forwarded_prefill_tokens_total) += e.n_tokens;
     for (int i = 0; i < e.n_tokens; ++i) {
       const int k = s.n_cached + i;
-      tokens.push_back({s.tokens[k], k, s.cache_slot, k + 1 == (int)s.tokens.size()});
+      tokens.push_back({s.tokens[k], k, s.cache_slot, k + 1 == (int)s.tokens.size() || s.wants_prompt_logits_at(k)});
     }
   }
   runner_->run(tokens, logits_);
   for (const BatchEntry& e : batch) e.seq->n_cached += e.n_tokens;
 }
 
-// Postprocess: every sequence whose tokens are now all cached samples its next token (one logits
-// row each, in batch order), then stop rules and callbacks.
+// Postprocess: every sequence whose tokens are now all cached samples its next token from its
+// last row; rows of prompt positions (forward) become prompt logprobs. Then stop rules and
+// callbacks.
 void Engine::sample_and_emit(const std::vector<BatchEntry>& batch) {
   const int n_vocab = model_.config().n_vocab;
   std::vector<Sequence*> emitting;
-  for (const BatchEntry& e : batch)
-    if (e.seq->n_cached == (int)e.seq->tokens.size()) emitting.push_back(e.seq);
-  MPKV_ASSERT(emitting.size() * (size_t)n_vocab == logits_.size(), "engine: logits rows do not match the batch");
+  std::vector<size_t> rows;  // logits row of each emitting sequence
+  struct PromptRow {
+    Sequence* seq;
+    int pos;
+    size_t row;
+  };
+  std::vector<PromptRow> prompt_rows;
+  size_t n_rows = 0;
+  for (const BatchEntry& e : batch) {
+    Sequence& s = *e.seq;
+    for (int k = s.n_cached - e.n_tokens; k < s.n_cached; ++k)  // the positions forward() ran
+      if (s.wants_prompt_logits_at(k)) prompt_rows.push_back({&s, k, n_rows++});
+    if (s.n_cached == (int)s.tokens.size()) emitting.push_back(&s), rows.push_back(n_rows++);
+  }
+  MPKV_ASSERT(n_rows * (size_t)n_vocab == logits_.size(), "engine: logits rows do not match the batch");
+  std::vector<TokenLogprobs> prompt_lps(prompt_rows.size());
+  parallel_for((int64_t)prompt_rows.size(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const PromptRow& p = prompt_rows[i];
+      prompt_lps[i] = token_logprobs(logits_.data() + p.row * n_vocab, n_vocab, p.seq->tokens[p.pos + 1],
+                                     p.seq->params.prompt_logprobs);
+    }
+  });
+  for (size_t i = 0; i < prompt_rows.size(); ++i) prompt_rows[i].seq->prompt_logprobs.push_back(std::move(prompt_lps[i]));
   // (a) Sampling and logprobs of every row at once: each sequence has its own Sampler (and rng),
   // so the tokens do not depend on which thread samples which row (docs/design.md, "Sampling").
   std::vector<Sampled> sampled(emitting.size());
   parallel_for((int64_t)emitting.size(), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       Sequence& s = *emitting[i];
-      const float* logits = logits_.data() + (size_t)i * n_vocab;
+      const float* logits = logits_.data() + rows[i] * n_vocab;
       sampled[i].token = s.sampler.sample(logits, n_vocab);
       if (s.params.top_logprobs >= 0)
         sampled[i].logprobs.push_back(token_logprobs(logits, n_vocab, sampled[i].token, s.params.top_logprobs));
@@ -61,6 +84,7 @@ void Engine::emit_token(Sequence& s, Sampled sampled) {
   totals_.generation_tokens_total++;
   if (!s.produced_token) {
     s.produced_token = true;
+    out.prompt_logprobs = std::move(s.prompt_logprobs);
     s.stats.first_token_seconds = s.seconds_since_arrival();
     totals_.prompt_tokens_total += s.n_prompt;
   }

@@ -41,6 +41,9 @@ struct RequestParams {
                                         // ones (not shown; min_tokens applies; ignore_eos does not)
   int priority = 0;                 // waiting-queue order: lower first, arrival order among equals
                                     // (vLLM's rule; running requests are never displaced)
+  int prompt_logprobs = -1;         // -1: off; 0..kMaxTopLogprobs: each prompt token's logprob given
+                                    // the tokens before it, and that many alternatives, in the first
+                                    // event (vLLM's prompt_logprobs; costs a logits row per prompt token)
 };
 inline constexpr int kMaxTopLogprobs = 20;
 
@@ -70,6 +73,9 @@ struct RequestOutput {
                                         // event of an aborted request)
   std::string text_delta;               // text now safe to show (see the header comment)
   std::vector<TokenLogprobs> logprobs;  // one per entry of `tokens` when top_logprobs >= 0
+  // With prompt_logprobs >= 0, in the event of the first generated token only: prompt tokens
+  // 1..n_prompt-1, each given the ones before it (the first prompt token has none).
+  std::vector<TokenLogprobs> prompt_logprobs;
   bool finished = false;
   FinishReason reason = FinishReason::none;
   RequestStats stats;                   // complete when finished

@@ -44,7 +44,8 @@ void Scheduler::start(Sequence& s) {
   s.status = SeqStatus::running;
   s.cache_slot = next_slot_;
   next_slot_ = next_slot_ == INT32_MAX ? 0 : next_slot_ + 1;
-  s.n_cached = kv_.attach_prefix(s.cache_slot, s.tokens.data(), (int)s.tokens.size());
+  // A request that wants its prompt's logprobs computes every position (vLLM's rule).
+  s.n_cached = s.needs_prompt_logits() ? 0 : kv_.attach_prefix(s.cache_slot, s.tokens.data(), (int)s.tokens.size());
   s.projected_bytes = projected(s, s.n_cached);
   running_bytes_ += s.projected_bytes;
   if (!s.scheduled_once) {
@@ -61,7 +62,8 @@ void Scheduler::start(Sequence& s) {
 void Scheduler::admit() {
   while (!waiting_.empty() && (int)running_.size() < opts_.max_seqs) {
     Sequence& s = *waiting_.front();
-    const PrefixMatch m = kv_.prefix_match(s.tokens.data(), (int)s.tokens.size());
+    const PrefixMatch m =
+        s.needs_prompt_logits() ? PrefixMatch{} : kv_.prefix_match(s.tokens.data(), (int)s.tokens.size());
     if (!fits_now(s, m)) break;
     start(s);
     running_.push_back(std::move(waiting_.front()));

@@ -38,10 +38,19 @@ struct Sequence {
   RequestStats stats;
   Clock::time_point arrived;
   bool scheduled_once = false, produced_token = false;
+  std::vector<TokenLogprobs> prompt_logprobs;  // collected chunk by chunk until the first token (params.prompt_logprobs)
 
   int n_generated() const { return (int)tokens.size() - n_prompt; }
   int n_uncached() const { return (int)tokens.size() - n_cached; }
   bool prefilling() const { return n_uncached() > 1; }
+  // Its prompt's logits are wanted at every position (params.prompt_logprobs): its prompt tokens
+  // must go through the forward pass, not come from a prefix cache.
+  bool needs_prompt_logits() const { return params.prompt_logprobs >= 0; }
+  // Position k's logits are still wanted for the prompt's logprobs: k predicts prompt token k + 1,
+  // and positions already collected (before a preemption) are not collected again.
+  bool wants_prompt_logits_at(int k) const {
+    return needs_prompt_logits() && !produced_token && k + 1 < n_prompt && k >= (int)prompt_logprobs.size();
+  }
   // Positions this request can reach: prompt + max_tokens, at most n_ctx (admission projects this).
   int max_positions(int n_ctx) const;
   double seconds_since_arrival() const;

@@ -63,6 +63,7 @@ RequestParams request_params(const CompletionRequest& r, uint64_t seed) {
   p.ignore_eos = r.ignore_eos;
   p.min_tokens = r.min_tokens;
   p.top_logprobs = r.top_logprobs;
+  if (r.echo && r.top_logprobs >= 0) p.prompt_logprobs = r.top_logprobs;  // the echoed prompt's logprobs
   p.priority = r.priority;
   return p;
 }
@@ -78,7 +79,7 @@ HttpResponse error_response(const ApiError& e, int retry_after_seconds) {
   HttpResponse r;
   r.status = e.status();
   r.body = error_body(e);
-  if (e.status() == 503) r.headers.emplace_back("Retry-After", std::to_string(retry_after_seconds));
+  if (e.status() == 503 || e.status() == 429) r.headers.emplace_back("Retry-After", std::to_string(retry_after_seconds));
   if (e.status() == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
   return r;
 }
@@ -181,25 +182,27 @@ uint64_t ApiHandler::random_seed() {
   return rng_();
 }
 
+// Choices in OpenAI's order: prompt by prompt, n each (index = prompt * n + j). With a seed, the
+// j-th choice of a prompt samples with seed + j, as vLLM's n > 1 does; without, each choice draws
+// its own seed.
 std::vector<ChoiceRequest> ApiHandler::choice_requests(Backend& b, const CompletionRequest& r) {
   check_token_ids(r.stop_token_ids, b.n_vocab(), "stop_token_ids");
   for (const auto& [id, bias] : r.logit_bias) check_token_ids({id}, b.n_vocab(), "logit_bias");
-  const uint64_t seed = r.seed ? *r.seed : random_seed();
-  std::vector<ChoiceRequest> out;
-  if (r.endpoint == Endpoint::chat) {
-    out.push_back({request_params(r, seed), ""});
-    out.back().params.prompt = b.encode_chat(r.messages);
-  }
+  std::vector<std::pair<std::vector<int32_t>, std::string>> prompts;  // tokens, echoed text
+  if (r.endpoint == Endpoint::chat) prompts.emplace_back(b.encode_chat(r.messages), "");
   for (const PromptInput& in : r.prompts) {
-    out.push_back({request_params(r, seed), ""});
-    RequestParams& p = out.back().params;
     if (in.is_tokens) check_token_ids(in.tokens, b.n_vocab(), "prompt");
-    p.prompt = in.is_tokens ? in.tokens : b.encode_prompt(in.text);
-    if (r.echo) out.back().echo = in.is_tokens ? b.decode(in.tokens) : in.text;
+    prompts.emplace_back(in.is_tokens ? in.tokens : b.encode_prompt(in.text),
+                         !r.echo ? "" : in.is_tokens ? b.decode(in.tokens) : in.text);
   }
-  for (const ChoiceRequest& c : out)
-    check_context(static_cast<int>(c.params.prompt.size()), r.max_tokens, b.n_ctx(),
-                  r.endpoint == Endpoint::chat ? "messages" : "prompt");
+  for (const auto& [tokens, echo] : prompts)
+    check_context(static_cast<int>(tokens.size()), r.max_tokens, b.n_ctx(), r.endpoint == Endpoint::chat ? "messages" : "prompt");
+  std::vector<ChoiceRequest> out;
+  for (auto& [tokens, echo] : prompts)
+    for (int j = 0; j < r.n; ++j) {
+      out.push_back({request_params(r, r.seed ? *r.seed + static_cast<uint64_t>(j) : random_seed()), echo, j == 0});
+      out.back().params.prompt = tokens;
+    }
   return out;
 }
 
@@ -214,13 +217,14 @@ HttpResponse ApiHandler::complete(Endpoint endpoint, const HttpRequest& req) {
   const bool chat = endpoint == Endpoint::chat;
   ResponseFormatter fmt(endpoint, new_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(), opts_.model_name,
                         r.top_logprobs >= 0, r.include_usage, static_cast<int>(requests.size()));
+  HttpResponse resp;
+  if (r.stream && req.reserve_stream) resp.stream_lease = req.reserve_stream();  // 429 before anything starts
   auto c = std::make_shared<Completion>(b, metrics_, inflight_, std::move(fmt), r.include_usage);
   c->start(std::move(requests));
   if (!r.stream) {  // a client that leaves meanwhile aborts it (a stream's transport cancels it)
     const AbortOnClose abort_on_close(req.client, [c] { c->cancel(); });
     return c->wait_response();
   }
-  HttpResponse resp;
   resp.content_type = "text/event-stream";
   resp.headers.emplace_back("Cache-Control", "no-cache");
   resp.stream = std::move(c);

@@ -28,8 +28,9 @@ void Completion::start(std::vector<ChoiceRequest> requests) {
   choices_.reserve(requests.size());
   for (ChoiceRequest& r : requests) {
     Choice& c = choices_.emplace_back();
-    c.n_prompt = static_cast<int>(r.params.prompt.size());
+    c.n_prompt = r.counts_prompt ? static_cast<int>(r.params.prompt.size()) : 0;
     c.result.text = std::move(r.echo);
+    if (r.params.prompt_logprobs >= 0) c.first_prompt_token = r.params.prompt.front();
     // The callback may outlive this object (an aborted request's final event comes at the next
     // step), so it holds the channel and the timing by shared_ptr; metrics outlive the engine loop.
     auto timing = std::make_shared<RequestTiming>();
@@ -55,14 +56,12 @@ void Completion::cancel() {
   for (uint64_t id : channel_->ids()) backend_.abort(id);
 }
 
-std::vector<LogprobEntry> Completion::logprob_entries(const RequestOutput& e) const {
-  std::vector<LogprobEntry> v;
-  for (const TokenLogprobs& t : e.logprobs) {
+void Completion::append_entries(const std::vector<TokenLogprobs>& lps, std::vector<LogprobEntry>& out) const {
+  for (const TokenLogprobs& t : lps) {
     LogprobEntry le{backend_.token_text(t.sampled.token), t.sampled.logprob, {}};
     for (const TokenLogprob& alt : t.top) le.top.emplace_back(backend_.token_text(alt.token), alt.logprob);
-    v.push_back(std::move(le));
+    out.push_back(std::move(le));
   }
-  return v;
 }
 
 Completion::Choice& Completion::choice_of(uint64_t id) {
@@ -71,18 +70,25 @@ Completion::Choice& Completion::choice_of(uint64_t id) {
   throw InternalError("Completion: an event for request " + std::to_string(id) + ", which is not one of its choices");
 }
 
-int Completion::apply(const RequestOutput& e, bool collect) {
+int Completion::apply(const RequestOutput& e, bool collect, std::vector<LogprobEntry>& entries) {
   Choice& c = choice_of(e.id);
   MPKV_ASSERT(!c.finished, "Completion: an event after a request's final event");
+  entries.clear();
+  if (c.first_prompt_token >= 0 && !e.tokens.empty()) {  // the first generated token's event
+    entries.push_back({backend_.token_text(c.first_prompt_token), std::nullopt, {}});
+    append_entries(e.prompt_logprobs, entries);
+    c.first_prompt_token = -1;
+  }
+  append_entries(e.logprobs, entries);
   if (collect) {
     c.result.text += e.text_delta;
-    for (LogprobEntry& le : logprob_entries(e)) c.result.logprobs.push_back(std::move(le));
+    c.result.logprobs.insert(c.result.logprobs.end(), entries.begin(), entries.end());
   }
   if (e.finished) {
     c.finished = true;
     c.result.reason = e.reason;
     c.n_generated = e.stats.n_generated;
-    c.n_cached = e.stats.n_cached_prompt_tokens;
+    if (c.n_prompt > 0) c.n_cached = e.stats.n_cached_prompt_tokens;  // the prompt's counting choice
     ++n_finished_;
     if (e.reason == FinishReason::abort) aborted_ = true;
   }
@@ -104,7 +110,8 @@ HttpResponse Completion::wait_response() {
   while (!all_finished()) {
     events.clear();
     channel_->pop(events, std::chrono::milliseconds(1000));
-    for (const RequestOutput& e : events) apply(e, /*collect=*/true);
+    std::vector<LogprobEntry> entries;
+    for (const RequestOutput& e : events) apply(e, /*collect=*/true, entries);
   }
   HttpResponse r;
   if (aborted_) {
@@ -119,10 +126,15 @@ HttpResponse Completion::wait_response() {
   return r;
 }
 
+// With echo and logprobs the echoed prompt goes out with the first generated token, beside its
+// logprobs (next() holds it back).
 std::string Completion::stream_piece(const RequestOutput& e) {
-  const int index = apply(e, /*collect=*/false);
+  const bool with_echo = choice_of(e.id).first_prompt_token >= 0 && !e.tokens.empty();
+  std::vector<LogprobEntry> entries;
+  const int index = apply(e, /*collect=*/false, entries);
+  const std::string text = with_echo ? choices_[index].result.text + e.text_delta : e.text_delta;
   std::string piece;
-  if (!e.text_delta.empty() || !e.logprobs.empty()) piece += fmt_.delta(index, e.text_delta, logprob_entries(e));
+  if (!text.empty() || !entries.empty()) piece += fmt_.delta(index, text, entries);
   if (e.finished && e.reason != FinishReason::abort) piece += fmt_.last(index, e.reason);
   return piece;
 }
@@ -133,7 +145,8 @@ bool Completion::next(std::string& out, std::chrono::milliseconds wait) {
     started_stream_ = true;
     out = fmt_.first();
     for (size_t i = 0; i < choices_.size(); ++i)
-      if (!choices_[i].result.text.empty()) out += fmt_.delta(static_cast<int>(i), choices_[i].result.text, {});
+      if (!choices_[i].result.text.empty() && choices_[i].first_prompt_token < 0)
+        out += fmt_.delta(static_cast<int>(i), choices_[i].result.text, {});
     if (!out.empty()) return true;
   }
   if (ended_stream_) return false;

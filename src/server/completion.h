@@ -1,5 +1,5 @@
 // One completion request in flight between the HTTP thread that answers it and the engine: it
-// submits one engine request per choice (several only for several /v1/completions prompts),
+// submits one engine request per choice (n per prompt; several /v1/completions prompts),
 // collects their output events in one channel (request_channel.h), and answers either with one
 // JSON body (wait_response) or as a stream of server-sent events (next). A completion that is
 // destroyed or cancelled before its final events aborts its requests, so a vanished client never
@@ -20,9 +20,12 @@
 namespace mpkv::server {
 
 // One choice's engine request and the text its answer starts with (the prompt, for echo).
+// counts_prompt: usage counts its prompt tokens (only the first of a prompt's n choices, as
+// OpenAI counts a prompt once however many choices it has).
 struct ChoiceRequest {
   RequestParams params;
   std::string echo;
+  bool counts_prompt = true;
 };
 
 class Completion : public ResponseStream {
@@ -48,15 +51,20 @@ class Completion : public ResponseStream {
  private:
   struct Choice {
     uint64_t id = 0;  // the engine's request id
+    // n_prompt, n_cached (prompt tokens read from the prefix cache): 0 when another choice of its
+    // prompt counts them.
     int n_prompt = 0, n_generated = 0, n_cached = 0;
     ChoiceResult result;  // echo + text so far; logprobs (non-streaming); reason once finished
     bool finished = false;
+    // Echo with logprobs: the prompt's first token (its entry has no logprob) until the event of
+    // the first generated token brings the prompt's logprobs; a stream sends the echo then.
+    int32_t first_prompt_token = -1;
   };
-  std::vector<LogprobEntry> logprob_entries(const RequestOutput& e) const;
+  void append_entries(const std::vector<TokenLogprobs>& lps, std::vector<LogprobEntry>& out) const;
   Choice& choice_of(uint64_t id);
   // Applies one event to its choice (appending text and logprobs when `collect`); returns the
-  // choice's index.
-  int apply(const RequestOutput& e, bool collect);
+  // choice's index and sets `entries` to the event's logprob entries (the echoed prompt's first).
+  int apply(const RequestOutput& e, bool collect, std::vector<LogprobEntry>& entries);
   std::string stream_piece(const RequestOutput& e);
   bool all_finished() const { return n_finished_ == choices_.size(); }
   Usage usage() const;

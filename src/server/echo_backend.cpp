@@ -63,6 +63,12 @@ RequestOutput EchoBackend::advance(uint64_t id, Held& h) const {
   } else {
     const int32_t tok = p[h.generated % p.size()];
     out.tokens.push_back(tok);
+    if (h.generated == 0 && h.params.prompt_logprobs >= 0)  // prompt tokens 1.. at -0.25 (alternatives as below)
+      for (size_t k = 1; k < p.size(); ++k) {
+        TokenLogprobs lp{{p[k], -0.25f}, {}};
+        for (int a = 0; a < h.params.prompt_logprobs; ++a) lp.top.push_back({(p[k] + a) % 256, -0.25f - a});
+        out.prompt_logprobs.push_back(lp);
+      }
     if (h.params.top_logprobs >= 0) {
       TokenLogprobs lp{{tok, -0.5f}, {}};
       for (int k = 0; k < h.params.top_logprobs; ++k) lp.top.push_back({(tok + k) % 256, -0.5f - k});

@@ -1,7 +1,8 @@
 // A Backend without a model, for unit tests and the fuzzer: one token per byte (id = byte value;
 // kEchoEnd ends generation; no BOS, so add_special changes nothing). A request "generates" its
 // prompt's bytes again, one per step(), cycling, until max_tokens (-1: the prompt's length), the
-// context, a stop string or a stop token id (its text not shown); logprobs are fixed numbers. It
+// context, a stop string or a stop token id (its text not shown); logprobs (and the prompt's) are
+// fixed numbers. It
 // keeps the engine's contract (one final event, abort at the next step) and counts 2 "KV bytes"
 // per held token so tests can see pages freed. Thread-safe.
 #pragma once

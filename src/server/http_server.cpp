@@ -1,5 +1,9 @@
 #include "server/http_server.h"
 
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -127,6 +131,57 @@ class Lingerer : public std::enable_shared_from_this<Lingerer> {
 };
 
 constexpr std::chrono::milliseconds kLinger{1000};
+constexpr std::chrono::milliseconds kProbePoll{100};  // how often a half-closed client's socket is checked
+
+// Concurrent streams per client address (--max-streams-per-client). Leases may outlive the
+// connection that took them (a response in flight between a worker and the I/O thread), so
+// they share this object. Thread-safe: workers reserve, the I/O thread releases.
+class StreamCounts : public std::enable_shared_from_this<StreamCounts> {
+ public:
+  explicit StreamCounts(int cap) : cap_(cap) {}
+  StreamLease reserve(const std::string& address) {
+    {
+      std::lock_guard lock(mu_);
+      int& n = by_address_[address];
+      if (n >= cap_) {
+        if (n == 0) by_address_.erase(address);
+        throw ApiError(429, "too many concurrent streams from this address (at most " + std::to_string(cap_) + ")", "",
+                       "rate_limit_exceeded", "requests");
+      }
+      ++n;
+    }
+    return std::make_shared<Slot>(shared_from_this(), address);
+  }
+
+ private:
+  struct Slot {
+    Slot(std::shared_ptr<StreamCounts> c, std::string a) : counts(std::move(c)), address(std::move(a)) {}
+    ~Slot() { counts->release(address); }
+    std::shared_ptr<StreamCounts> counts;
+    std::string address;
+  };
+  void release(const std::string& address) {
+    std::lock_guard lock(mu_);
+    if (--by_address_[address] <= 0) by_address_.erase(address);
+  }
+  std::mutex mu_;
+  std::map<std::string, int> by_address_;
+  int cap_;
+};
+
+// The kernel's TCP state of a socket: TCP_CLOSE_WAIT after the client's FIN (it may still read),
+// TCP_CLOSE once it answered our bytes with a reset (it closed the socket).
+int tcp_state(int fd) {
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 ? info.tcpi_state : TCP_CLOSE;
+}
+
+// Bytes written but not yet acknowledged by the client.
+int unsent_bytes(int fd) {
+  int n = 0;
+  return ioctl(fd, SIOCOUTQ, &n) == 0 ? n : 1;
+}
 }  // namespace
 
 namespace http_detail {
@@ -146,9 +201,9 @@ struct ServerCore {
   std::shared_ptr<Poster> poster = std::make_shared<Poster>(ioc);
   std::optional<net::thread_pool> workers;
   std::thread io_thread;
+  std::shared_ptr<StreamCounts> streams = std::make_shared<StreamCounts>(opts.max_streams_per_client);
   // I/O thread only:
   std::set<std::shared_ptr<Connection>> connections;
-  std::map<std::string, int> streams_by_address;
   std::atomic<size_t> open{0};
 };
 
@@ -159,7 +214,7 @@ struct ServerCore {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(ServerCore& srv, tcp::socket socket)
-      : srv_(srv), stream_(std::move(socket)), tick_(srv.ioc) {
+      : srv_(srv), stream_(std::move(socket)), tick_(srv.ioc), probe_timer_(srv.ioc) {
     beast::error_code ec;
     const tcp::endpoint peer = stream_.socket().remote_endpoint(ec);
     address_ = ec ? "?" : peer.address().to_string();
@@ -177,6 +232,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void dispatch(HttpRequest req);
   void watch();
   void on_readable(beast::error_code ec, uint64_t generation);
+  void keep_pipelined();
+  bool probe_half_closed();
+  void poll_probe();
   void respond(HttpResponse r);
   void write_whole(const HttpResponse& r, bool keep_alive);
   void begin_stream(HttpResponse r);
@@ -194,9 +252,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string address_, out_;
   std::shared_ptr<ClientLink> link_;       // of the request being answered
   std::shared_ptr<ResponseStream> sse_;    // the stream being written
+  StreamLease lease_;                      // its place under the address's stream cap
   net::steady_timer tick_;                 // polls the stream now and then (keep-alive comments)
+  net::steady_timer probe_timer_;          // polls a half-closed client's socket (probe_half_closed)
   uint64_t generation_ = 0;                // requests read; a socket watch of an earlier one is stale
-  bool keep_alive_ = false, busy_ = false, writing_ = false, closed_ = false, counted_stream_ = false;
+  unsigned version_ = 11;                  // of the request being answered: 10 = HTTP/1.0
+  bool keep_alive_ = false, busy_ = false, writing_ = false, closed_ = false;
+  bool chunked_ = true;                    // the stream is framed in chunks (HTTP/1.1; HTTP/1.0 ends it by closing)
+  bool probing_ = false;                   // the client half-closed during this request (probe sent)
 };
 
 template <class Then>
@@ -222,9 +285,9 @@ void Connection::close() {
     sse_->cancel();
     sse_.reset();
   }
-  if (counted_stream_ && --srv_.streams_by_address[address_] == 0) srv_.streams_by_address.erase(address_);
-  counted_stream_ = false;
+  lease_.reset();
   tick_.cancel();
+  probe_timer_.cancel();
   beast::error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
   stream_.socket().close(ec);
@@ -277,9 +340,11 @@ HttpRequest Connection::take_request() {
   std::string path(req.target());
   path = path.substr(0, path.find('?'));
   keep_alive_ = req.keep_alive();
+  version_ = req.version();
+  probing_ = false;
   link_ = std::make_shared<ClientLink>();
   return {std::string(req.method_string()), std::move(path), std::string(req[http::field::authorization]),
-          std::move(req.body()), link_};
+          std::move(req.body()), link_, [counts = srv_.streams, address = address_] { return counts->reserve(address); }};
 }
 
 void Connection::on_body(beast::error_code ec) {
@@ -301,8 +366,9 @@ void Connection::dispatch(HttpRequest req) {
   });
 }
 
-// Waits for the socket to become readable while the answer is computed: end of file or an error
-// means the client left (close() aborts its request); pipelined bytes end the watch.
+// Waits for the socket to become readable while the answer is computed or streamed: an error
+// means the client left (close() aborts its request); end of file is probed (probe_half_closed);
+// pipelined bytes are kept for later (keep_pipelined).
 void Connection::watch() {
   stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), g = generation_](beast::error_code ec) {
     self->on_readable(ec, g);
@@ -314,10 +380,58 @@ void Connection::on_readable(beast::error_code ec, uint64_t generation) {
   if (!ec) {
     char byte;
     const ssize_t n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0) return;  // the next request, pipelined: read after this answer
+    if (n > 0) return keep_pipelined();
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return watch();
+    if (n == 0 && probe_half_closed()) return;
   }
   close();
+}
+
+// Bytes of a pipelined next request while this one is answered: they go to the read buffer (the
+// next request is parsed from it) and the watch goes on, up to one request's worth; past that
+// this request runs unwatched (its client reads nothing meanwhile anyway).
+void Connection::keep_pipelined() {
+  const size_t cap = kHeaderLimit + srv_.handler.options().max_body_bytes;
+  const int fd = stream_.socket().native_handle();
+  while (buffer_.size() < cap) {
+    const auto space = buffer_.prepare(std::min<size_t>(cap - buffer_.size(), 64 * 1024));
+    const ssize_t n = ::recv(fd, space.data(), space.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      buffer_.commit(static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return watch();  // end of file: seen next
+    return close();
+  }
+}
+
+// End of file during a request: the client closed its socket, or only shut down its sending side
+// and still reads (docs/serving.md, "Limits and vanished clients"). Only a write tells them apart
+// (a closed socket answers it with a reset), so a probe goes out: an interim "100 Continue" before
+// the answer's head (HTTP/1.1 clients skip 1xx answers), an SSE comment inside a stream; bytes
+// already unacknowledged serve as well. The socket's state is then polled until the answer ends.
+// HTTP/1.0 clients may not get 1xx answers: for them end of file before the answer means gone.
+bool Connection::probe_half_closed() {
+  if (!sse_ && version_ < 11) return false;
+  if (probing_) return true;
+  probing_ = true;
+  const int fd = stream_.socket().native_handle();
+  if (!writing_ && unsent_bytes(fd) == 0) {
+    const std::string probe = !sse_ ? "HTTP/1.1 100 Continue\r\n\r\n" : chunked_ ? chunk(":\n\n", false) : ":\n\n";
+    if (::send(fd, probe.data(), probe.size(), MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(probe.size()))
+      return false;  // an empty send buffer takes a few bytes: the client reset the connection
+  }
+  poll_probe();
+  return true;
+}
+
+void Connection::poll_probe() {
+  probe_timer_.expires_after(kProbePoll);
+  probe_timer_.async_wait([self = shared_from_this(), g = generation_](beast::error_code ec) {
+    if (ec || self->closed_ || !self->busy_ || g != self->generation_) return;
+    if (tcp_state(self->stream_.socket().native_handle()) == TCP_CLOSE) return self->close();
+    self->poll_probe();
+  });
 }
 
 void Connection::respond(HttpResponse r) {
@@ -331,26 +445,17 @@ void Connection::write_whole(const HttpResponse& r, bool keep_alive) {
   write(serialize(r, keep_alive), [this] { next_request(); });
 }
 
+// The head of a stream, then its pieces as they come. HTTP/1.1: chunked, the connection kept;
+// HTTP/1.0 has no chunks: "Connection: close", the pieces as they are, the end is the close.
 void Connection::begin_stream(HttpResponse r) {
-  int& streams = srv_.streams_by_address[address_];
-  if (streams >= srv_.opts.max_streams_per_client) {
-    r.stream->cancel();
-    if (streams == 0) srv_.streams_by_address.erase(address_);
-    HttpResponse refused = error_response(
-        ApiError(429, "too many concurrent streams from this address (at most " +
-                          std::to_string(srv_.opts.max_streams_per_client) + ")",
-                 "", "rate_limit_exceeded", "requests"),
-        srv_.handler.options().retry_after_seconds);
-    refused.headers.emplace_back("Retry-After", std::to_string(srv_.handler.options().retry_after_seconds));
-    return write_whole(refused, keep_alive_);
-  }
-  ++streams;
-  counted_stream_ = true;
   sse_ = std::move(r.stream);
+  lease_ = std::move(r.stream_lease);
+  chunked_ = version_ >= 11;
+  if (!chunked_) keep_alive_ = false;
   http::response<http::empty_body> head{static_cast<http::status>(r.status), 11};
   head.set(http::field::content_type, r.content_type);
   for (const auto& [k, v] : r.headers) head.set(k, v);
-  head.chunked(true);
+  head.chunked(chunked_);
   head.keep_alive(keep_alive_);
   std::ostringstream bytes;
   bytes << head.base();
@@ -380,7 +485,7 @@ void Connection::pump() {
     piece = ResponseFormatter::error_event(internal_server_error());
   }
   if (piece.empty() && more) return;
-  write(chunk(piece, !more), [this, more] { more ? pump() : end_stream(); });
+  write(chunked_ ? chunk(piece, !more) : piece, [this, more] { more ? pump() : end_stream(); });
 }
 
 void Connection::tick() {
@@ -395,15 +500,15 @@ void Connection::tick() {
 void Connection::end_stream() {
   sse_->set_wakeup(nullptr);
   sse_.reset();
+  lease_.reset();
   tick_.cancel();
-  if (--srv_.streams_by_address[address_] == 0) srv_.streams_by_address.erase(address_);
-  counted_stream_ = false;
   next_request();
 }
 
 void Connection::next_request() {
   busy_ = false;
   link_.reset();
+  probe_timer_.cancel();
   beast::error_code ec;
   stream_.socket().cancel(ec);  // the watch
   if (!keep_alive_) {

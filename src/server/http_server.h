@@ -3,9 +3,11 @@
 // idle or slow socket holds no thread), with a deadline for the request's headers and one for its
 // body; completions run on a pool of worker threads; server-sent events are written as the
 // engine produces them (the stream wakes the I/O thread). A client whose socket closes while its
-// answer is computed or streamed has its request aborted at once (ClientLink, ResponseStream).
+// answer is computed or streamed has its request aborted at once (ClientLink, ResponseStream);
+// one that only half-closed it, and still reads, gets its answer (a probe tells them apart).
 // Past max_connections a new connection gets 503 + Retry-After; past max_streams_per_client
-// concurrent streams from one address, a new stream gets 429 + Retry-After.
+// concurrent streams from one address, a new stream gets 429 + Retry-After before its requests
+// are queued (HttpRequest::reserve_stream). HTTP/1.0 streams are not chunked.
 #pragma once
 #include <memory>
 #include <string>

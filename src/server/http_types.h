@@ -12,12 +12,20 @@
 
 namespace mpkv::server {
 
+// One of a client's concurrent streams, held for as long as the stream is written (the
+// transport's per-address cap, --max-streams-per-client); released when the last copy goes.
+using StreamLease = std::shared_ptr<void>;
+
 struct HttpRequest {
   std::string method;         // "GET", "POST", ...
   std::string path;           // without the query string
   std::string authorization;  // the Authorization header ("" when absent)
   std::string body;
   std::shared_ptr<ClientLink> client;  // null without a transport (unit tests, the fuzzer)
+  // Takes one of the client's concurrent streams; the handler calls it before a stream's requests
+  // are submitted to the engine, so a refused stream never starts. Throws ApiError(429) past the
+  // cap. Unset without a transport (no cap).
+  std::function<StreamLease()> reserve_stream;
 };
 
 // The body of a streamed response, produced piece by piece on the HTTP thread.
@@ -40,6 +48,7 @@ struct HttpResponse {
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
   std::shared_ptr<ResponseStream> stream;  // set: the body is streamed (server-sent events)
+  StreamLease stream_lease;                // with a stream: the transport holds it until the stream ends
 };
 
 }  // namespace mpkv::server

@@ -65,14 +65,11 @@ std::optional<std::string> get_string(const json& obj, const std::string& name) 
 }
 
 // Features of the OpenAI API this server does not implement: absent or at their neutral value is
-// fine; anything else is refused rather than silently ignored.
-// n > 1 waits for shared prompt pages (docs/serving.md, "Requests").
-void reject_unsupported(const json& body, Endpoint endpoint) {
-  if (auto n = get_int(body, "n", 1, std::numeric_limits<int32_t>::max()); n && *n != 1)
-    throw bad("n", "only n = 1 is supported (n > 1 needs prompt pages shared by the n sequences)");
+// fine; anything else is refused rather than silently ignored. best_of = n selects nothing.
+void reject_unsupported(const json& body, Endpoint endpoint, int n) {
   if (endpoint == Endpoint::completions) {
-    if (auto b = get_int(body, "best_of", 1, std::numeric_limits<int32_t>::max()); b && *b != 1)
-      throw bad("best_of", "only best_of = 1 is supported");
+    if (auto b = get_int(body, "best_of", 1, std::numeric_limits<int32_t>::max()); b && *b != n)
+      throw bad("best_of", "only best_of = n is supported (no choices are generated to be dropped)");
     if (auto s = get_string(body, "suffix"); s && !s->empty())
       throw bad("suffix", "'suffix' is not supported by this server");
   } else {
@@ -255,8 +252,7 @@ void parse_openai_penalties(const json& body, CompletionRequest& r) {
       throw bad("logit_bias", "'logit_bias' names token " + std::to_string(r.logit_bias[i].first) + " twice");
 }
 
-// stop_token_ids, priority, and echo (completions; not with logprobs, which would need the
-// prompt's logprobs: docs/serving.md).
+// stop_token_ids, priority, and echo (completions).
 void parse_vllm_extras(const json& body, CompletionRequest& r) {
   if (const json* st = field(body, "stop_token_ids")) {
     r.stop_token_ids = token_ids(*st, "stop_token_ids");
@@ -267,8 +263,6 @@ void parse_vllm_extras(const json& body, CompletionRequest& r) {
     r.priority = static_cast<int>(*p);
   if (r.endpoint != Endpoint::completions) return;
   r.echo = get_bool(body, "echo").value_or(false);
-  if (r.echo && r.top_logprobs >= 0)
-    throw bad("echo", "'echo' with 'logprobs' is not supported (the prompt's logprobs are not computed)");
 }
 
 // Chat: logprobs (bool) + top_logprobs (0..20, needs logprobs). Completions: logprobs (0..20).
@@ -305,11 +299,15 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
   CompletionRequest r;
   r.endpoint = endpoint;
   r.model = get_string(body, "model").value_or("");
-  reject_unsupported(body, endpoint);
+  r.n = static_cast<int>(get_int(body, "n", 1, kMaxN).value_or(1));
+  reject_unsupported(body, endpoint, r.n);
   if (endpoint == Endpoint::chat)
     r.messages = parse_messages(body);
   else
     r.prompts = parse_prompts(body);
+  if (r.prompts.size() * r.n > static_cast<size_t>(kMaxChoices))
+    throw bad("n", "prompts x n must be at most " + std::to_string(kMaxChoices) + ", got " +
+                       std::to_string(r.prompts.size()) + " x " + std::to_string(r.n));
   parse_sampling(body, r);
   parse_vllm_sampling(body, r);
   parse_openai_penalties(body, r);

@@ -23,6 +23,8 @@ inline constexpr int kMaxStopStrings = 4;
 inline constexpr int kMaxLogprobs = 20;      // top_logprobs (chat) and logprobs (completions)
 inline constexpr int kMaxPrompts = 16;       // prompts in one /v1/completions request
 inline constexpr int kMaxStopTokenIds = 64;  // stop_token_ids entries
+inline constexpr int kMaxN = 16;             // n: choices per prompt
+inline constexpr int kMaxChoices = 64;       // choices in one request (prompts x n)
 
 // One prompt of /v1/completions: text, or token ids (checked against the vocabulary later).
 struct PromptInput {
@@ -35,7 +37,8 @@ struct CompletionRequest {
   Endpoint endpoint = Endpoint::chat;
   std::string model;                  // as sent ("" when absent); any name is accepted
   std::vector<ChatMessage> messages;  // chat: roles system / user / assistant ("developer" -> system)
-  std::vector<PromptInput> prompts;   // completions: 1..kMaxPrompts, one choice each
+  std::vector<PromptInput> prompts;   // completions: 1..kMaxPrompts, n choices each
+  int n = 1;                          // choices per prompt, 1..kMaxN (prompts x n <= kMaxChoices)
   bool echo = false;                  // completions: the prompt's text starts each choice's text
   std::optional<int> max_tokens;      // max_completion_tokens, else max_tokens; >= 1
   float temperature = 1.0f;           // [0, 2]; OpenAI's default

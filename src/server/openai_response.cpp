@@ -28,18 +28,19 @@ json chat_logprobs(const std::vector<LogprobEntry>& lps) {
   for (const LogprobEntry& e : lps) {
     json top = json::array();
     for (const auto& [tok, lp] : e.top) top.push_back({{"token", tok}, {"logprob", lp}, {"bytes", bytes_of(tok)}});
-    content.push_back({{"token", e.token}, {"logprob", e.logprob}, {"bytes", bytes_of(e.token)}, {"top_logprobs", top}});
+    content.push_back({{"token", e.token}, {"logprob", e.logprob.value()}, {"bytes", bytes_of(e.token)}, {"top_logprobs", top}});
   }
   return {{"content", content}};
 }
 
-// Completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}
+// Completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"};
+// an entry without a logprob (the first echoed prompt token) has null in both lists.
 json completion_logprobs(const std::vector<LogprobEntry>& lps, size_t& offset) {
   json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
   for (const LogprobEntry& e : lps) {
     tokens.push_back(e.token);
-    token_lps.push_back(e.logprob);
-    json top = json::object();
+    token_lps.push_back(e.logprob ? json(*e.logprob) : json(nullptr));
+    json top = e.logprob ? json::object() : json(nullptr);
     for (const auto& [tok, lp] : e.top) top[tok] = lp;
     tops.push_back(top);
     offsets.push_back(offset);
@@ -102,9 +103,11 @@ std::string ResponseFormatter::chunk(const nlohmann::json& choice) const {
 
 std::string ResponseFormatter::first() const {
   if (endpoint_ != Endpoint::chat) return "";
-  json choice = {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
-                 {"finish_reason", nullptr}};
-  return chunk(choice);
+  std::string out;
+  for (size_t i = 0; i < text_offset_.size(); ++i)
+    out += chunk({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+                  {"finish_reason", nullptr}});
+  return out;
 }
 
 std::string ResponseFormatter::delta(int index, const std::string& text, const std::vector<LogprobEntry>& logprobs) {

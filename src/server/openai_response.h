@@ -4,6 +4,7 @@
 // Text that is not valid UTF-8 (a token piece cut inside a character) is written with U+FFFD.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,10 +27,11 @@ struct Usage {
   int cached_tokens = 0;  // prompt tokens read from the prefix cache (prompt_tokens_details)
 };
 
-// One generated token's log-probability with its text resolved (token pieces are bytes).
+// One token's log-probability with its text resolved (token pieces are bytes). A generated token,
+// or with echo a prompt token; the first prompt token has none (null, as OpenAI writes it).
 struct LogprobEntry {
   std::string token;
-  float logprob = 0.0f;
+  std::optional<float> logprob;
   std::vector<std::pair<std::string, float>> top;  // most likely first
 };
 
@@ -44,14 +46,15 @@ class ResponseFormatter {
  public:
   // id: "chatcmpl-..." or "cmpl-..."; created: Unix seconds; logprobs: whether choices carry them;
   // include_usage: stream chunks carry "usage": null and a usage chunk closes the stream;
-  // n_choices: choices (index 0..n_choices-1; several only for several completion prompts).
+  // n_choices: choices (index 0..n_choices-1: n per prompt).
   ResponseFormatter(Endpoint endpoint, std::string id, int64_t created, std::string model, bool logprobs,
                     bool include_usage, int n_choices = 1);
 
   // The whole non-streaming body: choices[i] has index i.
   std::string full(const std::vector<ChoiceResult>& choices, Usage usage) const;
 
-  // Stream events. first(): chat's {"role": "assistant"} delta ("" for completions); delta(): new
+  // Stream events. first(): chat's {"role": "assistant"} delta for each choice ("" for
+  // completions); delta(): new
   // text of one choice (and its tokens' logprobs); last(): its empty delta with finish_reason;
   // usage(): the chunk with "choices": [] and the usage (only when include_usage).
   std::string first() const;

@@ -312,8 +312,8 @@ def test_openai_fields(openai, client, srv):
     check(r.usage.prompt_tokens_details.cached_tokens == 0, "cached_tokens: %r" % r.usage)
 
     # Token-id prompts and prompt lists give the text of the same prompt as a string; echo.
-    def complete(prompt, max_tokens=8, **kw):
-        return client.completions.create(model="smol", prompt=prompt, max_tokens=max_tokens, temperature=0, **kw)
+    def complete(prompt, max_tokens=8, temperature=0, **kw):
+        return client.completions.create(model="smol", prompt=prompt, max_tokens=max_tokens, temperature=temperature, **kw)
     alone = complete(text).choices[0].text
     check(complete(post_json(base, "/tokenize", {"prompt": text})["tokens"]).choices[0].text == alone, "token-id prompt")
     other = "Once upon a time"
@@ -322,12 +322,44 @@ def test_openai_fields(openai, client, srv):
           r.choices[1].text == complete(other).choices[0].text, "prompt list: %r" % r)
     r = complete(text, echo=True)
     check(r.choices[0].text == text + alone, "echo: %r" % r.choices[0].text)
+    # echo with logprobs: the prompt's tokens first (the first with null), then the same
+    # generated tokens and logprobs as without echo.
+    plain = complete(text, max_tokens=3, logprobs=2).choices[0].logprobs
+    r = complete(text, max_tokens=3, logprobs=2, echo=True)
+    lp, n_prompt = r.choices[0].logprobs, r.usage.prompt_tokens
+    check(len(lp.tokens) == n_prompt + 3 and "".join(lp.tokens[:n_prompt]) == text, "echo logprobs tokens: %r" % lp.tokens)
+    check(lp.token_logprobs[0] is None and lp.top_logprobs[0] is None, "first prompt token: %r" % lp.token_logprobs[:2])
+    check(all(x <= 0 for x in lp.token_logprobs[1:n_prompt]) and all(len(t) >= 1 for t in lp.top_logprobs[1:n_prompt]),
+          "prompt logprobs: %r" % lp.token_logprobs[:n_prompt])
+    check(lp.tokens[n_prompt:] == plain.tokens and
+          all(abs(a - b) < 1e-3 for a, b in zip(lp.token_logprobs[n_prompt:], plain.token_logprobs)),
+          "echo changed the generated logprobs: %r vs %r" % (lp.token_logprobs[n_prompt:], plain.token_logprobs))
+    check(lp.text_offset[n_prompt] == len(text.encode()), "text_offset after the prompt: %r" % lp.text_offset)
     chunks = list(complete([text, other], echo=True, stream=True))
     streamed = ["", ""]
     for c in chunks:
         for ch in c.choices:
             streamed[ch.index] += ch.text
     check(streamed[0] == text + alone, "streamed echo + prompt list: %r" % streamed)
+
+    # n: n choices of the same prompt (index 0..n-1); usage counts the prompt once. Greedy: n
+    # copies of the one continuation; sampled with a seed: choice j uses seed + j, so the choices
+    # differ and the request repeats.
+    one = complete(text)
+    r = complete(text, n=3)
+    check([c.index for c in r.choices] == [0, 1, 2] and all(c.text == alone for c in r.choices), "n=3 greedy: %r" % r)
+    check(r.usage.prompt_tokens == one.usage.prompt_tokens and r.usage.completion_tokens == 3 * one.usage.completion_tokens,
+          "n=3 usage: %r vs %r" % (r.usage, one.usage))
+    sampled = [c.text for c in complete(other, n=4, temperature=1.0, seed=11, max_tokens=8).choices]
+    check(len(set(sampled)) >= 2, "n=4 sampled choices all alike: %r" % sampled)
+    chunks = list(client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Say hi."}],
+                                                 max_tokens=4, n=2, stream=True))
+    streamed, finished = ["", ""], [None, None]
+    for c in chunks:
+        for ch in c.choices:
+            streamed[ch.index] += ch.delta.content or ""
+            finished[ch.index] = ch.finish_reason or finished[ch.index]
+    check(all(streamed) and all(finished), "streamed chat n=2: %r %r" % (streamed, finished))
 
     # logit_bias: +100 forces a token; stop_token_ids then ends the request on it.
     forced = post_json(base, "/tokenize", {"prompt": " Paris", "add_special_tokens": False})["tokens"][0]
@@ -355,15 +387,14 @@ def test_openai_fields(openai, client, srv):
     # Each field out of range: 400 naming it.
     for kw, field in [({"presence_penalty": 2.5}, "presence_penalty"), ({"frequency_penalty": -3}, "frequency_penalty"),
                       ({"logit_bias": {"x": 1}}, "logit_bias"), ({"logit_bias": {"1": 101}}, "logit_bias"),
-                      ({"logit_bias": {"99999999": 1}}, "logit_bias"), ({"n": 2}, "n"),
-                      ({"echo": True, "logprobs": 1}, "echo"),
+                      ({"logit_bias": {"99999999": 1}}, "logit_bias"), ({"n": 17}, "n"),
                       ({"extra_body": {"stop_token_ids": [-1]}}, "stop_token_ids"),
                       ({"extra_body": {"stop_token_ids": [99999999]}}, "stop_token_ids"),
                       ({"extra_body": {"priority": 1.5}}, "priority")]:
         expect_400(openai, lambda: complete(text, **kw), field)
     expect_400(openai, lambda: complete([1, 99999999]), "prompt")
     expect_400(openai, lambda: client.chat.completions.create(
-        model="smol", messages=[{"role": "user", "content": "x"}], n=2), "n")
+        model="smol", messages=[{"role": "user", "content": "x"}], n=17), "n")
     status, _ = http_request(base, "POST", "/detokenize", json.dumps({"tokens": [99999999]}))
     check(status == 400, "detokenize of an unknown id: %d" % status)
 

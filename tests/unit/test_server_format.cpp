@@ -66,7 +66,7 @@ TEST(ServerFormat, SeveralChoicesKeepTheirIndexAndOffsets) {
   EXPECT_EQ(j["choices"][1]["text"], "xyz");
   EXPECT_EQ(j["choices"][1]["finish_reason"], "length");
   EXPECT_EQ(j["choices"][0]["logprobs"]["text_offset"], json({0, 2}));
-  EXPECT_EQ(j["choices"][1]["logprobs"]["text_offset"], json({0}));
+  EXPECT_EQ(j["choices"][1]["logprobs"]["text_offset"], json::array({0}));
   EXPECT_EQ(j["usage"]["total_tokens"], 10);
   // Streaming: each choice's offsets advance separately.
   std::string s = f.delta(1, "xy", {{"xy", -1.0f, {}}});  // one statement each: delta() advances the offsets
@@ -75,7 +75,7 @@ TEST(ServerFormat, SeveralChoicesKeepTheirIndexAndOffsets) {
   const std::vector<json> ev = sse_events(s);
   ASSERT_EQ(ev.size(), 3u);
   EXPECT_EQ(ev[0]["choices"][0]["index"], 1);
-  EXPECT_EQ(ev[1]["choices"][0]["logprobs"]["text_offset"], json({0}));
+  EXPECT_EQ(ev[1]["choices"][0]["logprobs"]["text_offset"], json::array({0}));
   EXPECT_EQ(ev[2]["choices"][0]["logprobs"]["text_offset"], json({2}));
 }
 

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <atomic>
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -62,6 +63,39 @@ std::vector<json> sse_json(const std::string& sse) {
 }
 
 const std::string kChat = R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})";
+
+// What a stream said per choice index: its text (completions' "text", chat's delta content), and
+// how many role chunks and finish chunks it got.
+struct StreamedChoice {
+  std::string text;
+  int roles = 0, finishes = 0;
+};
+std::map<int, StreamedChoice> per_choice(const std::vector<json>& events) {
+  std::map<int, StreamedChoice> out;
+  for (const json& e : events) {
+    if (!e.is_object() || e["choices"].empty()) continue;
+    const json& c = e["choices"][0];
+    StreamedChoice& sc = out[c["index"].get<int>()];
+    if (c.contains("text")) sc.text += c["text"].get<std::string>();
+    if (c.contains("delta")) {
+      sc.roles += c["delta"].contains("role");
+      if (c["delta"].contains("content")) sc.text += c["delta"]["content"].get<std::string>();
+    }
+    sc.finishes += !c["finish_reason"].is_null();
+  }
+  return out;
+}
+
+// An EchoBackend that records the parameters of every request it is given.
+class Recording : public EchoBackend {
+ public:
+  using EchoBackend::EchoBackend;
+  uint64_t add_request(RequestParams params, OutputCallback on_output) override {
+    seen.push_back(params);
+    return EchoBackend::add_request(std::move(params), std::move(on_output));
+  }
+  std::vector<RequestParams> seen;
+};
 }  // namespace
 
 TEST(ServerHandler, HealthFollowsLoadingAndDraining) {
@@ -198,6 +232,7 @@ TEST(ServerHandler, SeveralPromptsTokenIdsAndEcho) {
   ApiHandler h({});
   EchoBackend b(256, 4, true);
   h.set_backend(&b);
+  EchoBackend stepped(256, 4);  // declared before the responses: their streams reference it
   HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": ["abc", [120, 121]], "max_tokens": 2, "echo": true})"));
   ASSERT_EQ(r.status, 200) << r.body;
   json j = json::parse(r.body);
@@ -212,27 +247,113 @@ TEST(ServerHandler, SeveralPromptsTokenIdsAndEcho) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], "def");
   // Streaming: each choice's text under its index, one finish chunk each, then usage and [DONE].
-  EchoBackend stepped(256, 4);
   h.set_backend(&stepped);
   r = h.handle(post("/v1/completions", R"({"prompt": ["ab", "xyz"], "max_tokens": 3, "echo": true, "stream": true,
                                           "stream_options": {"include_usage": true}})"));
   ASSERT_EQ(r.status, 200) << r.body;
   const std::vector<json> ev = sse_json(drain_stream(*r.stream, &stepped));
-  std::string text[2];
-  int finishes = 0;
-  for (const json& e : ev) {
-    if (!e.is_object() || e["choices"].empty()) continue;
-    const json& c = e["choices"][0];
-    text[c["index"].get<int>()] += c["text"].get<std::string>();
-    finishes += !c["finish_reason"].is_null();
-  }
-  EXPECT_EQ(text[0], "ababa");
-  EXPECT_EQ(text[1], "xyzxyz");
-  EXPECT_EQ(finishes, 2);
+  std::map<int, StreamedChoice> got = per_choice(ev);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].text, "ababa");
+  EXPECT_EQ(got[1].text, "xyzxyz");
+  EXPECT_EQ(got[0].finishes + got[1].finishes, 2);
   ASSERT_GE(ev.size(), 2u);
   EXPECT_EQ(ev[ev.size() - 2]["usage"]["completion_tokens"], 6);
   EXPECT_EQ(ev.back(), "[DONE]");
   EXPECT_EQ(stepped.metrics().kv_bytes_used, 0u);
+}
+
+// n > 1: n choices per prompt (index = prompt * n + j), each its own engine request with the
+// same prompt and parameters and seed + j; usage counts each prompt once and sums the
+// completions; streamed chat sends the role chunk of every choice.
+TEST(ServerHandler, SeveralChoicesPerPrompt) {
+  ApiHandler h({});
+  Recording b(256, 16, true);
+  h.set_backend(&b);
+  Recording stepped(256, 16);  // declared before the responses: their streams reference it
+  HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": ["abc", "xy"], "n": 3, "max_tokens": 2, "seed": 40, "echo": true})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["text"], i < 3 ? "abcab" : "xyxy") << i;
+  }
+  ASSERT_EQ(b.seen.size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(b.seen[i].sampling.seed, 40u + i % 3) << i;
+    EXPECT_EQ(b.seen[i].prompt, i < 3 ? b.encode_prompt("abc") : b.encode_prompt("xy")) << i;
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);       // 3 + 2, once each
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);  // 6 choices x 2
+  EXPECT_EQ(j["usage"]["total_tokens"], 17);
+  b.seen.clear();
+  r = h.handle(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "n": 2, "max_tokens": 3})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][1]["message"]["content"], j["choices"][0]["message"]["content"]);
+  ASSERT_EQ(b.seen.size(), 2u);
+  EXPECT_NE(b.seen[0].sampling.seed, b.seen[1].sampling.seed);  // no seed: one drawn per choice
+  EXPECT_EQ(j["usage"]["completion_tokens"], 6);
+  // Streaming chat: a role chunk, text and a finish chunk per index; usage as above.
+  h.set_backend(&stepped);
+  r = h.handle(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "n": 3, "max_tokens": 2,
+                                               "stream": true, "stream_options": {"include_usage": true}})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::vector<json> ev = sse_json(drain_stream(*r.stream, &stepped));
+  std::map<int, StreamedChoice> got = per_choice(ev);
+  ASSERT_EQ(got.size(), 3u);  // indices 0, 1, 2
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(got[i].roles, 1) << i;
+    EXPECT_EQ(got[i].finishes, 1) << i;
+    EXPECT_EQ(got[i].text, "us") << i;  // the echo model repeats the chat prompt "user: hi\n..."
+  }
+  EXPECT_EQ(ev[ev.size() - 2]["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(ev[ev.size() - 2]["usage"]["prompt_tokens"], static_cast<int>(stepped.seen[0].prompt.size()));
+  EXPECT_EQ(stepped.metrics().kv_bytes_used, 0u);
+}
+
+// echo with logprobs: the engine is asked for the prompt's logprobs (prompt_logprobs = logprobs),
+// and each choice's logprobs cover the echoed prompt first (its first token null, OpenAI's shape),
+// then the generated tokens, text_offset running over the whole text. Streamed, the echo goes out
+// with the first generated token and its logprobs.
+TEST(ServerHandler, EchoWithLogprobsCoversThePrompt) {
+  ApiHandler h({});
+  Recording b(256, 4, true);
+  h.set_backend(&b);
+  Recording stepped(256, 4);  // declared before the responses: their streams reference it
+  HttpResponse r = h.handle(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2, "echo": true, "logprobs": 1})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(b.seen.back().prompt_logprobs, 1);
+  const json lp = json::parse(r.body)["choices"][0]["logprobs"];
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], "abcab");
+  EXPECT_EQ(lp["tokens"], json({"a", "b", "c", "a", "b"}));
+  EXPECT_EQ(lp["token_logprobs"], json::parse("[null, -0.25, -0.25, -0.5, -0.5]"));
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["top_logprobs"][1], json::parse(R"({"b": -0.25})"));
+  EXPECT_EQ(lp["text_offset"], json({0, 1, 2, 3, 4}));
+  EXPECT_EQ(h.handle(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2, "logprobs": 1})")).status, 200);
+  EXPECT_EQ(b.seen.back().prompt_logprobs, -1);  // without echo the prompt's logits are not wanted
+  h.set_backend(&stepped);
+  r = h.handle(post("/v1/completions", R"({"prompt": ["ab", "xyz"], "max_tokens": 2, "echo": true, "logprobs": 0, "stream": true})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string text[2];
+  json tokens[2] = {json::array(), json::array()}, offsets[2] = {json::array(), json::array()};
+  for (const json& e : sse_json(drain_stream(*r.stream, &stepped))) {
+    if (!e.is_object() || e["choices"].empty() || e["choices"][0]["logprobs"].is_null()) continue;
+    const json& c = e["choices"][0];
+    const int i = c["index"].get<int>();
+    text[i] += c["text"].get<std::string>();
+    for (const json& t : c["logprobs"]["tokens"]) tokens[i].push_back(t);
+    for (const json& o : c["logprobs"]["text_offset"]) offsets[i].push_back(o);
+  }
+  EXPECT_EQ(text[0], "abab");
+  EXPECT_EQ(tokens[0], json({"a", "b", "a", "b"}));
+  EXPECT_EQ(offsets[0], json({0, 1, 2, 3}));
+  EXPECT_EQ(text[1], "xyzxy");
+  EXPECT_EQ(tokens[1], json({"x", "y", "z", "x", "y"}));
 }
 
 TEST(ServerHandler, TokenIdsAreCheckedAgainstTheVocabulary) {
@@ -258,15 +379,6 @@ TEST(ServerHandler, TokenIdsAreCheckedAgainstTheVocabulary) {
 // stop_token_ids end the choice (the token's text is not shown); the new sampling fields reach
 // the engine's parameters (checked by a backend that records them).
 TEST(ServerHandler, NewFieldsReachTheEngine) {
-  class Recording : public EchoBackend {
-   public:
-    using EchoBackend::EchoBackend;
-    uint64_t add_request(RequestParams params, OutputCallback on_output) override {
-      last = params;
-      return EchoBackend::add_request(std::move(params), std::move(on_output));
-    }
-    RequestParams last;
-  };
   ApiHandler h({});
   Recording b(256, 4, true);
   h.set_backend(&b);
@@ -275,11 +387,11 @@ TEST(ServerHandler, NewFieldsReachTheEngine) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(json::parse(r.body)["choices"][0]["text"], "ab");  // 'c' = 99 stops, unseen
   EXPECT_EQ(json::parse(r.body)["choices"][0]["finish_reason"], "stop");
-  EXPECT_EQ(b.last.stop_token_ids, std::vector<int32_t>{99});
-  EXPECT_EQ(b.last.sampling.presence_penalty, 0.5f);
-  EXPECT_EQ(b.last.sampling.frequency_penalty, -1.0f);
-  EXPECT_EQ(b.last.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{7, -100.0f}}));
-  EXPECT_EQ(b.last.priority, 3);
+  EXPECT_EQ(b.seen.back().stop_token_ids, std::vector<int32_t>{99});
+  EXPECT_EQ(b.seen.back().sampling.presence_penalty, 0.5f);
+  EXPECT_EQ(b.seen.back().sampling.frequency_penalty, -1.0f);
+  EXPECT_EQ(b.seen.back().sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{7, -100.0f}}));
+  EXPECT_EQ(b.seen.back().priority, 3);
 }
 
 // /tokenize answers llama-server's and vLLM's shapes; /detokenize both keys.

@@ -72,6 +72,7 @@ class RawClient {
     }
     return got;
   }
+  void shutdown_send() { ::shutdown(fd_, SHUT_WR); }  // half-close: no more bytes from us, still reading
   void close() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
@@ -216,13 +217,15 @@ TEST(ServerHostile, PastTheStreamCapOfAnAddressNewStreamsGet429) {
     ASSERT_TRUE(streams.back()->send(post_bytes("/v1/completions", kLong + R"(, "stream": true})")));
     EXPECT_EQ(status_of(streams.back()->read(5s, [](const std::string& b) { return b.find("data:") != b.npos; })), 200);
   }
+  const uint64_t prompt_tokens = s.backend.metrics().prompt_tokens_total;
   RawClient third(s.port);
   ASSERT_TRUE(third.send(post_bytes("/v1/completions", kLong + R"(, "stream": true})")));
   const std::string r = third.read(5s, [](const std::string& b) { return b.find("}}") != b.npos; });
   EXPECT_EQ(status_of(r), 429) << r;
   EXPECT_NE(r.find("Retry-After: 1"), std::string::npos) << r;
   EXPECT_NE(r.find("rate_limit_exceeded"), std::string::npos) << r;
-  EXPECT_TRUE(eventually([&] { return s.backend.metrics().running == 2; }));  // the refused one was aborted
+  EXPECT_EQ(s.backend.metrics().prompt_tokens_total, prompt_tokens);  // the refused one never reached the engine
+  EXPECT_EQ(s.backend.metrics().running, 2);
   streams.clear();
   EXPECT_TRUE(eventually([&] { return s.idle(); }));
   expect_good_requests_answered(s.port);  // the address may stream again
@@ -240,15 +243,77 @@ TEST(ServerHostile, VanishedClientsFreeTheirWorkStreamingOrNot) {
     SCOPED_TRACE(c.what);
     {
       RawClient quitter(s.port);
-      ASSERT_TRUE(quitter.send(post_bytes("/v1/completions", kLong + (c.stream ? R"(, "stream": true})" : "}"))));
+      // n = 3: the three choices' requests all go
+      ASSERT_TRUE(quitter.send(post_bytes("/v1/completions", kLong + (c.stream ? R"(, "n": 3, "stream": true})" : R"(, "n": 3})"))));
       if (c.stay > 0ms) {
-        ASSERT_TRUE(eventually([&] { return s.backend.metrics().running == 1; }));
+        ASSERT_TRUE(eventually([&] { return s.backend.metrics().running == 3; }));
         std::this_thread::sleep_for(c.stay);
       }
     }
     expect_good_requests_answered(s.port);
     EXPECT_TRUE(eventually([&] { return s.idle(); })) << "running " << s.backend.metrics().running;
   }
+}
+
+// A client that pipelines its next request behind a long one, then vanishes: the pipelined bytes
+// must not stop the watch, so the long request is still aborted.
+TEST(ServerHostile, APipeliningClientThatVanishesFreesItsWork) {
+  EchoServer s;
+  {
+    RawClient c(s.port);
+    ASSERT_TRUE(c.send(post_bytes("/v1/completions", kLong + "}")));
+    ASSERT_TRUE(eventually([&] { return s.backend.metrics().running == 1; }));
+    ASSERT_TRUE(c.send(post_bytes("/v1/completions", R"({"prompt": "hi", "max_tokens": 1})")));
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_TRUE(eventually([&] { return s.idle(); })) << "running " << s.backend.metrics().running;
+  // Pipelined requests of a client that stays are answered in order.
+  RawClient c(s.port);
+  ASSERT_TRUE(c.send(post_bytes("/v1/completions", R"({"prompt": "abc", "max_tokens": 3})") +
+                     post_bytes("/v1/completions", R"({"prompt": "xyz", "max_tokens": 2})")));
+  const std::string r = c.read(5s, [](const std::string& b) { return b.find("\"xy\"") != b.npos; });
+  const size_t first = r.find("\"abc\""), second = r.find("\"xy\"");
+  ASSERT_NE(first, std::string::npos) << r;
+  ASSERT_NE(second, std::string::npos) << r;
+  EXPECT_LT(first, second);
+}
+
+// A client that shuts down its sending side after the request (as `curl --no-keepalive` with some
+// proxies, or `nc -N`, do) still reads: it gets its answer, streaming or not; HTTP/1.1 clients may
+// see an interim "100 Continue" first. A client that closes for good is still noticed
+// (VanishedClientsFreeTheirWorkStreamingOrNot).
+TEST(ServerHostile, HalfClosedClientsGetTheirAnswer) {
+  EchoServer s;
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streaming" : "non-streaming");
+    RawClient c(s.port);
+    const std::string body = std::string(R"({"prompt": "hello", "max_tokens": 40)") + (stream ? R"(, "stream": true})" : "}");
+    ASSERT_TRUE(c.send(post_bytes("/v1/completions", body)));
+    c.shutdown_send();
+    const std::string r = c.read(10s);  // until the server closes
+    EXPECT_NE(r.find("HTTP/1.1 200 OK"), std::string::npos) << r.substr(0, 400);
+    EXPECT_NE(r.find(stream ? "data: [DONE]" : "\"finish_reason\":\"length\""), std::string::npos) << r.substr(0, 400);
+  }
+  EXPECT_TRUE(eventually([&] { return s.idle(); }));
+}
+
+// HTTP/1.0 has no chunked encoding: a stream is sent as it is, "Connection: close", and ends when
+// the server closes.
+TEST(ServerHostile, Http10StreamsAreNotChunked) {
+  EchoServer s;
+  RawClient c(s.port);
+  const std::string body = R"({"prompt": "hello", "max_tokens": 3, "stream": true})";
+  ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n" + body));
+  const std::string r = c.read(5s);  // until the server closes
+  const size_t head_end = r.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos) << r;
+  const std::string head = r.substr(0, head_end), rest = r.substr(head_end + 4);
+  EXPECT_EQ(status_of(r), 200) << r;
+  EXPECT_EQ(head.find("chunked"), std::string::npos) << head;
+  EXPECT_NE(head.find("Connection: close"), std::string::npos) << head;
+  EXPECT_EQ(rest.rfind("data: {", 0), 0u) << rest;  // no chunk size line
+  EXPECT_EQ(rest.size() - rest.rfind("data: [DONE]\n\n"), std::string("data: [DONE]\n\n").size()) << rest;
 }
 
 TEST(ServerHostile, MalformedRequestsGet4xxAndStarveNobody) {

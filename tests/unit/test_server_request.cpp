@@ -167,12 +167,15 @@ TEST(ServerRequest, OutOfRange) {
 }
 
 TEST(ServerRequest, UnsupportedFeaturesAreRefusedNotIgnored) {
-  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("n": 2)")), "n");
-  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "n": 4})"), "n");
+  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("n": 17)")), "n");  // at most kMaxN
+  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("n": 0)")), "n");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": ["a", "b", "c", "d", "e"], "n": 13})"), "n");  // 65 choices
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "n": 4, "best_of": 5})"), "best_of");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": ["a", "b", "c", "d"], "n": 16, "best_of": 16})"), "<no error>");
+  EXPECT_EQ(chat(chat_with(R"("n": 16)")).n, 16);
   EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("tools": [{"type": "function"}])")), "tools");
   EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("response_format": {"type": "json_object"})")), "response_format");
   EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("echo": true)")), "echo");  // completions only
-  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "echo": true, "logprobs": 0})"), "echo");
   EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "best_of": 3})"), "best_of");
   EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "suffix": "end"})"), "suffix");
   // Their neutral values are fine.

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <algorithm>
 #include <set>
@@ -548,6 +549,89 @@ TEST(ServingEngine, PriorityOrdersTheWaitingQueue) {
   add(5, 5);
   eng.run_until_idle();
   EXPECT_EQ(finished, (std::vector<int>{4, 1, 3, 2, 5}));
+}
+
+
+// RequestParams::prompt_logprobs: the engine keeps every prompt position's logits and returns each
+// prompt token's log-probability (given the ones before it) in the first event. Checked against
+// a forward pass with logits at every position and a log-softmax written here, for a prompt
+// prefilled over several steps beside another request, whose own tokens must not change.
+double log_softmax_at(const float* row, int n_vocab, int32_t token) {
+  const double mx = *std::max_element(row, row + n_vocab);
+  double sum = 0.0;
+  for (int i = 0; i < n_vocab; ++i) sum += std::exp(row[i] - mx);
+  return row[token] - mx - std::log(sum);
+}
+
+// Logits at every prompt position, prefilled in chunks of 8 without the engine: [n, n_vocab].
+std::vector<float> every_position_logits(const std::vector<int32_t>& p) {
+  const Fixture& f = tiny();
+  auto cache = make_kv_cache(f16_opts(), f.dims);
+  Forward fwd(*f.model);
+  std::vector<float> all, lg;
+  for (size_t i = 0; i < p.size(); i += 8) {
+    std::vector<BatchToken> b;
+    for (size_t k = i; k < std::min(p.size(), i + 8); ++k) b.push_back({p[k], (int)k, 0, true});
+    EXPECT_TRUE(cache->reserve(0, (int)b.size()));
+    fwd.run(*cache, b, lg);
+    all.insert(all.end(), lg.begin(), lg.end());
+  }
+  return all;
+}
+
+TEST(ServingEngine, PromptLogprobsGiveEachPromptTokenTheOnesBefore) {
+  const Fixture& f = tiny();
+  const int n_vocab = f.model->config().n_vocab;
+  Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());  // 8 tokens a step
+  const std::vector<int32_t> p = prompt(3, 21);
+  std::map<uint64_t, std::vector<RequestOutput>> events;
+  const auto keep = [&](const RequestOutput& o) { events[o.id].push_back(o); };
+  RequestParams with = greedy(p, 3);
+  with.prompt_logprobs = 2;
+  const uint64_t a = eng.add_request(with, keep);
+  const uint64_t b = eng.add_request(greedy(prompt(4, 13), 3), keep);  // shares the batches
+  eng.run_until_idle();
+
+  ASSERT_EQ(events[a].size(), 3u);
+  const std::vector<TokenLogprobs>& lps = events[a][0].prompt_logprobs;
+  ASSERT_EQ(lps.size(), p.size() - 1);  // prompt tokens 1..20; the first has none
+  const std::vector<float> ref = every_position_logits(p);
+  for (size_t k = 1; k < p.size(); ++k) {
+    SCOPED_TRACE(k);
+    const float* row = ref.data() + (k - 1) * n_vocab;
+    const TokenLogprobs& lp = lps[k - 1];
+    EXPECT_EQ(lp.sampled.token, p[k]);
+    EXPECT_NEAR(lp.sampled.logprob, log_softmax_at(row, n_vocab, p[k]), 1e-3);
+    ASSERT_EQ(lp.top.size(), 2u);
+    EXPECT_EQ(lp.top[0].token, std::max_element(row, row + n_vocab) - row);
+    EXPECT_NEAR(lp.top[0].logprob, log_softmax_at(row, n_vocab, lp.top[0].token), 1e-3);
+    EXPECT_GE(lp.top[0].logprob, lp.top[1].logprob);
+  }
+  for (size_t i = 1; i < events[a].size(); ++i) EXPECT_TRUE(events[a][i].prompt_logprobs.empty());
+  std::vector<int32_t> beside;
+  for (const RequestOutput& o : events[b]) {
+    EXPECT_TRUE(o.prompt_logprobs.empty());
+    beside.insert(beside.end(), o.tokens.begin(), o.tokens.end());
+  }
+  EXPECT_EQ(beside, run_alone(greedy(prompt(4, 13), 3)).first);
+}
+
+TEST(ServingEngine, PromptLogprobsOutOfRangeAreRefused) {
+  const Fixture& f = tiny();
+  Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+  RequestParams r = greedy(prompt(1, 5), 2);
+  for (int bad : {-2, kMaxTopLogprobs + 1}) {
+    r.prompt_logprobs = bad;
+    EXPECT_THROW(eng.add_request(r, [](const RequestOutput&) {}), Error) << bad;
+  }
+  r.prompt_logprobs = 0;  // the prompt tokens' own logprobs, no alternatives
+  std::vector<TokenLogprobs> got;
+  eng.add_request(r, [&](const RequestOutput& o) {
+    if (!o.prompt_logprobs.empty()) got = o.prompt_logprobs;
+  });
+  eng.run_until_idle();
+  ASSERT_EQ(got.size(), 4u);
+  for (const TokenLogprobs& lp : got) EXPECT_TRUE(lp.top.empty());
 }
 
 }  // namespace

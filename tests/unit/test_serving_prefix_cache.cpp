@@ -212,5 +212,29 @@ TEST(ServingPrefixCache, AbortMidPrefillLeavesTheOtherReaderIntact) {
   eng.cache().check_consistency();
 }
 
+// A request that asks for its prompt's logprobs computes every prompt position (vLLM's rule): it
+// reads nothing from the cache, and gets the same logprobs as the first time.
+TEST(ServingPrefixCache, PromptLogprobsRequestsComputeTheWholePrompt) {
+  Session s(cache_opts(KvMethod::f16, 16, 0, 0), true);
+  const auto p = tokens(10, 100);
+  s.ask(p, 4);  // caches the prompt's pages
+  std::vector<std::vector<TokenLogprobs>> got;
+  for (int i = 0; i < 2; ++i) {
+    RequestParams r = greedy(p, 4);
+    r.prompt_logprobs = 0;
+    int cached = -1;
+    std::vector<TokenLogprobs> lps;
+    s.engine().add_request(r, [&](const RequestOutput& o) {
+      lps.insert(lps.end(), o.prompt_logprobs.begin(), o.prompt_logprobs.end());
+      if (o.finished) cached = o.stats.n_cached_prompt_tokens;
+    });
+    s.engine().run_until_idle();
+    EXPECT_EQ(cached, 0);
+    ASSERT_EQ(lps.size(), p.size() - 1);
+    got.push_back(lps);
+  }
+  for (size_t k = 0; k < got[0].size(); ++k) EXPECT_EQ(got[0][k].sampled.logprob, got[1][k].sampled.logprob) << k;
+}
+
 }  // namespace
 }  // namespace mpkv
