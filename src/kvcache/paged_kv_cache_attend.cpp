@@ -169,7 +169,7 @@ void PagedKvCache::plan_span(int layer, int seq, int n_tokens, const float* q, S
     // asking for them a few pages ahead overlaps those misses.
     const auto& pages = ls.pages;
     for (size_t i = 0; i < pages.size(); ++i) {
-      if (i + 8 < pages.size()) __builtin_prefetch(pages[i + 8].get());
+      if (i + 8 < pages.size()) __builtin_prefetch(pages[i + 8]);
       if (i + 4 < pages.size()) __builtin_prefetch(pages[i + 4]->cur.data());
       add_page_segments(layer, *pages[i], h, pos, w.segs[h]);
       pos += pages[i]->filled;
