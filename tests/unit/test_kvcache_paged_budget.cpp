@@ -20,14 +20,7 @@ using test::History;
 constexpr double kAttendVsDequantizedRel = 5e-6;
 
 KvCacheOptions opts(const std::string& method, int bits, int window, int sink, int page, int group = 0) {
-  KvCacheOptions o;
-  o.method = parse_kv_method(method);
-  o.bits = bits;
-  o.window = window;
-  o.sink = sink;
-  o.page_tokens = page;
-  o.group = group;
-  return o;
+  return test::cache_options(method, bits, window, sink, page, group);
 }
 
 void append_all_layers(KvCache& c, int seq, int n, uint32_t seed, std::vector<History>* hist = nullptr) {

@@ -25,12 +25,7 @@ namespace mpkv {
 namespace {
 
 KvCacheOptions opts(const std::string& method, int bits, int window, int sink, int page, double budget_mib) {
-  KvCacheOptions o;
-  o.method = parse_kv_method(method);
-  o.bits = bits;
-  o.window = window;
-  o.sink = sink;
-  o.page_tokens = page;
+  KvCacheOptions o = test::cache_options(method, bits, window, sink, page);
   o.budget_mib = budget_mib;
   return o;
 }

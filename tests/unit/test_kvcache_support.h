@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kvcache/kv_cache_factory.h"
@@ -15,6 +16,18 @@
 namespace mpkv::test {
 
 inline KvDims small_dims() { return KvDims{2, 4, 2, 64}; }  // 2 layers, 4 query heads, 2 KV heads
+
+// Cache options by method name (kv_method.h), final bits, fp16 window and sink, page tokens, group.
+inline KvCacheOptions cache_options(const std::string& method, int bits, int window, int sink, int page, int group = 0) {
+  KvCacheOptions o;
+  o.method = parse_kv_method(method);
+  o.bits = bits;
+  o.window = window;
+  o.sink = sink;
+  o.page_tokens = page;
+  o.group = group;
+  return o;
+}
 
 // [n, n_head_kv, head_dim] rows like real keys / values: per-channel offsets and spreads, a few
 // outlier channels (keys), plus noise.

@@ -17,7 +17,7 @@
 
 #include "engine/engine.h"
 #include "engine/sampler.h"
-#include "fixtures/tiny_model.h"
+#include "fixtures/engine_tiny.h"
 #include "kvcache/kv_cache_factory.h"
 #include "model/forward.h"
 #include "test_support.h"
@@ -25,24 +25,8 @@
 namespace mpkv {
 namespace {
 
-struct Fixture {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tok;
-  KvDims dims;
-};
-
-const Fixture& tiny() {
-  static const Fixture f = [] {
-    Fixture x;
-    test::TinyModelSpec spec;
-    spec.tied_output = false;  // the tied random model repeats one token; comparisons need variety
-    x.model = test::load_tiny_model("engine_tiny", spec);
-    x.tok = std::make_unique<Tokenizer>(Tokenizer::from_gguf(x.model->gguf()));
-    x.dims = x.model->config().kv_dims();
-    return x;
-  }();
-  return f;
-}
+using Fixture = test::EngineTiny;
+const Fixture& tiny() { return test::engine_tiny(); }
 
 std::vector<int32_t> prompt(int seed, int n) {
   std::vector<int32_t> p(n);

@@ -11,30 +11,14 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "fixtures/tiny_model.h"
+#include "fixtures/engine_tiny.h"
 #include "kvcache/kv_cache_factory.h"
 
 namespace mpkv {
 namespace {
 
-struct Fixture {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tok;
-  KvDims dims;
-};
-
-const Fixture& tiny() {
-  static const Fixture f = [] {
-    Fixture x;
-    test::TinyModelSpec spec;
-    spec.tied_output = false;  // varied tokens (see test_serving_engine)
-    x.model = test::load_tiny_model("prefix_tiny", spec);
-    x.tok = std::make_unique<Tokenizer>(Tokenizer::from_gguf(x.model->gguf()));
-    x.dims = x.model->config().kv_dims();
-    return x;
-  }();
-  return f;
-}
+using Fixture = test::EngineTiny;
+const Fixture& tiny() { return test::engine_tiny(); }
 
 std::vector<int32_t> tokens(int seed, int n) {
   std::vector<int32_t> p(n);
