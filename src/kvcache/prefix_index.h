@@ -64,8 +64,6 @@ class PrefixIndex {
   // deeper first among blocks last used at the same tick. Exact in a double below 2^41 ticks.
   static double cold_cost(const PrefixBlock& b);
 
-  size_t size() const { return blocks_.size(); }
-  size_t evictable() const { return evictable_.size(); }
   uint64_t evictions() const { return evictions_; }
   template <class F>
   void for_each(F&& f) const {

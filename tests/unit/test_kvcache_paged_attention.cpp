@@ -32,14 +32,7 @@ struct MethodCase {
 
 std::vector<MethodCase> method_cases() {
   auto mk = [](std::string m, int bits, int group = 0, int window = 8, int sink = 1, int page = 16) {
-    KvCacheOptions o;
-    o.method = parse_kv_method(m);
-    o.bits = bits;
-    o.group = group;
-    o.window = window;
-    o.sink = sink;
-    o.page_tokens = page;
-    return o;
+    return test::cache_options(m, bits, window, sink, page, group);
   };
   std::vector<MethodCase> v = {
       {"f16", mk("f16", 16, 0, 0, 0)},

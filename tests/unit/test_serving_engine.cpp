@@ -28,11 +28,7 @@ namespace {
 using Fixture = test::EngineTiny;
 const Fixture& tiny() { return test::engine_tiny(); }
 
-std::vector<int32_t> prompt(int seed, int n) {
-  std::vector<int32_t> p(n);
-  for (int i = 0; i < n; ++i) p[i] = 3 + (seed * 31 + i * 7) % 250;
-  return p;
-}
+std::vector<int32_t> prompt(int seed, int n) { return test::engine_prompt(seed, n); }
 
 KvCacheOptions f16_opts() {
   KvCacheOptions o;

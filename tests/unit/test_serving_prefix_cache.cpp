@@ -20,11 +20,7 @@ namespace {
 using Fixture = test::EngineTiny;
 const Fixture& tiny() { return test::engine_tiny(); }
 
-std::vector<int32_t> tokens(int seed, int n) {
-  std::vector<int32_t> p(n);
-  for (int i = 0; i < n; ++i) p[i] = 3 + (seed * 31 + i * 7) % 250;
-  return p;
-}
+std::vector<int32_t> tokens(int seed, int n) { return test::engine_prompt(seed, n); }
 
 std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
