@@ -41,11 +41,12 @@ def f16_budget_mib(mpkv, model, tokens, threads):
 
 
 def f16_sequence_mib(mpkv, model, tokens, threads):
-    """The bytes mpkv's f16 cache reserves for one sequence of `tokens` positions (MiB, as printed)."""
+    """The bytes mpkv serve's f16 cache reserves for one sequence of `tokens` positions (MiB, as printed):
+    its pages and the prefix-cache block records it may publish (the server's admission bound)."""
     out = subprocess.run([mpkv, "bench", "-m", model, "-t", str(threads), "--synthetic", "-d", str(tokens - 2),
                           "-n", "2", "-r", "1", "-p", "16", "--parallel", "0", "--kv-budget-mib", "200",
                           "--kv-method", "f16"], capture_output=True, text=True, check=True)
-    m = re.search(r"\(([0-9.]+) MiB each at most\)", out.stdout + out.stderr)
+    m = re.search(r"; ([0-9.]+) MiB with prefix-cache records\)", out.stdout + out.stderr)
     if not m:
         sys.exit(f"serve_sweep: cannot read the per-sequence bound from mpkv bench:\n{out.stdout}{out.stderr}")
     return float(m.group(1))

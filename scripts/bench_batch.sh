@@ -26,7 +26,7 @@ echo "== $(date -u +%FT%TZ) $(uptime)"
 # 2. The budget: 16 x progressive-2's bound for one sequence (its own probe prints it).
 C=1024
 BOUND=$("$BUILD/mpkv" bench -m $M -t 1 --synthetic -d $C -n 16 -r 1 -p 16 --parallel 0 --kv-budget-mib 1000 \
-  --kv-method progressive --kv-bits 2 | sed -n 's/.*(\([0-9.]*\) MiB each at most).*/\1/p')
+  --kv-method progressive --kv-bits 2 | sed -n 's/.*(\([0-9.]*\) MiB each at most;.*/\1/p')
 BUDGET=$(python3 -c "print(round(16 * $BOUND + 0.1, 2))")  # the printed bound is rounded down
 echo "budget: 16 x $BOUND MiB = $BUDGET MiB (progressive-2, context $C + 16)"
 for t in 1 2; do

@@ -19,7 +19,7 @@ TMP=$(mktemp -d)
 # fp16 bytes of one sequence of C + 16 tokens (all bytes counted), times 4: ask the f16 cache itself
 # (a 100 MiB probe admits a couple of sequences and prints the bound per sequence).
 F16_MIB=$($BUILD/mpkv bench -m $MODEL -t $T --synthetic -d $C -n 16 -r 1 -p 16 --parallel 0 --kv-budget-mib 100 \
-  --kv-method f16 | sed -n 's/.*(\([0-9.]*\) MiB each at most).*/\1/p')
+  --kv-method f16 | sed -n 's/.*(\([0-9.]*\) MiB each at most;.*/\1/p')
 BUDGET=$(python3 -c "print(round(4 * $F16_MIB + 0.05, 1))")
 echo "budget: 4 x $F16_MIB MiB = $BUDGET MiB (fp16, context $C + 16)"
 run() {  # label, options...

@@ -167,8 +167,13 @@ int admitted_sequences(const KvCacheOptions& kv, const KvDims& dims, int tokens)
   const KvByteModel& bytes = probe->byte_model();
   const int n = (int)bytes.sequences_within(probe->budget_bytes(), tokens);
   MPKV_CHECK(n > 0, "the budget cannot hold one sequence of " + std::to_string(tokens) + " tokens");
-  std::printf("admitted %d sequences of %d tokens (%.2f MiB each at most) in %s MiB\n", n, tokens,
-              bytes.sequence_bytes_bound(tokens) / 1048576.0, format_number(kv.budget_mib).c_str());
+  // The second figure is what `mpkv serve` admits a sequence against while its prefix cache is on
+  // (the block records it may publish, docs/serving.md "Prefix cache"): bench/serve_sweep.py sizes
+  // its budgets by it.
+  std::printf("admitted %d sequences of %d tokens (%.2f MiB each at most; %.2f MiB with prefix-cache records) in %s MiB\n",
+              n, tokens, bytes.sequence_bytes_bound(tokens) / 1048576.0,
+              (bytes.sequence_bytes_bound(tokens) + bytes.prefix_records_bound(tokens)) / 1048576.0,
+              format_number(kv.budget_mib).c_str());
   return n;
 }
 
