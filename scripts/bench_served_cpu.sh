@@ -5,7 +5,7 @@
 # requests through `mpkv generate`. Prints served and direct output tok/s, the server's CPU seconds
 # per thread during the run (utime + stime from /proc; the engine thread, the pool worker and the
 # I/O thread are the top three), their voluntary / involuntary context switches, the load
-# generator's CPU seconds and generate's. CPU seconds hold on a loaded machine; tok/s do not.
+# generator's CPU seconds and generate's, and both sides' CPU per output token. CPU seconds hold on a loaded machine; tok/s do not.
 # PERF=1 adds `perf record -g` of the server (OUT/perf.data). Extra env for the server and generate,
 # e.g. MPKV_POOL_SPIN_US=0, passes through.
 # Usage: [N=8] [GEN=256] [PERF=1] scripts/bench_served_cpu.sh [MPKV] [OUT]
@@ -53,7 +53,8 @@ for l in open(os.path.join(out, "threads_after.txt")):
     d = [a - b for a, b in zip(map(int, v), before.get(tid, [0, 0, 0, 0]))]
     rows.append(((d[0] + d[1]) / tick, tid, d[2], d[3]))
 rows.sort(reverse=True)
-print(f"server CPU during the run: {sum(r[0] for r in rows):.2f} s")
+server_cpu = sum(r[0] for r in rows)
+print(f"server CPU during the run: {server_cpu:.2f} s, {1e3 * server_cpu / level['output_tokens']:.3f} ms per output token")
 for cpu, tid, vol, invol in rows[:4]:
     print(f"  thread {tid}: {cpu:.2f} s CPU, {vol} voluntary / {invol} involuntary switches")
 PYEOF
@@ -62,4 +63,7 @@ PYEOF
   -s 1 --kv-method f16 > "$OUT/direct.log" 2> "$OUT/direct.err"
 grep -o -E "output [0-9.]+ tok/s over [0-9.]+ s" "$OUT/direct.err" | sed 's/^/direct: /' | tee -a "$OUT/summary.txt"
 tail -1 "$OUT/direct.err" | tee -a "$OUT/summary.txt"
+# generate's CPU (model load and weight repacking included, so an upper bound) per output token.
+awk -v n=$((N * GEN)) '/^direct .* user .* sys/ {printf "direct CPU: %.3f ms per output token (load included)\n", 1e3 * ($2 + $4) / n}' \
+  "$OUT/direct.err" | tee -a "$OUT/summary.txt"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/summary.txt"
