@@ -22,7 +22,7 @@
 // lane (a dword permute and a byte shuffle per 128-bit lane), the code fields masked in place, and
 // each query's 4 int8 weights of those rows broadcast as one dword: acc[c] += sum_{r<4} w8_r code_r[c].
 // The lanes land in the slot order of the 256-bit kernels (paged_attention_q8_simd.h,
-// load_code_pairs), so add_value_sums puts them back in channel order.
+// code_pair_field), so add_value_sums puts them back in channel order.
 // GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(), which -Wmaybe-uninitialized
 // reports as a false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -228,7 +228,7 @@ void scores_vnni_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Que
 }
 
 // The 4 code-field vectors of rows r .. r + 3, chunk c, for the value pass: lane p of vector m holds
-// the 4 rows' codes of one channel (byte r = row r), in the slot order of load_code_pairs:
+// the 4 rows' codes of one channel (byte r = row r), in the slot order of code_pair_field:
 //   2 bits  vector m, lane p: byte p, field m (channel 4 p + m)
 //   4 bits  vector m = 2 h + k, lane p: byte 16 (p / 8) + 8 h + p % 8, nibble k
 template <int BITS, int CH>

@@ -3,7 +3,7 @@
 // Included ONLY by the ISA-flagged translation units (paged_attention_kernels_avx2.cpp and _avx512.cpp):
 // everything here has internal linkage, so each includes its own copy compiled with its own flags,
 // and the AVX-512 one may use the 32 vector registers EVEX encoding gives 256-bit code (the value
-// kernel then keeps all its accumulators in registers: kQ8ValuePasses below).
+// kernel then keeps all its accumulators in registers: accumulate_q8 below).
 #pragma once
 #include <immintrin.h>
 
@@ -395,31 +395,49 @@ constexpr bool kByteFriendly = BITS == 2 || BITS == 4 || BITS == 8 || BITS == 16
 //   2 bits  lane p of vector m: byte p, field m, channel 4 p + m
 // The s16 sums are widened into int32 before they can overflow: a pair adds at most
 // 2 x (2^bits - 1) x 127, so 8 pairs at 4 bits (30480) and 32 pairs at 2 bits (24384).
+
+// The two rows' bytes of chunk c interleaved (byte pair b = (row 0 byte b, row 1 byte b)):
+//   4 bits  x[0] = unpacklo, x[1] = unpackhi of the two 32-byte runs
+//   2 bits  x[0] = [unpacklo | unpackhi] of the two 16-byte runs
 template <int BITS>
-inline void load_code_pairs(const uint8_t* r0, const uint8_t* r1, int c, __m256i* p) {
+inline void interleave_code_pairs(const uint8_t* r0, const uint8_t* r1, int c, __m256i* x) {
   if constexpr (BITS == 4) {
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + 32 * c));
-    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + 32 * c));
-    const __m256i lo = _mm256_unpacklo_epi8(x, y), hi = _mm256_unpackhi_epi8(x, y);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    p[0] = _mm256_and_si256(lo, m4);
-    p[1] = _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
-    p[2] = _mm256_and_si256(hi, m4);
-    p[3] = _mm256_and_si256(_mm256_srli_epi16(hi, 4), m4);
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + 32 * c));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + 32 * c));
+    x[0] = _mm256_unpacklo_epi8(a, b);
+    x[1] = _mm256_unpackhi_epi8(a, b);
   } else {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + 16 * c));
-    const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + 16 * c));
-    const __m256i v = _mm256_set_m128i(_mm_unpackhi_epi8(x, y), _mm_unpacklo_epi8(x, y));
-    const __m256i m2 = _mm256_set1_epi8(0x03);
-    p[0] = _mm256_and_si256(v, m2);
-    p[1] = _mm256_and_si256(_mm256_srli_epi16(v, 2), m2);
-    p[2] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m2);
-    p[3] = _mm256_and_si256(_mm256_srli_epi16(v, 6), m2);
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + 16 * c));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + 16 * c));
+    x[0] = _mm256_set_m128i(_mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(a, b));
   }
 }
 
+// Code vector m (of 4) of an interleaved pair, its field masked in place:
+//   4 bits  m = 2 h + k: nibble k of x[h];   2 bits  field m of x[0]
+template <int BITS, int m>
+inline __m256i code_pair_field(const __m256i* x) {
+  constexpr int kShift = BITS == 4 ? 4 * (m % 2) : 2 * m;
+  const __m256i v = x[BITS == 4 ? m / 2 : 0];
+  const __m256i f = kShift ? _mm256_srli_epi16(v, kShift) : v;
+  return _mm256_and_si256(f, _mm256_set1_epi8((1 << BITS) - 1));
+}
+
+// acc + maddubs(u8, broadcast of the 32-bit word *w): the weight pair word broadcast straight from
+// memory (a load, no shuffle) into a temporary. In asm because GCC hoists the broadcasts of a row
+// pair into registers and computes every code vector before the multiplies, then spills the
+// accumulators (x86 GCC does not schedule for register pressure); volatile keeps the source order,
+// so the loop's registers stay the accumulators, the pair, the current code vector and one temporary.
+inline __m256i add_maddubs_bcast(__m256i acc, __m256i u8, const int32_t* w) {
+  __m256i r, t;
+  asm volatile("vpbroadcastd %3, %1\n\tvpmaddubsw %1, %4, %1\n\tvpaddw %1, %2, %0"
+               : "=x"(r), "=&x"(t)
+               : "x"(acc), "m"(*w), "x"(u8));
+  return r;
+}
+
 // 64 floats of one chunk from slot order (f[k] = slots 8k .. 8k + 7) to channel order (o[k] =
-// channels 8k .. 8k + 7), by the maps of load_code_pairs.
+// channels 8k .. 8k + 7), by the maps of code_pair_field.
 template <int BITS>
 inline void unpermute_slots(const __m256* f, __m256* o) {
   if constexpr (BITS == 4) {
@@ -462,25 +480,25 @@ inline void add_value_sums(const int32_t* a32, float step, float bz, int chunks,
   }
 }
 
-// PASSES: passes over the rows per 64 channels, each accumulating 4 / PASSES of the 4 code vectors
-// in 4 / PASSES x NJ s16 registers. AVX2 has 16 vector registers: 4 x 3 accumulators did not fit
-// beside the decode (GCC spilled them every row pair), so it takes 2 passes and decodes the rows
-// twice; AVX-512's 32 registers hold them all in one pass.
-template <int BITS, int NJ, int PASSES>
+// ACC_REGS: the s16 accumulators the target keeps in registers beside the decode (AVX2's 16 vector
+// registers: 12; AVX-512's 32: all 16 of a 4-query tile). Each pass over the rows accumulates M of
+// the 4 code vectors of a 64-channel chunk for all NJ queries (NJ x M <= ACC_REGS), so a tile of up
+// to 3 queries decodes each row pair once on AVX2, a 4-query tile twice. Each query's weight pair is
+// broadcast from memory at each use (add_maddubs_bcast): no register holds weights in the loop
+// (NJ of them beside 12 accumulators made GCC spill every pair).
+template <int BITS, int NJ, int ACC_REGS>
 void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, size_t ldw, int t0, int n, float* acc,
                    size_t ldacc) {
-  static_assert(PASSES == 1 || PASSES == 2, "4 code vectors split in 1 or 2 passes");
   constexpr int kPairsPerWiden = BITS == 4 ? 8 : 32;
-  constexpr int M = 4 / PASSES;  // code vectors per pass
+  constexpr int M = NJ * 4 <= ACC_REGS ? 4 : 2;  // code vectors per pass
   const int d = L.head_dim, chunks = d / 64;
   alignas(32) int8_t w8[NJ][kMaxKernelRows + 32];
   float step[NJ], bz[NJ];
   const GroupParams P(L, blk, (size_t)t0, n);
   for (int j = 0; j < NJ; ++j) step[j] = fold_params_q8(P, w + j * ldw, w8[j], &bz[j]);
-  // Each weight pair (w8_i, w8_i+1) as a 32-bit word holding it twice: the inner loop broadcasts
-  // it straight from memory (a load, no shuffle) as maddubs' operand. Built 16 pairs per unpack
-  // pair from w8, which fold_params_q8 zero-padded to a multiple of 32 bytes (so an odd tail row
-  // pairs with a zero weight).
+  // Each weight pair (w8_i, w8_i+1) as a 32-bit word holding it twice, broadcast in the loop as
+  // maddubs' operand. Built 16 pairs per unpack pair from w8, which fold_params_q8 zero-padded to a
+  // multiple of 32 bytes (so an odd tail row pairs with a zero weight).
   alignas(32) int32_t wpair[NJ][kMaxKernelRows / 2];
   const int pairs = (n + 1) / 2;
   for (int j = 0; j < NJ; ++j) {
@@ -494,38 +512,46 @@ void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, s
   alignas(32) int32_t a32[NJ][kMaxQ8Dim];  // slot order
   for (int j = 0; j < NJ; ++j) std::fill(a32[j], a32[j] + d, 0);
   const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
-  for (int c = 0; c < chunks; ++c) {
-    for (int mh = 0; mh < 4; mh += M) {
-      for (int i0 = 0; i0 < n; i0 += 2 * kPairsPerWiden) {
-        const int i1 = std::min(n, i0 + 2 * kPairsPerWiden);
-        __m256i s16[NJ][M];
-        for (int j = 0; j < NJ; ++j)
-          for (int m = 0; m < M; ++m) s16[j][m] = _mm256_setzero_si256();
-        auto add_pair = [&](int i, const uint8_t* r0, const uint8_t* r1) {
-          __m256i p[4];
-          load_code_pairs<BITS>(r0, r1, c, p);  // with 2 passes the other half's vectors are dead code
-          for (int j = 0; j < NJ; ++j) {
-            const __m256i wp = _mm256_set1_epi32(wpair[j][i / 2]);
-            for (int m = 0; m < M; ++m) s16[j][m] = _mm256_add_epi16(s16[j][m], _mm256_maddubs_epi16(p[mh + m], wp));
-          }
+  // One pass over the rows for code vectors [MH, MH + M) of chunk c.
+  auto pass = [&](int c, auto MH) {
+    constexpr int mh = decltype(MH)::value;
+    for (int i0 = 0; i0 < n; i0 += 2 * kPairsPerWiden) {
+      const int i1 = std::min(n, i0 + 2 * kPairsPerWiden);
+      __m256i s16[NJ][M];
+      for (int j = 0; j < NJ; ++j)
+        for (int m = 0; m < M; ++m) s16[j][m] = _mm256_setzero_si256();
+      // Row pairs (i, i + 1); an odd last row pairs with itself, its zero weight (w8 padding)
+      // making the second copy add nothing.
+      for (int i = i0; i < i1; i += 2) {
+        const uint8_t* r0 = codes + (size_t)i * L.row_bytes;
+        __m256i x[2];
+        interleave_code_pairs<BITS>(r0, i + 1 < n ? r0 + L.row_bytes : r0, c, x);
+        auto add_field = [&](auto Mi) {  // one code vector at a time: few registers live
+          constexpr int m = decltype(Mi)::value;
+          const __m256i f = code_pair_field<BITS, mh + m>(x);
+          for (int j = 0; j < NJ; ++j) s16[j][m] = add_maddubs_bcast(s16[j][m], f, &wpair[j][i / 2]);
         };
-        const int pair_end = i0 + ((i1 - i0) & ~1);
-        for (int i = i0; i < pair_end; i += 2) {
-          const uint8_t* r0 = codes + (size_t)i * L.row_bytes;
-          add_pair(i, r0, r0 + L.row_bytes);
+        add_field(std::integral_constant<int, 0>{});
+        add_field(std::integral_constant<int, 1>{});
+        if constexpr (M == 4) {
+          add_field(std::integral_constant<int, 2>{});
+          add_field(std::integral_constant<int, 3>{});
         }
-        if (pair_end < i1) add_pair(pair_end, codes + (size_t)pair_end * L.row_bytes, codes + (size_t)pair_end * L.row_bytes);
-        for (int j = 0; j < NJ; ++j) {
-          for (int m = 0; m < M; ++m) {
-            int32_t* lo = &a32[j][64 * c + 16 * (mh + m)];
-            const __m256i wl = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(s16[j][m]));
-            const __m256i wh = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(s16[j][m], 1));
-            _mm256_store_si256(reinterpret_cast<__m256i*>(lo), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo)), wl));
-            _mm256_store_si256(reinterpret_cast<__m256i*>(lo + 8), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo + 8)), wh));
-          }
+      }
+      for (int j = 0; j < NJ; ++j) {
+        for (int m = 0; m < M; ++m) {
+          int32_t* lo = &a32[j][64 * c + 16 * (mh + m)];
+          const __m256i wl = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(s16[j][m]));
+          const __m256i wh = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(s16[j][m], 1));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(lo), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo)), wl));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(lo + 8), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo + 8)), wh));
         }
       }
     }
+  };
+  for (int c = 0; c < chunks; ++c) {
+    pass(c, std::integral_constant<int, 0>{});
+    if constexpr (M == 2) pass(c, std::integral_constant<int, 2>{});
   }
   for (int j = 0; j < NJ; ++j) add_value_sums<BITS>(a32[j], step[j], bz[j], chunks, acc + j * ldacc);
 }
@@ -551,7 +577,7 @@ inline void scores_q8_tiles(const PackedBlockView& b, const Q8Queries& q, int t0
 }
 
 // packed_accumulate_q8 (paged_attention_kernels.h) in tiles of up to kTile queries.
-template <int PASSES>
+template <int ACC_REGS>
 void accumulate_q8_tiles(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
                          size_t ldacc) {
   const KvBlockLayout& L = *b.layout;
@@ -559,9 +585,9 @@ void accumulate_q8_tiles(const PackedBlockView& b, const float* w, size_t ldw, i
     with_tile(std::min(kTile, nq - j0), [&](auto NJ) {
       constexpr int nj = decltype(NJ)::value;
       if (L.bits == 4) {
-        accumulate_q8<4, nj, PASSES>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
+        accumulate_q8<4, nj, ACC_REGS>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
       } else {
-        accumulate_q8<2, nj, PASSES>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
+        accumulate_q8<2, nj, ACC_REGS>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
       }
     });
   }
