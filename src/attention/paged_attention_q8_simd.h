@@ -53,6 +53,30 @@ void with_tile(int nj, F&& f) {
 }
 
 
+// maddubs(u8, *s8) and acc + maddubs(u8, *s8), s8 read as a memory operand; acc +
+// maddubs(u8, broadcast of the 32-bit word *w), the word broadcast from memory (a load, no shuffle).
+// In asm because in loops with more live vectors than registers GCC hoists such loads into
+// registers and computes every product of a row (pair) before adding them, then spills the
+// accumulators (x86 GCC does not schedule for register pressure); volatile keeps the source order,
+// so the loops' registers stay accumulators and the current code vector.
+inline __m256i maddubs_mem(__m256i u8, const __m256i* s8) {
+  __m256i r;
+  asm volatile("vpmaddubsw %1, %2, %0" : "=x"(r) : "m"(*s8), "x"(u8));
+  return r;
+}
+inline __m256i add_maddubs_mem(__m256i acc, __m256i u8, const __m256i* s8) {
+  __m256i r, t;
+  asm volatile("vpmaddubsw %3, %4, %1\n\tvpaddw %1, %2, %0" : "=x"(r), "=&x"(t) : "x"(acc), "m"(*s8), "x"(u8));
+  return r;
+}
+inline __m256i add_maddubs_bcast(__m256i acc, __m256i u8, const int32_t* w) {
+  __m256i r, t;
+  asm volatile("vpbroadcastd %3, %1\n\tvpmaddubsw %1, %4, %1\n\tvpaddw %1, %2, %0"
+               : "=x"(r), "=&x"(t)
+               : "x"(acc), "m"(*w), "x"(u8));
+  return r;
+}
+
 // ---- int8 queries (q8_scores_apply layouts) ----------------------------------------------------
 //
 // A row's codes, per 64 channels, become V integer vectors, and a query's int8 values the V
@@ -172,35 +196,76 @@ struct Q8Tile {
   }
   // 2 bits, two rows per vector: a 64-channel chunk of a row is 16 bytes, so rows a and b share
   // one 256-bit vector [a | b]; code field f (channels 4p + f, byte p) is masked out in place and
-  // multiplied with q2[f] (the query's field-f bytes in both halves). Lanes 0-3 of the s32 result
-  // sum to row a's dot, lanes 4-7 to row b's. Per row pair: 3 shifts + 4 masks and, per query,
-  // 4 maddubs + 3 adds + 1 madd (at most 4 x 2 x 3 x 127 per s16 lane, no saturation); against
-  // dots() twice, the same multiplies and half the lanes to fold afterwards (dots8_2bit).
+  // multiplied with q2[f] (the query's field-f bytes in both halves). The 4 products summed in s16
+  // lanes: 8 lanes per row, each at most 8 x 3 x 127, and any sum of them at most the whole
+  // chunk's 64 x 3 x 127 = 24384 (no overflow). Per row pair: 3 shifts + 4 masks and, per query,
+  // 4 maddubs + 3 adds.
   __m256i q2[NJ][BITS == 2 ? kMaxQ8Dim / 64 : 1][4];
-  void dots_pair_2bit(const uint8_t* a, const uint8_t* b, __m256i* out) const {
-    for (int j = 0; j < NJ; ++j) out[j] = _mm256_setzero_si256();
+  void dots_pair_2bit(const uint8_t* a, const uint8_t* b, int c, __m256i* out) const {
     const __m256i m2 = _mm256_set1_epi8(0x03);
-    for (int c = 0; c < (CH ? CH : chunks); ++c) {
-      const __m256i x = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b + 16 * c),
-                                            reinterpret_cast<const __m128i*>(a + 16 * c));
-      const __m256i f0 = _mm256_and_si256(x, m2), f1 = _mm256_and_si256(_mm256_srli_epi16(x, 2), m2);
-      const __m256i f2 = _mm256_and_si256(_mm256_srli_epi16(x, 4), m2), f3 = _mm256_and_si256(_mm256_srli_epi16(x, 6), m2);
-      for (int j = 0; j < NJ; ++j) {
-        const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(f0, q2[j][c][0]), _mm256_maddubs_epi16(f1, q2[j][c][1]));
-        const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(f2, q2[j][c][2]), _mm256_maddubs_epi16(f3, q2[j][c][3]));
-        out[j] = _mm256_add_epi32(out[j], _mm256_madd_epi16(_mm256_add_epi16(p01, p23), _mm256_set1_epi16(1)));
-      }
+    const __m256i x = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b + 16 * c),
+                                          reinterpret_cast<const __m128i*>(a + 16 * c));
+    const __m256i f0 = _mm256_and_si256(x, m2), f1 = _mm256_and_si256(_mm256_srli_epi16(x, 2), m2);
+    const __m256i f2 = _mm256_and_si256(_mm256_srli_epi16(x, 4), m2), f3 = _mm256_and_si256(_mm256_srli_epi16(x, 6), m2);
+    for (int j = 0; j < NJ; ++j) {
+      const __m256i p = add_maddubs_mem(maddubs_mem(f0, &q2[j][c][0]), f1, &q2[j][c][1]);
+      out[j] = add_maddubs_mem(add_maddubs_mem(p, f2, &q2[j][c][2]), f3, &q2[j][c][3]);
     }
   }
-  // dots8 for 2 bits: pair vectors [a | b] of rows (0,1), (2,3), (4,5), (6,7); two hadd levels give
-  // [r0 r2 r4 r6 | r1 r3 r5 r7] per pair of pair-vectors, a third the full sums, one permute the order.
-  void dots8_2bit(const uint8_t* rows, size_t row_bytes, __m256i* tot) const {
-    __m256i p[4][NJ];
-    for (int k = 0; k < 4; ++k) dots_pair_2bit(rows + (size_t)(2 * k) * row_bytes, rows + (size_t)(2 * k + 1) * row_bytes, p[k]);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  // One row's s16 products for chunk c (4 bits): 16 lanes, each at most 4 x 15 x 127 = 7620.
+  void dots_row_4bit(const uint8_t* row, int c, __m256i* out) const {
+    __m256i v[2];
+    load_code_vecs<4>(row, c, v);
+    for (int j = 0; j < NJ; ++j)
+      out[j] = add_maddubs_mem(maddubs_mem(v[0], &qv[j][c][0]), v[1], &qv[j][c][1]);
+  }
+  // dots8 for 2 and 4 bits: per chunk, the s16 products of the 8 rows folded by three hadd_epi16
+  // levels as soon as their inputs exist (few live registers), then one madd to int32 per chunk.
+  //   2 bits  pair vectors [a | b] of rows (0,1), (2,3), (4,5), (6,7): hadd(p01, p23), hadd(p45,
+  //           p67), hadd of those = [r0 r0 r2 r2 r4 r4 r6 r6 | r1 .. r7]; madd: [r0 r2 r4 r6 | r1 r3
+  //           r5 r7]; one permute at the end. Every partial stays within the chunk's 24384.
+  //   4 bits  rows 0-3 and 4-7: two hadd levels each = [r0 r0 r1 r1 r2 r2 r3 r3] per 128-bit half
+  //           (partials at most 4 x 7620 = 30480), madd: [r0 r1 r2 r3 | r0 r1 r2 r3] (halves of
+  //           the channels), the halves added at the end.
+  void dots8_bytes(const uint8_t* rows, size_t row_bytes, __m256i* tot) const {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i acc[2][NJ];
+    for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < NJ; ++j) acc[h][j] = _mm256_setzero_si256();
+    for (int c = 0; c < (CH ? CH : chunks); ++c) {
+      __m256i g[2][NJ];  // 2 bits: rows (0-3), (4-7) pair vectors folded; 4 bits: rows 0-3, 4-7
+      for (int h = 0; h < 2; ++h) {
+        __m256i a[NJ], b[NJ], p[NJ];
+        const uint8_t* r = rows + (size_t)(4 * h) * row_bytes;
+        if constexpr (BITS == 2) {
+          dots_pair_2bit(r, r + row_bytes, c, a);
+          dots_pair_2bit(r + 2 * row_bytes, r + 3 * row_bytes, c, p);
+          for (int j = 0; j < NJ; ++j) g[h][j] = _mm256_hadd_epi16(a[j], p[j]);
+        } else {
+          dots_row_4bit(r, c, a);
+          dots_row_4bit(r + row_bytes, c, p);
+          for (int j = 0; j < NJ; ++j) a[j] = _mm256_hadd_epi16(a[j], p[j]);
+          dots_row_4bit(r + 2 * row_bytes, c, b);
+          dots_row_4bit(r + 3 * row_bytes, c, p);
+          for (int j = 0; j < NJ; ++j) g[h][j] = _mm256_madd_epi16(_mm256_hadd_epi16(a[j], _mm256_hadd_epi16(b[j], p[j])), ones);
+        }
+      }
+      for (int j = 0; j < NJ; ++j) {
+        if constexpr (BITS == 2) {
+          acc[0][j] = _mm256_add_epi32(acc[0][j], _mm256_madd_epi16(_mm256_hadd_epi16(g[0][j], g[1][j]), ones));
+        } else {
+          acc[0][j] = _mm256_add_epi32(acc[0][j], g[0][j]);
+          acc[1][j] = _mm256_add_epi32(acc[1][j], g[1][j]);
+        }
+      }
+    }
     for (int j = 0; j < NJ; ++j) {
-      const __m256i h0 = _mm256_hadd_epi32(p[0][j], p[1][j]), h1 = _mm256_hadd_epi32(p[2][j], p[3][j]);
-      tot[j] = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(h0, h1), order);
+      if constexpr (BITS == 2) {
+        tot[j] = _mm256_permutevar8x32_epi32(acc[0][j], _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      } else {
+        tot[j] = _mm256_add_epi32(_mm256_permute2x128_si256(acc[0][j], acc[1][j], 0x20),
+                                  _mm256_permute2x128_si256(acc[0][j], acc[1][j], 0x31));
+      }
     }
   }
   void dots(const uint8_t* row, __m256i* out) const {
@@ -214,7 +279,7 @@ struct Q8Tile {
   // Exact integer dots of 8 consecutive rows: lane k of tot[j] = q8_j . code of row k. Pairs of rows
   // are folded with hadd as soon as they exist, so no row vector is stored.
   void dots8(const uint8_t* rows, size_t row_bytes, __m256i* tot) const {
-    if constexpr (BITS == 2) return dots8_2bit(rows, row_bytes, tot);
+    if constexpr (BITS <= 4) return dots8_bytes(rows, row_bytes, tot);
     __m256i h[2][NJ];
     for (int half = 0; half < 2; ++half) {
       __m256i p[2][NJ];
@@ -421,19 +486,6 @@ inline __m256i code_pair_field(const __m256i* x) {
   const __m256i v = x[BITS == 4 ? m / 2 : 0];
   const __m256i f = kShift ? _mm256_srli_epi16(v, kShift) : v;
   return _mm256_and_si256(f, _mm256_set1_epi8((1 << BITS) - 1));
-}
-
-// acc + maddubs(u8, broadcast of the 32-bit word *w): the weight pair word broadcast straight from
-// memory (a load, no shuffle) into a temporary. In asm because GCC hoists the broadcasts of a row
-// pair into registers and computes every code vector before the multiplies, then spills the
-// accumulators (x86 GCC does not schedule for register pressure); volatile keeps the source order,
-// so the loop's registers stay the accumulators, the pair, the current code vector and one temporary.
-inline __m256i add_maddubs_bcast(__m256i acc, __m256i u8, const int32_t* w) {
-  __m256i r, t;
-  asm volatile("vpbroadcastd %3, %1\n\tvpmaddubsw %1, %4, %1\n\tvpaddw %1, %2, %0"
-               : "=x"(r), "=&x"(t)
-               : "x"(acc), "m"(*w), "x"(u8));
-  return r;
 }
 
 // 64 floats of one chunk from slot order (f[k] = slots 8k .. 8k + 7) to channel order (o[k] =
