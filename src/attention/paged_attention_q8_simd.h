@@ -543,6 +543,7 @@ void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, s
                    size_t ldacc) {
   constexpr int kPairsPerWiden = BITS == 4 ? 8 : 32;
   constexpr int M = NJ * 4 <= ACC_REGS ? 4 : 2;  // code vectors per pass
+  if (n <= 0) return;  // nothing to add (and the widening below would leave a32 unset)
   const int d = L.head_dim, chunks = d / 64;
   alignas(32) int8_t w8[NJ][kMaxKernelRows + 32];
   float step[NJ], bz[NJ];
@@ -561,8 +562,7 @@ void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, s
       _mm256_store_si256(reinterpret_cast<__m256i*>(&wpair[j][p + 8]), _mm256_permute2x128_si256(lo, hi, 0x31));
     }
   }
-  alignas(32) int32_t a32[NJ][kMaxQ8Dim];  // slot order
-  for (int j = 0; j < NJ; ++j) std::fill(a32[j], a32[j] + d, 0);
+  alignas(32) int32_t a32[NJ][kMaxQ8Dim];  // slot order; the first widening block stores, later ones add
   const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
   // One pass over the rows for code vectors [MH, MH + M) of chunk c.
   auto pass = [&](int c, auto MH) {
@@ -574,14 +574,16 @@ void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, s
         for (int m = 0; m < M; ++m) s16[j][m] = _mm256_setzero_si256();
       // Row pairs (i, i + 1); an odd last row pairs with itself, its zero weight (w8 padding)
       // making the second copy add nothing.
-      for (int i = i0; i < i1; i += 2) {
-        const uint8_t* r0 = codes + (size_t)i * L.row_bytes;
+      // Pointers bumped per pair (no index arithmetic in the loop: scalar uops share the vector ports).
+      const uint8_t* r0 = codes + (size_t)i0 * L.row_bytes;
+      const int32_t* wp = &wpair[0][i0 / 2];  // query j's word at wp + j * kMaxKernelRows / 2
+      for (int i = i0; i < i1; i += 2, r0 += 2 * L.row_bytes, ++wp) {
         __m256i x[2];
         interleave_code_pairs<BITS>(r0, i + 1 < n ? r0 + L.row_bytes : r0, c, x);
         auto add_field = [&](auto Mi) {  // one code vector at a time: few registers live
           constexpr int m = decltype(Mi)::value;
           const __m256i f = code_pair_field<BITS, mh + m>(x);
-          for (int j = 0; j < NJ; ++j) s16[j][m] = add_maddubs_bcast(s16[j][m], f, &wpair[j][i / 2]);
+          for (int j = 0; j < NJ; ++j) s16[j][m] = add_maddubs_bcast(s16[j][m], f, wp + j * (kMaxKernelRows / 2));
         };
         add_field(std::integral_constant<int, 0>{});
         add_field(std::integral_constant<int, 1>{});
@@ -595,8 +597,14 @@ void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, s
           int32_t* lo = &a32[j][64 * c + 16 * (mh + m)];
           const __m256i wl = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(s16[j][m]));
           const __m256i wh = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(s16[j][m], 1));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(lo), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo)), wl));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(lo + 8), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo + 8)), wh));
+          __m256i* lv = reinterpret_cast<__m256i*>(lo);
+          if (i0 == 0) {
+            _mm256_store_si256(lv, wl);
+            _mm256_store_si256(lv + 1, wh);
+          } else {
+            _mm256_store_si256(lv, _mm256_add_epi32(_mm256_load_si256(lv), wl));
+            _mm256_store_si256(lv + 1, _mm256_add_epi32(_mm256_load_si256(lv + 1), wh));
+          }
         }
       }
     }
