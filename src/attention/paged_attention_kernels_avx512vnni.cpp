@@ -212,7 +212,9 @@ template <int BITS, int NJ, int CH>
 void scores_vnni_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n,
                          float* s, size_t lds) {
   float* sj0 = s + (size_t)j0 * lds;
-  auto fold = [](const GroupParams& P, const float* x, int8_t* q8, float* z) { return fold_params_q8_512(P, x, q8, z); };
+  auto fold = [](const GroupParams& P, const float* x, size_t ldx, int8_t* q8, size_t ldq8, float* qs, float* zt) {
+    for (int j = 0; j < NJ; ++j) qs[j] = fold_params_q8_512(P, x + j * ldx, q8 + j * ldq8, &zt[j]);
+  };
   for_each_key_group<VnniScoreTile<BITS, NJ, CH>, NJ>(
       L, blk, q, j0, t0, n, fold, [&](const auto& T, int i, int end, const float* qs, const float* zt) {
         const uint8_t* codes = blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes;

@@ -358,63 +358,77 @@ struct GroupParams {
   }
 };
 
-// Products x_k (S_k m), k < P.n, quantized to int8 by the Q8Queries rule into q8 (zero-padded to
-// a multiple of 32); returns the step, *z = sum_k x_k Z_k. The same fp32 operations in the same
-// order as fold_channel_query / quantize_weights_q8 followed by quantize_q8_row, so the int8 values
-// and the step are bit for bit _ref's; z is summed in another order (fp32 rounding only).
-inline float fold_params_q8(const GroupParams& P, const float* x, int8_t* q8, float* z) {
-  const int n = P.n;
-  alignas(32) float f[kMaxKernelRows + 32];
+// For NJ vectors x_j (x + j ldx): products x_jk (S_k m), k < P.n, quantized to int8 by the
+// Q8Queries rule into q8 + j ldq8 (zero-padded to a multiple of 32); step[j] = the step,
+// z[j] = sum_k x_jk Z_k. The same fp32 operations in the same order as fold_channel_query /
+// quantize_weights_q8 followed by quantize_q8_row, so the int8 values and the steps are bit for bit
+// _ref's; z is summed in another order (fp32 rounding only). The NJ vectors go through each pass
+// together: their dependency chains (maximum, zero sum, step division) overlap, and S, Z are loaded
+// once for all.
+template <int NJ>
+inline void fold_params_q8(const GroupParams& P, const float* x, size_t ldx, int8_t* q8, size_t ldq8, float* step, float* z) {
+  const int n = P.n, padded = (n + 31) / 32 * 32;
+  alignas(32) float f[NJ][kMaxKernelRows + 32];
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  __m256 amax = _mm256_setzero_ps(), zs = _mm256_setzero_ps();
-  int k = 0;
-  for (; k + 8 <= n; k += 8) {
-    const __m256 xv = _mm256_loadu_ps(x + k);
-    const __m256 fv = _mm256_mul_ps(xv, _mm256_load_ps(P.S + k));
-    _mm256_store_ps(f + k, fv);
-    amax = _mm256_max_ps(amax, _mm256_and_ps(fv, abs_mask));
-    zs = _mm256_fmadd_ps(xv, _mm256_load_ps(P.Z + k), zs);
+  __m256 amax[NJ], zs[NJ];
+  for (int j = 0; j < NJ; ++j) amax[j] = zs[j] = _mm256_setzero_ps();
+  int k8 = 0;
+  for (; k8 + 8 <= n; k8 += 8) {
+    const __m256 S = _mm256_load_ps(P.S + k8), Z = _mm256_load_ps(P.Z + k8);
+    for (int j = 0; j < NJ; ++j) {
+      const __m256 xv = _mm256_loadu_ps(x + j * ldx + k8);
+      const __m256 fv = _mm256_mul_ps(xv, S);
+      _mm256_store_ps(f[j] + k8, fv);
+      amax[j] = _mm256_max_ps(amax[j], _mm256_and_ps(fv, abs_mask));
+      zs[j] = _mm256_fmadd_ps(xv, Z, zs[j]);
+    }
   }
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  float am = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1))), zsum = hsum(zs);
-  for (; k < n; ++k) {
-    f[k] = x[k] * P.S[k];
-    am = std::max(am, std::abs(f[k]));
-    zsum += x[k] * P.Z[k];
+  __m256 inv[NJ];
+  for (int j = 0; j < NJ; ++j) {
+    const float* xj = x + j * ldx;
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax[j]), _mm256_extractf128_ps(amax[j], 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    float am = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1))), zsum = hsum(zs[j]);
+    int k = k8;
+    for (; k < n; ++k) {
+      f[j][k] = xj[k] * P.S[k];
+      am = std::max(am, std::abs(f[j][k]));
+      zsum += xj[k] * P.Z[k];
+    }
+    for (; k < padded; ++k) f[j][k] = 0.0f;
+    step[j] = am / 127.0f;
+    inv[j] = _mm256_set1_ps(step[j] > 0 ? 1.0f / step[j] : 0.0f);
+    z[j] = zsum;
   }
-  const int padded = (n + 31) / 32 * 32;
-  for (; k < padded; ++k) f[k] = 0.0f;
-  const float step = am / 127.0f;
-  const __m256 inv = _mm256_set1_ps(step > 0 ? 1.0f / step : 0.0f);
-  for (k = 0; k < padded; k += 32) {
-    __m256i v[4];
-    for (int u = 0; u < 4; ++u) v[u] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(f + k + 8 * u), inv));  // ties to even
-    const __m256i b8 = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q8 + k), _mm256_permutevar8x32_epi32(b8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  for (int k = 0; k < padded; k += 32) {
+    for (int j = 0; j < NJ; ++j) {
+      __m256i v[4];
+      for (int u = 0; u < 4; ++u) v[u] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(f[j] + k + 8 * u), inv[j]));  // ties to even
+      const __m256i b8 = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q8 + j * ldq8 + k),
+                          _mm256_permutevar8x32_epi32(b8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
   }
-  *z = zsum;
-  return step;
 }
 
 // The token groups of a channel-axis (KIVI) key block that rows [t0, t0 + n) touch: per group, the
-// queries j0 .. j0 + NJ - 1 folded with the group's channel scales and requantized by `fold`
-// (fold_params_q8 or a wider copy of it: returns qs'_g, writes the int8 values and sum_c q_c Z_gc)
-// into a fresh Tile (set_query), then rows(T, i, end, qs, zt) for the group's rows [i, end) of the call.
+// queries j0 .. j0 + NJ - 1 folded with the group's channel scales and requantized by
+// fold(P, x, ldx, q8, ldq8, qs, zt) (fold_params_q8<NJ> or a wider copy of it: writes each query's
+// int8 values, qs'_g and sum_c q_c Z_gc) into a fresh Tile (set_query), then rows(T, i, end, qs, zt)
+// for the group's rows [i, end) of the call.
 template <class Tile, int NJ, class Fold, class Rows>
 void for_each_key_group(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n,
                         Fold&& fold, Rows&& rows) {
   const int d = L.head_dim;
-  alignas(64) int8_t q8[kMaxQ8Dim + 64];
+  constexpr size_t kLd = kMaxQ8Dim + 64;
+  alignas(64) int8_t q8[NJ][kLd];
   for (int i = 0; i < n;) {
     const int tg = (t0 + i) / L.group, end = std::min(n, (tg + 1) * L.group - t0);
     Tile T;
     const GroupParams P(L, blk, (size_t)tg * d, d);
     float qs[NJ], zt[NJ];
-    for (int j = 0; j < NJ; ++j) {
-      qs[j] = fold(P, q.f + (size_t)(j0 + j) * q.ldf, q8, &zt[j]);
-      T.set_query(j, q8, d);
-    }
+    fold(P, q.f + (size_t)j0 * q.ldf, q.ldf, &q8[0][0], kLd, qs, zt);
+    for (int j = 0; j < NJ; ++j) T.set_query(j, q8[j], d);
     rows(T, i, end, qs, zt);
     i = end;
   }
@@ -427,7 +441,10 @@ void scores_q8_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queri
                        float* s, size_t lds) {
   float* sj0 = s + (size_t)j0 * lds;
   for_each_key_group<Q8Tile<BITS, NJ, CH>, NJ>(
-      L, blk, q, j0, t0, n, [](const GroupParams& P, const float* x, int8_t* q8, float* z) { return fold_params_q8(P, x, q8, z); },
+      L, blk, q, j0, t0, n,
+      [](const GroupParams& P, const float* x, size_t ldx, int8_t* q8, size_t ldq8, float* qs, float* zt) {
+        fold_params_q8<NJ>(P, x, ldx, q8, ldq8, qs, zt);
+      },
       [&](const auto& T, int i, int end, const float* qs, const float* zt) {
         T.run(blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes, L.row_bytes, end - i,
               [&](int k, const __m256i* tot) {
@@ -548,7 +565,7 @@ void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, s
   alignas(32) int8_t w8[NJ][kMaxKernelRows + 32];
   float step[NJ], bz[NJ];
   const GroupParams P(L, blk, (size_t)t0, n);
-  for (int j = 0; j < NJ; ++j) step[j] = fold_params_q8(P, w + j * ldw, w8[j], &bz[j]);
+  fold_params_q8<NJ>(P, w, ldw, &w8[0][0], kMaxKernelRows + 32, step, bz);
   // Each weight pair (w8_i, w8_i+1) as a 32-bit word holding it twice, broadcast in the loop as
   // maddubs' operand. Built 16 pairs per unpack pair from w8, which fold_params_q8 zero-padded to a
   // multiple of 32 bytes (so an odd tail row pairs with a zero weight).
