@@ -63,8 +63,9 @@
 // blocks at every bit-width, channel-axis key scores (KIVI), fp16 rows and exp_sum; the q8
 // kernels (scores and accumulate) are 256-bit integer madds written once
 // (paged_attention_q8_simd.h) and compiled in both the AVX2 and the AVX-512 file: the AVX-512
-// entries differ only in what the compiler may use (32 vector registers: the value kernel's
-// accumulators all stay in registers, one pass over the rows instead of two). On CPUs with AVX-512
+// entries differ only in what the compiler may use (32 vector registers: the value kernel keeps
+// the accumulators of a 4-query tile in registers, one pass over the rows; AVX2's 16 hold those of
+// up to 3 queries, and a 4-query tile takes two passes). On CPUs with AVX-512
 // VNNI the avx512 tier's q8 entries for 2- and 4-bit codes are the vpdpbusd kernels of
 // paged_attention_kernels_avx512vnni.cpp (4 rows per instruction; same integer sums).
 #pragma once

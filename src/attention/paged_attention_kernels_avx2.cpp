@@ -417,7 +417,7 @@ void packed_scores_q8_avx2(const PackedBlockView& b, const Q8Queries& q, int t0,
 
 void packed_accumulate_q8_avx2(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
                                size_t ldacc) {
-  accumulate_q8_tiles<2>(b, w, ldw, nq, t0, n, acc, ldacc);
+  accumulate_q8_tiles<12>(b, w, ldw, nq, t0, n, acc, ldacc);
 }
 
 float max_value_avx2(const float* s, int n) {

@@ -210,7 +210,7 @@ void packed_scores_q8_avx512(const PackedBlockView& b, const Q8Queries& q, int t
 
 void packed_accumulate_q8_avx512(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n,
                                  float* acc, size_t ldacc) {
-  accumulate_q8_tiles<1>(b, w, ldw, nq, t0, n, acc, ldacc);
+  accumulate_q8_tiles<32>(b, w, ldw, nq, t0, n, acc, ldacc);
 }
 
 float exp_sum_avx512(float* s, int n, float m) {

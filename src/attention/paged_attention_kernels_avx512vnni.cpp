@@ -22,7 +22,7 @@
 // lane (a dword permute and a byte shuffle per 128-bit lane), the code fields masked in place, and
 // each query's 4 int8 weights of those rows broadcast as one dword: acc[c] += sum_{r<4} w8_r code_r[c].
 // The lanes land in the slot order of the 256-bit kernels (paged_attention_q8_simd.h,
-// load_code_pairs), so add_value_sums puts them back in channel order.
+// code_pair_field), so add_value_sums puts them back in channel order.
 // GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(), which -Wmaybe-uninitialized
 // reports as a false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -212,7 +212,9 @@ template <int BITS, int NJ, int CH>
 void scores_vnni_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n,
                          float* s, size_t lds) {
   float* sj0 = s + (size_t)j0 * lds;
-  auto fold = [](const GroupParams& P, const float* x, int8_t* q8, float* z) { return fold_params_q8_512(P, x, q8, z); };
+  auto fold = [](const GroupParams& P, const float* x, size_t ldx, int8_t* q8, size_t ldq8, float* qs, float* zt) {
+    for (int j = 0; j < NJ; ++j) qs[j] = fold_params_q8_512(P, x + j * ldx, q8 + j * ldq8, &zt[j]);
+  };
   for_each_key_group<VnniScoreTile<BITS, NJ, CH>, NJ>(
       L, blk, q, j0, t0, n, fold, [&](const auto& T, int i, int end, const float* qs, const float* zt) {
         const uint8_t* codes = blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes;
@@ -228,7 +230,7 @@ void scores_vnni_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Que
 }
 
 // The 4 code-field vectors of rows r .. r + 3, chunk c, for the value pass: lane p of vector m holds
-// the 4 rows' codes of one channel (byte r = row r), in the slot order of load_code_pairs:
+// the 4 rows' codes of one channel (byte r = row r), in the slot order of code_pair_field:
 //   2 bits  vector m, lane p: byte p, field m (channel 4 p + m)
 //   4 bits  vector m = 2 h + k, lane p: byte 16 (p / 8) + 8 h + p % 8, nibble k
 template <int BITS, int CH>

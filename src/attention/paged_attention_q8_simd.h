@@ -3,7 +3,7 @@
 // Included ONLY by the ISA-flagged translation units (paged_attention_kernels_avx2.cpp and _avx512.cpp):
 // everything here has internal linkage, so each includes its own copy compiled with its own flags,
 // and the AVX-512 one may use the 32 vector registers EVEX encoding gives 256-bit code (the value
-// kernel then keeps all its accumulators in registers: kQ8ValuePasses below).
+// kernel then keeps all its accumulators in registers: accumulate_q8 below).
 #pragma once
 #include <immintrin.h>
 
@@ -52,6 +52,30 @@ void with_tile(int nj, F&& f) {
   }
 }
 
+
+// maddubs(u8, *s8) and acc + maddubs(u8, *s8), s8 read as a memory operand; acc +
+// maddubs(u8, broadcast of the 32-bit word *w), the word broadcast from memory (a load, no shuffle).
+// In asm because in loops with more live vectors than registers GCC hoists such loads into
+// registers and computes every product of a row (pair) before adding them, then spills the
+// accumulators (x86 GCC does not schedule for register pressure); volatile keeps the source order,
+// so the loops' registers stay accumulators and the current code vector.
+inline __m256i maddubs_mem(__m256i u8, const __m256i* s8) {
+  __m256i r;
+  asm volatile("vpmaddubsw %1, %2, %0" : "=x"(r) : "m"(*s8), "x"(u8));
+  return r;
+}
+inline __m256i add_maddubs_mem(__m256i acc, __m256i u8, const __m256i* s8) {
+  __m256i r, t;
+  asm volatile("vpmaddubsw %3, %4, %1\n\tvpaddw %1, %2, %0" : "=x"(r), "=&x"(t) : "x"(acc), "m"(*s8), "x"(u8));
+  return r;
+}
+inline __m256i add_maddubs_bcast(__m256i acc, __m256i u8, const int32_t* w) {
+  __m256i r, t;
+  asm volatile("vpbroadcastd %3, %1\n\tvpmaddubsw %1, %4, %1\n\tvpaddw %1, %2, %0"
+               : "=x"(r), "=&x"(t)
+               : "x"(acc), "m"(*w), "x"(u8));
+  return r;
+}
 
 // ---- int8 queries (q8_scores_apply layouts) ----------------------------------------------------
 //
@@ -172,35 +196,76 @@ struct Q8Tile {
   }
   // 2 bits, two rows per vector: a 64-channel chunk of a row is 16 bytes, so rows a and b share
   // one 256-bit vector [a | b]; code field f (channels 4p + f, byte p) is masked out in place and
-  // multiplied with q2[f] (the query's field-f bytes in both halves). Lanes 0-3 of the s32 result
-  // sum to row a's dot, lanes 4-7 to row b's. Per row pair: 3 shifts + 4 masks and, per query,
-  // 4 maddubs + 3 adds + 1 madd (at most 4 x 2 x 3 x 127 per s16 lane, no saturation); against
-  // dots() twice, the same multiplies and half the lanes to fold afterwards (dots8_2bit).
+  // multiplied with q2[f] (the query's field-f bytes in both halves). The 4 products summed in s16
+  // lanes: 8 lanes per row, each at most 8 x 3 x 127, and any sum of them at most the whole
+  // chunk's 64 x 3 x 127 = 24384 (no overflow). Per row pair: 3 shifts + 4 masks and, per query,
+  // 4 maddubs + 3 adds.
   __m256i q2[NJ][BITS == 2 ? kMaxQ8Dim / 64 : 1][4];
-  void dots_pair_2bit(const uint8_t* a, const uint8_t* b, __m256i* out) const {
-    for (int j = 0; j < NJ; ++j) out[j] = _mm256_setzero_si256();
+  void dots_pair_2bit(const uint8_t* a, const uint8_t* b, int c, __m256i* out) const {
     const __m256i m2 = _mm256_set1_epi8(0x03);
-    for (int c = 0; c < (CH ? CH : chunks); ++c) {
-      const __m256i x = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b + 16 * c),
-                                            reinterpret_cast<const __m128i*>(a + 16 * c));
-      const __m256i f0 = _mm256_and_si256(x, m2), f1 = _mm256_and_si256(_mm256_srli_epi16(x, 2), m2);
-      const __m256i f2 = _mm256_and_si256(_mm256_srli_epi16(x, 4), m2), f3 = _mm256_and_si256(_mm256_srli_epi16(x, 6), m2);
-      for (int j = 0; j < NJ; ++j) {
-        const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(f0, q2[j][c][0]), _mm256_maddubs_epi16(f1, q2[j][c][1]));
-        const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(f2, q2[j][c][2]), _mm256_maddubs_epi16(f3, q2[j][c][3]));
-        out[j] = _mm256_add_epi32(out[j], _mm256_madd_epi16(_mm256_add_epi16(p01, p23), _mm256_set1_epi16(1)));
-      }
+    const __m256i x = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b + 16 * c),
+                                          reinterpret_cast<const __m128i*>(a + 16 * c));
+    const __m256i f0 = _mm256_and_si256(x, m2), f1 = _mm256_and_si256(_mm256_srli_epi16(x, 2), m2);
+    const __m256i f2 = _mm256_and_si256(_mm256_srli_epi16(x, 4), m2), f3 = _mm256_and_si256(_mm256_srli_epi16(x, 6), m2);
+    for (int j = 0; j < NJ; ++j) {
+      const __m256i p = add_maddubs_mem(maddubs_mem(f0, &q2[j][c][0]), f1, &q2[j][c][1]);
+      out[j] = add_maddubs_mem(add_maddubs_mem(p, f2, &q2[j][c][2]), f3, &q2[j][c][3]);
     }
   }
-  // dots8 for 2 bits: pair vectors [a | b] of rows (0,1), (2,3), (4,5), (6,7); two hadd levels give
-  // [r0 r2 r4 r6 | r1 r3 r5 r7] per pair of pair-vectors, a third the full sums, one permute the order.
-  void dots8_2bit(const uint8_t* rows, size_t row_bytes, __m256i* tot) const {
-    __m256i p[4][NJ];
-    for (int k = 0; k < 4; ++k) dots_pair_2bit(rows + (size_t)(2 * k) * row_bytes, rows + (size_t)(2 * k + 1) * row_bytes, p[k]);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  // One row's s16 products for chunk c (4 bits): 16 lanes, each at most 4 x 15 x 127 = 7620.
+  void dots_row_4bit(const uint8_t* row, int c, __m256i* out) const {
+    __m256i v[2];
+    load_code_vecs<4>(row, c, v);
+    for (int j = 0; j < NJ; ++j)
+      out[j] = add_maddubs_mem(maddubs_mem(v[0], &qv[j][c][0]), v[1], &qv[j][c][1]);
+  }
+  // dots8 for 2 and 4 bits: per chunk, the s16 products of the 8 rows folded by three hadd_epi16
+  // levels as soon as their inputs exist (few live registers), then one madd to int32 per chunk.
+  //   2 bits  pair vectors [a | b] of rows (0,1), (2,3), (4,5), (6,7): hadd(p01, p23), hadd(p45,
+  //           p67), hadd of those = [r0 r0 r2 r2 r4 r4 r6 r6 | r1 .. r7]; madd: [r0 r2 r4 r6 | r1 r3
+  //           r5 r7]; one permute at the end. Every partial stays within the chunk's 24384.
+  //   4 bits  rows 0-3 and 4-7: two hadd levels each = [r0 r0 r1 r1 r2 r2 r3 r3] per 128-bit half
+  //           (partials at most 4 x 7620 = 30480), madd: [r0 r1 r2 r3 | r0 r1 r2 r3] (halves of
+  //           the channels), the halves added at the end.
+  void dots8_bytes(const uint8_t* rows, size_t row_bytes, __m256i* tot) const {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i acc[2][NJ];
+    for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < NJ; ++j) acc[h][j] = _mm256_setzero_si256();
+    for (int c = 0; c < (CH ? CH : chunks); ++c) {
+      __m256i g[2][NJ];  // 2 bits: rows (0-3), (4-7) pair vectors folded; 4 bits: rows 0-3, 4-7
+      for (int h = 0; h < 2; ++h) {
+        __m256i a[NJ], b[NJ], p[NJ];
+        const uint8_t* r = rows + (size_t)(4 * h) * row_bytes;
+        if constexpr (BITS == 2) {
+          dots_pair_2bit(r, r + row_bytes, c, a);
+          dots_pair_2bit(r + 2 * row_bytes, r + 3 * row_bytes, c, p);
+          for (int j = 0; j < NJ; ++j) g[h][j] = _mm256_hadd_epi16(a[j], p[j]);
+        } else {
+          dots_row_4bit(r, c, a);
+          dots_row_4bit(r + row_bytes, c, p);
+          for (int j = 0; j < NJ; ++j) a[j] = _mm256_hadd_epi16(a[j], p[j]);
+          dots_row_4bit(r + 2 * row_bytes, c, b);
+          dots_row_4bit(r + 3 * row_bytes, c, p);
+          for (int j = 0; j < NJ; ++j) g[h][j] = _mm256_madd_epi16(_mm256_hadd_epi16(a[j], _mm256_hadd_epi16(b[j], p[j])), ones);
+        }
+      }
+      for (int j = 0; j < NJ; ++j) {
+        if constexpr (BITS == 2) {
+          acc[0][j] = _mm256_add_epi32(acc[0][j], _mm256_madd_epi16(_mm256_hadd_epi16(g[0][j], g[1][j]), ones));
+        } else {
+          acc[0][j] = _mm256_add_epi32(acc[0][j], g[0][j]);
+          acc[1][j] = _mm256_add_epi32(acc[1][j], g[1][j]);
+        }
+      }
+    }
     for (int j = 0; j < NJ; ++j) {
-      const __m256i h0 = _mm256_hadd_epi32(p[0][j], p[1][j]), h1 = _mm256_hadd_epi32(p[2][j], p[3][j]);
-      tot[j] = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(h0, h1), order);
+      if constexpr (BITS == 2) {
+        tot[j] = _mm256_permutevar8x32_epi32(acc[0][j], _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      } else {
+        tot[j] = _mm256_add_epi32(_mm256_permute2x128_si256(acc[0][j], acc[1][j], 0x20),
+                                  _mm256_permute2x128_si256(acc[0][j], acc[1][j], 0x31));
+      }
     }
   }
   void dots(const uint8_t* row, __m256i* out) const {
@@ -214,7 +279,7 @@ struct Q8Tile {
   // Exact integer dots of 8 consecutive rows: lane k of tot[j] = q8_j . code of row k. Pairs of rows
   // are folded with hadd as soon as they exist, so no row vector is stored.
   void dots8(const uint8_t* rows, size_t row_bytes, __m256i* tot) const {
-    if constexpr (BITS == 2) return dots8_2bit(rows, row_bytes, tot);
+    if constexpr (BITS <= 4) return dots8_bytes(rows, row_bytes, tot);
     __m256i h[2][NJ];
     for (int half = 0; half < 2; ++half) {
       __m256i p[2][NJ];
@@ -293,63 +358,77 @@ struct GroupParams {
   }
 };
 
-// Products x_k (S_k m), k < P.n, quantized to int8 by the Q8Queries rule into q8 (zero-padded to
-// a multiple of 32); returns the step, *z = sum_k x_k Z_k. The same fp32 operations in the same
-// order as fold_channel_query / quantize_weights_q8 followed by quantize_q8_row, so the int8 values
-// and the step are bit for bit _ref's; z is summed in another order (fp32 rounding only).
-inline float fold_params_q8(const GroupParams& P, const float* x, int8_t* q8, float* z) {
-  const int n = P.n;
-  alignas(32) float f[kMaxKernelRows + 32];
+// For NJ vectors x_j (x + j ldx): products x_jk (S_k m), k < P.n, quantized to int8 by the
+// Q8Queries rule into q8 + j ldq8 (zero-padded to a multiple of 32); step[j] = the step,
+// z[j] = sum_k x_jk Z_k. The same fp32 operations in the same order as fold_channel_query /
+// quantize_weights_q8 followed by quantize_q8_row, so the int8 values and the steps are bit for bit
+// _ref's; z is summed in another order (fp32 rounding only). The NJ vectors go through each pass
+// together: their dependency chains (maximum, zero sum, step division) overlap, and S, Z are loaded
+// once for all.
+template <int NJ>
+inline void fold_params_q8(const GroupParams& P, const float* x, size_t ldx, int8_t* q8, size_t ldq8, float* step, float* z) {
+  const int n = P.n, padded = (n + 31) / 32 * 32;
+  alignas(32) float f[NJ][kMaxKernelRows + 32];
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  __m256 amax = _mm256_setzero_ps(), zs = _mm256_setzero_ps();
-  int k = 0;
-  for (; k + 8 <= n; k += 8) {
-    const __m256 xv = _mm256_loadu_ps(x + k);
-    const __m256 fv = _mm256_mul_ps(xv, _mm256_load_ps(P.S + k));
-    _mm256_store_ps(f + k, fv);
-    amax = _mm256_max_ps(amax, _mm256_and_ps(fv, abs_mask));
-    zs = _mm256_fmadd_ps(xv, _mm256_load_ps(P.Z + k), zs);
+  __m256 amax[NJ], zs[NJ];
+  for (int j = 0; j < NJ; ++j) amax[j] = zs[j] = _mm256_setzero_ps();
+  int k8 = 0;
+  for (; k8 + 8 <= n; k8 += 8) {
+    const __m256 S = _mm256_load_ps(P.S + k8), Z = _mm256_load_ps(P.Z + k8);
+    for (int j = 0; j < NJ; ++j) {
+      const __m256 xv = _mm256_loadu_ps(x + j * ldx + k8);
+      const __m256 fv = _mm256_mul_ps(xv, S);
+      _mm256_store_ps(f[j] + k8, fv);
+      amax[j] = _mm256_max_ps(amax[j], _mm256_and_ps(fv, abs_mask));
+      zs[j] = _mm256_fmadd_ps(xv, Z, zs[j]);
+    }
   }
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  float am = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1))), zsum = hsum(zs);
-  for (; k < n; ++k) {
-    f[k] = x[k] * P.S[k];
-    am = std::max(am, std::abs(f[k]));
-    zsum += x[k] * P.Z[k];
+  __m256 inv[NJ];
+  for (int j = 0; j < NJ; ++j) {
+    const float* xj = x + j * ldx;
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax[j]), _mm256_extractf128_ps(amax[j], 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    float am = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1))), zsum = hsum(zs[j]);
+    int k = k8;
+    for (; k < n; ++k) {
+      f[j][k] = xj[k] * P.S[k];
+      am = std::max(am, std::abs(f[j][k]));
+      zsum += xj[k] * P.Z[k];
+    }
+    for (; k < padded; ++k) f[j][k] = 0.0f;
+    step[j] = am / 127.0f;
+    inv[j] = _mm256_set1_ps(step[j] > 0 ? 1.0f / step[j] : 0.0f);
+    z[j] = zsum;
   }
-  const int padded = (n + 31) / 32 * 32;
-  for (; k < padded; ++k) f[k] = 0.0f;
-  const float step = am / 127.0f;
-  const __m256 inv = _mm256_set1_ps(step > 0 ? 1.0f / step : 0.0f);
-  for (k = 0; k < padded; k += 32) {
-    __m256i v[4];
-    for (int u = 0; u < 4; ++u) v[u] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(f + k + 8 * u), inv));  // ties to even
-    const __m256i b8 = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q8 + k), _mm256_permutevar8x32_epi32(b8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  for (int k = 0; k < padded; k += 32) {
+    for (int j = 0; j < NJ; ++j) {
+      __m256i v[4];
+      for (int u = 0; u < 4; ++u) v[u] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(f[j] + k + 8 * u), inv[j]));  // ties to even
+      const __m256i b8 = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q8 + j * ldq8 + k),
+                          _mm256_permutevar8x32_epi32(b8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
   }
-  *z = zsum;
-  return step;
 }
 
 // The token groups of a channel-axis (KIVI) key block that rows [t0, t0 + n) touch: per group, the
-// queries j0 .. j0 + NJ - 1 folded with the group's channel scales and requantized by `fold`
-// (fold_params_q8 or a wider copy of it: returns qs'_g, writes the int8 values and sum_c q_c Z_gc)
-// into a fresh Tile (set_query), then rows(T, i, end, qs, zt) for the group's rows [i, end) of the call.
+// queries j0 .. j0 + NJ - 1 folded with the group's channel scales and requantized by
+// fold(P, x, ldx, q8, ldq8, qs, zt) (fold_params_q8<NJ> or a wider copy of it: writes each query's
+// int8 values, qs'_g and sum_c q_c Z_gc) into a fresh Tile (set_query), then rows(T, i, end, qs, zt)
+// for the group's rows [i, end) of the call.
 template <class Tile, int NJ, class Fold, class Rows>
 void for_each_key_group(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n,
                         Fold&& fold, Rows&& rows) {
   const int d = L.head_dim;
-  alignas(64) int8_t q8[kMaxQ8Dim + 64];
+  constexpr size_t kLd = kMaxQ8Dim + 64;
+  alignas(64) int8_t q8[NJ][kLd];
   for (int i = 0; i < n;) {
     const int tg = (t0 + i) / L.group, end = std::min(n, (tg + 1) * L.group - t0);
     Tile T;
     const GroupParams P(L, blk, (size_t)tg * d, d);
     float qs[NJ], zt[NJ];
-    for (int j = 0; j < NJ; ++j) {
-      qs[j] = fold(P, q.f + (size_t)(j0 + j) * q.ldf, q8, &zt[j]);
-      T.set_query(j, q8, d);
-    }
+    fold(P, q.f + (size_t)j0 * q.ldf, q.ldf, &q8[0][0], kLd, qs, zt);
+    for (int j = 0; j < NJ; ++j) T.set_query(j, q8[j], d);
     rows(T, i, end, qs, zt);
     i = end;
   }
@@ -362,7 +441,10 @@ void scores_q8_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queri
                        float* s, size_t lds) {
   float* sj0 = s + (size_t)j0 * lds;
   for_each_key_group<Q8Tile<BITS, NJ, CH>, NJ>(
-      L, blk, q, j0, t0, n, [](const GroupParams& P, const float* x, int8_t* q8, float* z) { return fold_params_q8(P, x, q8, z); },
+      L, blk, q, j0, t0, n,
+      [](const GroupParams& P, const float* x, size_t ldx, int8_t* q8, size_t ldq8, float* qs, float* zt) {
+        fold_params_q8<NJ>(P, x, ldx, q8, ldq8, qs, zt);
+      },
       [&](const auto& T, int i, int end, const float* qs, const float* zt) {
         T.run(blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes, L.row_bytes, end - i,
               [&](int k, const __m256i* tot) {
@@ -395,31 +477,36 @@ constexpr bool kByteFriendly = BITS == 2 || BITS == 4 || BITS == 8 || BITS == 16
 //   2 bits  lane p of vector m: byte p, field m, channel 4 p + m
 // The s16 sums are widened into int32 before they can overflow: a pair adds at most
 // 2 x (2^bits - 1) x 127, so 8 pairs at 4 bits (30480) and 32 pairs at 2 bits (24384).
+
+// The two rows' bytes of chunk c interleaved (byte pair b = (row 0 byte b, row 1 byte b)):
+//   4 bits  x[0] = unpacklo, x[1] = unpackhi of the two 32-byte runs
+//   2 bits  x[0] = [unpacklo | unpackhi] of the two 16-byte runs
 template <int BITS>
-inline void load_code_pairs(const uint8_t* r0, const uint8_t* r1, int c, __m256i* p) {
+inline void interleave_code_pairs(const uint8_t* r0, const uint8_t* r1, int c, __m256i* x) {
   if constexpr (BITS == 4) {
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + 32 * c));
-    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + 32 * c));
-    const __m256i lo = _mm256_unpacklo_epi8(x, y), hi = _mm256_unpackhi_epi8(x, y);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    p[0] = _mm256_and_si256(lo, m4);
-    p[1] = _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
-    p[2] = _mm256_and_si256(hi, m4);
-    p[3] = _mm256_and_si256(_mm256_srli_epi16(hi, 4), m4);
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + 32 * c));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + 32 * c));
+    x[0] = _mm256_unpacklo_epi8(a, b);
+    x[1] = _mm256_unpackhi_epi8(a, b);
   } else {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + 16 * c));
-    const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + 16 * c));
-    const __m256i v = _mm256_set_m128i(_mm_unpackhi_epi8(x, y), _mm_unpacklo_epi8(x, y));
-    const __m256i m2 = _mm256_set1_epi8(0x03);
-    p[0] = _mm256_and_si256(v, m2);
-    p[1] = _mm256_and_si256(_mm256_srli_epi16(v, 2), m2);
-    p[2] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m2);
-    p[3] = _mm256_and_si256(_mm256_srli_epi16(v, 6), m2);
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + 16 * c));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + 16 * c));
+    x[0] = _mm256_set_m128i(_mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(a, b));
   }
 }
 
+// Code vector m (of 4) of an interleaved pair, its field masked in place:
+//   4 bits  m = 2 h + k: nibble k of x[h];   2 bits  field m of x[0]
+template <int BITS, int m>
+inline __m256i code_pair_field(const __m256i* x) {
+  constexpr int kShift = BITS == 4 ? 4 * (m % 2) : 2 * m;
+  const __m256i v = x[BITS == 4 ? m / 2 : 0];
+  const __m256i f = kShift ? _mm256_srli_epi16(v, kShift) : v;
+  return _mm256_and_si256(f, _mm256_set1_epi8((1 << BITS) - 1));
+}
+
 // 64 floats of one chunk from slot order (f[k] = slots 8k .. 8k + 7) to channel order (o[k] =
-// channels 8k .. 8k + 7), by the maps of load_code_pairs.
+// channels 8k .. 8k + 7), by the maps of code_pair_field.
 template <int BITS>
 inline void unpermute_slots(const __m256* f, __m256* o) {
   if constexpr (BITS == 4) {
@@ -462,25 +549,26 @@ inline void add_value_sums(const int32_t* a32, float step, float bz, int chunks,
   }
 }
 
-// PASSES: passes over the rows per 64 channels, each accumulating 4 / PASSES of the 4 code vectors
-// in 4 / PASSES x NJ s16 registers. AVX2 has 16 vector registers: 4 x 3 accumulators did not fit
-// beside the decode (GCC spilled them every row pair), so it takes 2 passes and decodes the rows
-// twice; AVX-512's 32 registers hold them all in one pass.
-template <int BITS, int NJ, int PASSES>
+// ACC_REGS: the s16 accumulators the target keeps in registers beside the decode (AVX2's 16 vector
+// registers: 12; AVX-512's 32: all 16 of a 4-query tile). Each pass over the rows accumulates M of
+// the 4 code vectors of a 64-channel chunk for all NJ queries (NJ x M <= ACC_REGS), so a tile of up
+// to 3 queries decodes each row pair once on AVX2, a 4-query tile twice. Each query's weight pair is
+// broadcast from memory at each use (add_maddubs_bcast): no register holds weights in the loop
+// (NJ of them beside 12 accumulators made GCC spill every pair).
+template <int BITS, int NJ, int ACC_REGS>
 void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, size_t ldw, int t0, int n, float* acc,
                    size_t ldacc) {
-  static_assert(PASSES == 1 || PASSES == 2, "4 code vectors split in 1 or 2 passes");
   constexpr int kPairsPerWiden = BITS == 4 ? 8 : 32;
-  constexpr int M = 4 / PASSES;  // code vectors per pass
+  constexpr int M = NJ * 4 <= ACC_REGS ? 4 : 2;  // code vectors per pass
+  if (n <= 0) return;  // nothing to add (and the widening below would leave a32 unset)
   const int d = L.head_dim, chunks = d / 64;
   alignas(32) int8_t w8[NJ][kMaxKernelRows + 32];
   float step[NJ], bz[NJ];
   const GroupParams P(L, blk, (size_t)t0, n);
-  for (int j = 0; j < NJ; ++j) step[j] = fold_params_q8(P, w + j * ldw, w8[j], &bz[j]);
-  // Each weight pair (w8_i, w8_i+1) as a 32-bit word holding it twice: the inner loop broadcasts
-  // it straight from memory (a load, no shuffle) as maddubs' operand. Built 16 pairs per unpack
-  // pair from w8, which fold_params_q8 zero-padded to a multiple of 32 bytes (so an odd tail row
-  // pairs with a zero weight).
+  fold_params_q8<NJ>(P, w, ldw, &w8[0][0], kMaxKernelRows + 32, step, bz);
+  // Each weight pair (w8_i, w8_i+1) as a 32-bit word holding it twice, broadcast in the loop as
+  // maddubs' operand. Built 16 pairs per unpack pair from w8, which fold_params_q8 zero-padded to a
+  // multiple of 32 bytes (so an odd tail row pairs with a zero weight).
   alignas(32) int32_t wpair[NJ][kMaxKernelRows / 2];
   const int pairs = (n + 1) / 2;
   for (int j = 0; j < NJ; ++j) {
@@ -491,41 +579,56 @@ void accumulate_q8(const KvBlockLayout& L, const uint8_t* blk, const float* w, s
       _mm256_store_si256(reinterpret_cast<__m256i*>(&wpair[j][p + 8]), _mm256_permute2x128_si256(lo, hi, 0x31));
     }
   }
-  alignas(32) int32_t a32[NJ][kMaxQ8Dim];  // slot order
-  for (int j = 0; j < NJ; ++j) std::fill(a32[j], a32[j] + d, 0);
+  alignas(32) int32_t a32[NJ][kMaxQ8Dim];  // slot order; the first widening block stores, later ones add
   const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
-  for (int c = 0; c < chunks; ++c) {
-    for (int mh = 0; mh < 4; mh += M) {
-      for (int i0 = 0; i0 < n; i0 += 2 * kPairsPerWiden) {
-        const int i1 = std::min(n, i0 + 2 * kPairsPerWiden);
-        __m256i s16[NJ][M];
-        for (int j = 0; j < NJ; ++j)
-          for (int m = 0; m < M; ++m) s16[j][m] = _mm256_setzero_si256();
-        auto add_pair = [&](int i, const uint8_t* r0, const uint8_t* r1) {
-          __m256i p[4];
-          load_code_pairs<BITS>(r0, r1, c, p);  // with 2 passes the other half's vectors are dead code
-          for (int j = 0; j < NJ; ++j) {
-            const __m256i wp = _mm256_set1_epi32(wpair[j][i / 2]);
-            for (int m = 0; m < M; ++m) s16[j][m] = _mm256_add_epi16(s16[j][m], _mm256_maddubs_epi16(p[mh + m], wp));
-          }
+  // One pass over the rows for code vectors [MH, MH + M) of chunk c.
+  auto pass = [&](int c, auto MH) {
+    constexpr int mh = decltype(MH)::value;
+    for (int i0 = 0; i0 < n; i0 += 2 * kPairsPerWiden) {
+      const int i1 = std::min(n, i0 + 2 * kPairsPerWiden);
+      __m256i s16[NJ][M];
+      for (int j = 0; j < NJ; ++j)
+        for (int m = 0; m < M; ++m) s16[j][m] = _mm256_setzero_si256();
+      // Row pairs (i, i + 1); an odd last row pairs with itself, its zero weight (w8 padding)
+      // making the second copy add nothing.
+      // Pointers bumped per pair (no index arithmetic in the loop: scalar uops share the vector ports).
+      const uint8_t* r0 = codes + (size_t)i0 * L.row_bytes;
+      const int32_t* wp = &wpair[0][i0 / 2];  // query j's word at wp + j * kMaxKernelRows / 2
+      for (int i = i0; i < i1; i += 2, r0 += 2 * L.row_bytes, ++wp) {
+        __m256i x[2];
+        interleave_code_pairs<BITS>(r0, i + 1 < n ? r0 + L.row_bytes : r0, c, x);
+        auto add_field = [&](auto Mi) {  // one code vector at a time: few registers live
+          constexpr int m = decltype(Mi)::value;
+          const __m256i f = code_pair_field<BITS, mh + m>(x);
+          for (int j = 0; j < NJ; ++j) s16[j][m] = add_maddubs_bcast(s16[j][m], f, wp + j * (kMaxKernelRows / 2));
         };
-        const int pair_end = i0 + ((i1 - i0) & ~1);
-        for (int i = i0; i < pair_end; i += 2) {
-          const uint8_t* r0 = codes + (size_t)i * L.row_bytes;
-          add_pair(i, r0, r0 + L.row_bytes);
+        add_field(std::integral_constant<int, 0>{});
+        add_field(std::integral_constant<int, 1>{});
+        if constexpr (M == 4) {
+          add_field(std::integral_constant<int, 2>{});
+          add_field(std::integral_constant<int, 3>{});
         }
-        if (pair_end < i1) add_pair(pair_end, codes + (size_t)pair_end * L.row_bytes, codes + (size_t)pair_end * L.row_bytes);
-        for (int j = 0; j < NJ; ++j) {
-          for (int m = 0; m < M; ++m) {
-            int32_t* lo = &a32[j][64 * c + 16 * (mh + m)];
-            const __m256i wl = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(s16[j][m]));
-            const __m256i wh = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(s16[j][m], 1));
-            _mm256_store_si256(reinterpret_cast<__m256i*>(lo), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo)), wl));
-            _mm256_store_si256(reinterpret_cast<__m256i*>(lo + 8), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<__m256i*>(lo + 8)), wh));
+      }
+      for (int j = 0; j < NJ; ++j) {
+        for (int m = 0; m < M; ++m) {
+          int32_t* lo = &a32[j][64 * c + 16 * (mh + m)];
+          const __m256i wl = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(s16[j][m]));
+          const __m256i wh = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(s16[j][m], 1));
+          __m256i* lv = reinterpret_cast<__m256i*>(lo);
+          if (i0 == 0) {
+            _mm256_store_si256(lv, wl);
+            _mm256_store_si256(lv + 1, wh);
+          } else {
+            _mm256_store_si256(lv, _mm256_add_epi32(_mm256_load_si256(lv), wl));
+            _mm256_store_si256(lv + 1, _mm256_add_epi32(_mm256_load_si256(lv + 1), wh));
           }
         }
       }
     }
+  };
+  for (int c = 0; c < chunks; ++c) {
+    pass(c, std::integral_constant<int, 0>{});
+    if constexpr (M == 2) pass(c, std::integral_constant<int, 2>{});
   }
   for (int j = 0; j < NJ; ++j) add_value_sums<BITS>(a32[j], step[j], bz[j], chunks, acc + j * ldacc);
 }
@@ -551,7 +654,7 @@ inline void scores_q8_tiles(const PackedBlockView& b, const Q8Queries& q, int t0
 }
 
 // packed_accumulate_q8 (paged_attention_kernels.h) in tiles of up to kTile queries.
-template <int PASSES>
+template <int ACC_REGS>
 void accumulate_q8_tiles(const PackedBlockView& b, const float* w, size_t ldw, int nq, int t0, int n, float* acc,
                          size_t ldacc) {
   const KvBlockLayout& L = *b.layout;
@@ -559,9 +662,9 @@ void accumulate_q8_tiles(const PackedBlockView& b, const float* w, size_t ldw, i
     with_tile(std::min(kTile, nq - j0), [&](auto NJ) {
       constexpr int nj = decltype(NJ)::value;
       if (L.bits == 4) {
-        accumulate_q8<4, nj, PASSES>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
+        accumulate_q8<4, nj, ACC_REGS>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
       } else {
-        accumulate_q8<2, nj, PASSES>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
+        accumulate_q8<2, nj, ACC_REGS>(L, b.data, w + j0 * ldw, ldw, t0, n, acc + j0 * ldacc, ldacc);
       }
     });
   }

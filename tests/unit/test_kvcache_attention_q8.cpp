@@ -8,6 +8,9 @@
 //      rounding tolerance below.
 // Values (packed_accumulate_q8, int8 weights) for 2- and 4-bit codes: each variant against _ref and
 // against the float-weight accumulation of dequantized values, within the weights' rounding.
+// Saturated blocks (every code at its maximum, int8 queries / weights at +-127) put every partial
+// integer sum of the kernels (s16 lanes folded before widening) at its bound: any overflow would
+// show as a wrong score or value.
 // AVX-512 cases skip on CPUs without it; on a VNNI CPU both the plain AVX-512 and the VNNI table
 // run, and the VNNI token-axis scores must also give the plain ones' bits.
 #include <gtest/gtest.h>
@@ -228,6 +231,93 @@ TEST(PagedAttentionQ8, AccumulateMatchesRefAndTheFloatWeights) {
                 }
                 for (size_t c = d; c < ldacc; ++c) ASSERT_EQ(acc[(size_t)j * ldacc + c], 0.25f) << what << " wrote past d";
               }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// A block of `tokens` rows whose codes are all 2^bits - 1, scales 1 and zeros 0 (x_hat = code m).
+KvBlockLayout saturated_block(const Case& c, int tokens, std::vector<uint8_t>& blk) {
+  const KvBlockLayout L = quantized_block(c, tokens, blk);
+  std::fill(blk.begin() + (long)L.codes_offset, blk.begin() + (long)(L.codes_offset + L.codes_bytes), 0xFF);
+  for (size_t p = L.scales_offset; p < L.zeros_offset; p += 2) blk[p] = 0x00, blk[p + 1] = 0x3C;  // fp16 1.0
+  std::fill(blk.begin() + (long)L.zeros_offset, blk.end(), 0);
+  return L;
+}
+
+TEST(PagedAttentionQ8, SaturatedScoresAreExact) {
+  for (const Case& cs : cases()) {
+    const int T = 64, d = cs.d;
+    std::vector<uint8_t> blk;
+    KvBlockLayout L = saturated_block(cs, T, blk);
+    L.scale_mult = 0.37f;
+    // Queries all +1, all -1 and half of each (q8 = +-127 on every channel).
+    const int nq = 3;
+    std::vector<float> q((size_t)nq * d);
+    for (int c = 0; c < d; ++c) q[c] = 1.0f, q[(size_t)d + c] = -1.0f, q[(size_t)2 * d + c] = c < d / 2 ? 1.0f : -1.0f;
+    std::vector<int8_t> bytes;
+    std::vector<float> params;
+    const Q8Queries q8 = quantize_queries_q8(q.data(), d, nq, d, bytes, params);
+    const double code = (double)((1 << cs.bits) - 1);
+    for (auto [t0, n] : {std::pair<int, int>{0, T}, {5, 50}, {17, 13}}) {
+      std::vector<float> s_ref((size_t)nq * kMaxKernelRows);
+      paged_attention_kernels_for(Isa::scalar).packed_scores_q8({&L, blk.data(), nullptr}, q8, t0, n, s_ref.data(), kMaxKernelRows);
+      for (const PagedAttentionKernels* K : paged_attention_kernel_tables()) {
+        const std::string what = std::string(K->name) + (cs.axis == GroupAxis::token ? " token" : " channel") + " bits " +
+                                 std::to_string(cs.bits) + " d " + std::to_string(d) + " t0 " + std::to_string(t0);
+        std::vector<float> s((size_t)nq * kMaxKernelRows, NAN);
+        K->packed_scores_q8({&L, blk.data(), nullptr}, q8, t0, n, s.data(), kMaxKernelRows);
+        for (int j = 0; j < nq; ++j) {
+          int64_t dot = 0;
+          for (int c = 0; c < d; ++c) dot += (int64_t)q8.natural[(size_t)j * d + c] * (int64_t)code;
+          ASSERT_EQ(std::abs(dot), j < 2 ? 127 * (int64_t)code * d : 0) << what;
+          for (int i = 0; i < n; ++i) {
+            const float got = s[(size_t)j * kMaxKernelRows + i];
+            const double ref = s_ref[(size_t)j * kMaxKernelRows + i];
+            ASSERT_NEAR(got, ref, kQ8EpilogueRel * std::abs(ref)) << what << " q " << j << " row " << t0 + i;
+            if (cs.axis == GroupAxis::token) {  // the integer definition: S m qs (q8 . code), Z = 0
+              const double def = (double)L.scale_mult * q8.scale[j] * (double)dot;
+              ASSERT_NEAR(got, def, kQ8EpilogueRel * std::abs(def)) << what << " q " << j << " row " << t0 + i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PagedAttentionQ8, SaturatedValuesAreExact) {
+  for (int bits : {2, 4}) {
+    for (int d : {64, 128}) {
+      const int T = kMaxKernelRows;
+      std::vector<uint8_t> blk;
+      KvBlockLayout L = saturated_block({GroupAxis::token, bits, d}, T, blk);
+      L.scale_mult = 0.37f;
+      // Weights all +1, all -1 (w8 = +-127 on every row) and alternating +1 / -1.
+      const int nq = 3;
+      std::vector<float> w((size_t)nq * kMaxKernelRows);
+      for (int i = 0; i < kMaxKernelRows; ++i)
+        w[i] = 1.0f, w[(size_t)kMaxKernelRows + i] = -1.0f, w[(size_t)2 * kMaxKernelRows + i] = i % 2 ? -1.0f : 1.0f;
+      for (auto [t0, n] : {std::pair<int, int>{0, T}, {3, 201}, {1, 64}}) {
+        const size_t ldacc = d;
+        std::vector<float> ref((size_t)nq * ldacc, 0.0f);
+        paged_attention_kernels_for(Isa::scalar).packed_accumulate_q8({&L, blk.data(), nullptr}, w.data(), kMaxKernelRows, nq, t0, n, ref.data(), ldacc);
+        for (const PagedAttentionKernels* K : paged_attention_kernel_tables()) {
+          const std::string what = std::string(K->name) + " bits " + std::to_string(bits) + " d " + std::to_string(d) +
+                                   " rows [" + std::to_string(t0) + ", +" + std::to_string(n) + ")";
+          std::vector<float> acc((size_t)nq * ldacc, 0.0f);
+          K->packed_accumulate_q8({&L, blk.data(), nullptr}, w.data(), kMaxKernelRows, nq, t0, n, acc.data(), ldacc);
+          for (int j = 0; j < nq; ++j) {
+            // step = m / 127, w8 = +-127: acc = m sum_i w_i code, exactly up to fp32 rounding.
+            double exact = 0;
+            for (int i = 0; i < n; ++i) exact += (double)w[(size_t)j * kMaxKernelRows + i] * ((1 << bits) - 1) * L.scale_mult;
+            for (int c = 0; c < d; ++c) {
+              const float got = acc[(size_t)j * ldacc + c];
+              ASSERT_NEAR(got, ref[(size_t)j * ldacc + c], kAccQ8Rel * std::abs(exact) + 1e-6) << what << " q " << j << " channel " << c;
+              ASSERT_NEAR(got, exact, kAccQ8Rel * std::abs(exact) + 1e-6) << what << " (definition) q " << j << " channel " << c;
             }
           }
         }
