@@ -1,0 +1,209 @@
+// The packed K-quant path (matvec_packed_kquant.h): the repacked pieces hold exactly the GGUF
+// weights (unpacked against dequantize_row); every kernel table this CPU can run gives, through the
+// whole driver, exactly the layout's per-pair arithmetic computed here from the GGUF super-blocks
+// (not from the packed bytes), for row counts that leave a partial last group, batches that leave
+// every kernel tile tail and more than one activation panel, and 1 / 2 / 3 threads; the result is
+// within the error bound of the exact product; and a model-shaped shared call is each matrix's own.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gguf/dequant.h"
+#include "gguf/kquant_scales.h"
+#include "matvec/matvec.h"
+#include "matvec/matvec_packed.h"
+#include "matvec/matvec_packed_kquant.h"
+#include "test_matvec_blocks.h"
+#include "util/fp16.h"
+
+namespace mpkv {
+namespace {
+
+using test::make_activations;
+using test::make_test_matrix;
+using test::TestMatrix;
+
+// The kernel tables this CPU can run (the VNNI one is the avx512 tier's on a VNNI CPU).
+std::vector<const MatvecKernels*> runnable_tables() {
+  std::vector<const MatvecKernels*> t = {&matvec_kernels_ref()};
+  if ((int)best_isa() >= (int)Isa::avx2) t.push_back(&matvec_kernels_avx2());
+  if ((int)best_isa() >= (int)Isa::avx512) t.push_back(&matvec_kernels_avx512());
+  if ((int)best_isa() >= (int)Isa::avx512 && cpu_has_avx512_vnni()) t.push_back(&matvec_kernels_avx512_vnni());
+  return t;
+}
+
+// Code l of 32-column piece k of a super-block, straight from the GGUF bit layout (ggml's
+// dequantize_row_q4_K / q6_K): Q4_K nibbles of qs[32 (k / 2) + l]; Q6_K q - 32 with
+// the 4 low bits from ql[64 (k / 4) + 32 (k % 2) + l] (high nibble when k % 4 >= 2) and
+// the 2 high bits (2 (k % 4)) of qh[32 (k / 4) + l].
+int gguf_q4_k_code(const BlockQ4_K& w, int k, int l) { return (w.qs[32 * (k / 2) + l] >> (4 * (k % 2))) & 15; }
+int gguf_q6_k_code(const BlockQ6_K& w, int k, int l) {
+  const int lo = (w.ql[64 * (k / 4) + 32 * (k % 2) + l] >> (4 * ((k % 4) / 2))) & 15;
+  const int hi = (w.qh[32 * (k / 4) + l] >> (2 * (k % 4))) & 3;
+  return (lo | hi << 4) - 32;
+}
+
+// The pair arithmetic of matvec_packed_kquant.h, from row r's GGUF super-blocks and activation row xq.
+float pair_spec(const TestMatrix& m, int64_t r, const BlockQ8Act* xq) {
+  const uint8_t* row = m.bytes.data() + (size_t)r * m.row_bytes;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < m.cols / 32; ++b) {
+    const int64_t sb = b / 8;
+    const int k = (int)(b % 8);
+    const BlockQ8Act& a = xq[b];
+    if (m.type == GgmlType::Q4_K) {
+      const BlockQ4_K& w = reinterpret_cast<const BlockQ4_K*>(row)[sb];
+      uint8_t sc, mn;
+      k_scale_min(k, w.scales, &sc, &mn);
+      int isum = 0;
+      for (int l = 0; l < 32; ++l) isum += gguf_q4_k_code(w, k, l) * a.qs[l];
+      acc = std::fma(fp16_to_fp32(w.d) * (float)sc * a.d, (float)isum, acc);
+      acc = std::fma(-(fp16_to_fp32(w.dmin) * (float)mn), a.s, acc);
+    } else {
+      const BlockQ6_K& w = reinterpret_cast<const BlockQ6_K*>(row)[sb];
+      int lo = 0, hi = 0;
+      for (int l = 0; l < 16; ++l) lo += gguf_q6_k_code(w, k, l) * a.qs[l];
+      for (int l = 16; l < 32; ++l) hi += gguf_q6_k_code(w, k, l) * a.qs[l];
+      acc = std::fma(fp16_to_fp32(w.d) * a.d, (float)(w.scales[2 * k] * lo + w.scales[2 * k + 1] * hi), acc);
+    }
+  }
+  return acc;
+}
+
+std::vector<float> activation_rows(int64_t cols, int n, uint32_t seed) {
+  std::vector<float> x;
+  for (int v = 0; v < n; ++v) {
+    const std::vector<float> xv = make_activations(cols, seed + (uint32_t)v);
+    x.insert(x.end(), xv.begin(), xv.end());
+  }
+  return x;
+}
+
+template <class T>
+T load_at(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Weight j of row r in piece b of its group, read back from the packed bytes (the layout of
+// matvec_packed_kquant.h): Q4_K D * q + M, Q6_K (d * sc) * c.
+float unpacked_weight(const PackedMatrix& p, int64_t row, int64_t b, int j) {
+  const int r = (int)(row % kPackRows);
+  if (p.type() == GgmlType::Q4_K) {
+    const uint8_t* blk = p.group(row / kPackRows) + (size_t)b * kPackedQ4_KBlockBytes;
+    const uint8_t byte = blk[kPackedChunkBytes * ((j % 16) / 4) + 4 * r + j % 4];
+    const int q = j < 16 ? byte & 15 : byte >> 4;
+    return load_at<float>(blk + kPackedQ4_KScaleAt + 4 * r) * (float)q + load_at<float>(blk + kPackedQ4_KMinAt + 4 * r);
+  }
+  const uint8_t* blk = p.group(row / kPackRows) + (size_t)b * kPackedQ6_KBlockBytes;
+  const int c = (int8_t)blk[kPackedChunkBytes * (j / 4) + 4 * r + j % 4];
+  const uint8_t* sc_at = blk + kPackedQ6_KSubScaleAt + kPackedQ6_KSubScaleBytes * (j / 16) + 4 * r;
+  EXPECT_EQ(load_at<int16_t>(sc_at), load_at<int16_t>(sc_at + 2)) << "the scale pair of row " << row;
+  const float d = fp16_to_fp32(load_at<uint16_t>(blk + kPackedQ6_KScaleAt + 2 * r));
+  return d * (float)load_at<int16_t>(sc_at) * (float)c;
+}
+
+class MatvecPackedKquant : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(MatvecPackedKquant, RepackedPiecesHoldTheDequantizedWeightsAndZeroPastTheLastRow) {
+  const TestMatrix m = make_test_matrix(GetParam(), 21, 512, 3, /*pad=*/6);
+  const std::unique_ptr<PackedMatrix> p = pack_weight_matrix(m.view());
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->groups(), 2);
+  std::vector<float> want(m.cols);
+  for (int64_t row = 0; row < 2 * kPackRows; ++row) {
+    if (row < m.rows) dequantize_row(m.type, m.bytes.data() + (size_t)row * m.row_bytes, want.data(), m.cols);
+    for (int64_t j = 0; j < m.cols; ++j) {
+      const float got = unpacked_weight(*p, row, j / 32, (int)(j % 32));
+      ASSERT_EQ(got, row < m.rows ? want[j] : 0.0f) << "row " << row << " column " << j;
+    }
+  }
+}
+
+TEST_P(MatvecPackedKquant, EveryTableThreadCountAndBatchGivesThePairArithmetic) {
+  const GgmlType t = GetParam();
+  const int saved = omp_get_max_threads();
+  for (int64_t rows : {int64_t(21), int64_t(16), int64_t(1), int64_t(45)}) {
+    for (int64_t cols : {int64_t(256), int64_t(768)}) {
+      const TestMatrix m = make_test_matrix(t, rows, cols, 11 + (uint32_t)(rows * cols), /*pad=*/4);
+      const std::unique_ptr<PackedMatrix> p = pack_weight_matrix(m.view());
+      ASSERT_NE(p, nullptr);
+      WeightMatrix w = m.view();
+      w.packed = p.get();
+      for (int n : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 70}) {
+        const std::vector<float> x = activation_rows(cols, n, 200 * n);
+        std::vector<BlockQ8Act> xq((size_t)n * (cols / 32));
+        for (int v = 0; v < n; ++v)
+          matvec_kernels_ref().quantize_act(x.data() + (size_t)v * cols, xq.data() + (size_t)v * (cols / 32), cols);
+        std::vector<float> want((size_t)n * rows);
+        for (int v = 0; v < n; ++v)
+          for (int64_t r = 0; r < rows; ++r)
+            want[(size_t)v * rows + r] = pair_spec(m, r, xq.data() + (size_t)v * (cols / 32));
+        for (const MatvecKernels* k : runnable_tables()) {
+          for (int threads : {1, 2, 3}) {
+            omp_set_num_threads(threads);
+            std::vector<float> y((size_t)n * rows, -1.0f);
+            matmul_rows_with(*k, w, x.data(), y.data(), n);
+            for (size_t i = 0; i < y.size(); ++i)
+              ASSERT_EQ(y[i], want[i]) << k->name << " rows " << rows << " cols " << cols << " n " << n << " threads "
+                                       << threads << " activation row " << i / rows << " row " << i % rows;
+          }
+        }
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+TEST_P(MatvecPackedKquant, WithinTheErrorBoundOfTheExactProduct) {
+  const TestMatrix m = make_test_matrix(GetParam(), 37, 1024, 5);
+  const std::unique_ptr<PackedMatrix> p = pack_weight_matrix(m.view());
+  WeightMatrix w = m.view();
+  w.packed = p.get();
+  const std::vector<float> x = make_activations(m.cols, 6);
+  std::vector<float> y(m.rows);
+  matvec(w, x.data(), y.data());
+  for (int64_t r = 0; r < m.rows; ++r) {
+    const test::RowBounds rb = test::row_bounds(m, r, x.data());
+    ASSERT_LE(std::fabs(y[r] - rb.exact), rb.act_bound + test::fp32_rel_bound(m.type, m.cols) * rb.fp_scale)
+        << "row " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatvecPackedKquant, ::testing::Values(GgmlType::Q4_K, GgmlType::Q6_K),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) { return ggml_type_name((uint32_t)i.param); });
+
+// Gemma-3-270M's layer mix in one shared call (a packed Q4_K and a packed Q6_K matrix, 2048
+// columns): each output is what its own call gives.
+TEST(MatvecPackedKquantShared, SharedCallOfPackedKquantMatricesIsEachMatrixsOwnCall) {
+  const TestMatrix a = make_test_matrix(GgmlType::Q4_K, 40, 2048, 8), b = make_test_matrix(GgmlType::Q6_K, 19, 2048, 9);
+  const std::unique_ptr<PackedMatrix> pa = pack_weight_matrix(a.view()), pb = pack_weight_matrix(b.view());
+  WeightMatrix wa = a.view(), wb = b.view();
+  wa.packed = pa.get();
+  wb.packed = pb.get();
+  constexpr int kN = 6;
+  const std::vector<float> x = activation_rows(2048, kN, 40);
+  std::vector<float> ya(kN * 40), yb(kN * 19), ya1(kN * 40), yb1(kN * 19);
+  matmul_rows_shared({{&wa, ya.data()}, {&wb, yb.data()}}, x.data(), kN);
+  matmul_rows(wa, x.data(), ya1.data(), kN);
+  matmul_rows(wb, x.data(), yb1.data(), kN);
+  EXPECT_EQ(ya, ya1);
+  EXPECT_EQ(yb, yb1);
+}
+
+TEST(MatvecPackedKquantLayouts, Q4_KAndQ6_KArePackedQ5_KIsNot) {
+  EXPECT_TRUE(has_packed_layout(GgmlType::Q4_K));
+  EXPECT_TRUE(has_packed_layout(GgmlType::Q6_K));
+  EXPECT_FALSE(has_packed_layout(GgmlType::Q5_K));
+  const TestMatrix q5 = make_test_matrix(GgmlType::Q5_K, 4, 256, 1);
+  EXPECT_EQ(pack_weight_matrix(q5.view()), nullptr);
+  EXPECT_EQ(packed_kquant_block_bytes(GgmlType::Q4_1), 0u);
+}
+
+}  // namespace
+}  // namespace mpkv
