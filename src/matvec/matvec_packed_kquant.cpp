@@ -42,11 +42,16 @@ void pack_q6_k_piece(const BlockQ6_K& w, int k, int r, uint8_t* out) {
   for (int c = 0; c < 8; ++c)
     for (int i = 0; i < 4; ++i) out[kPackedChunkBytes * c + 4 * r + i] = (uint8_t)(int8_t)q6_k_code(w, k, 4 * c + i);
   std::memcpy(out + kPackedQ6_KScaleAt + 2 * r, &w.d, 2);
+  int32_t offset = 0;
   for (int half = 0; half < 2; ++half) {
     const int16_t sc = w.scales[2 * k + half];
     const int16_t pair[2] = {sc, sc};
     std::memcpy(out + kPackedQ6_KSubScaleAt + kPackedQ6_KSubScaleBytes * half + 4 * r, pair, 4);
+    int32_t csum = 0;
+    for (int l = 16 * half; l < 16 * half + 16; ++l) csum += q6_k_code(w, k, l);
+    offset += 128 * sc * csum;
   }
+  std::memcpy(out + kPackedQ6_KOffsetAt + 4 * r, &offset, 4);
 }
 
 }  // namespace

@@ -11,13 +11,16 @@
 //   so w_j = D * q_j + M, and the pair arithmetic is Q4_1's with D, M for d, m:
 //     acc = fma(D_r * dx_b, (float)isum, acc);  acc = fma(M_r, s_b, acc)
 //
-// Q6_K x16 piece (kPackedQ6_KBlockBytes = 672 bytes):
+// Q6_K x16 piece (kPackedQ6_KBlockBytes = 736 bytes):
 //   bytes [64c, 64c + 64), c = 0..7: byte 4r + i = code 4c + i of row r's piece, as int8 q - 32
 //       in [-32, 31]
 //   bytes [512, 544): the 16 rows' fp16 super-block d (the same in the 8 pieces of a super-block)
 //   bytes [544, 608): the 16 rows' int8 scale of codes 0-15 (sc_lo), each as two equal int16 in
 //       one 32-bit word (the madd / vpdpwssd multiplier of a row's int16 pair sums)
 //   bytes [608, 672): the same for codes 16-31 (sc_hi)
+//   bytes [672, 736): the 16 rows' int32 K = 128 * (sc_lo * sum_{j<16} c_j + sc_hi * sum_{j>=16} c_j)
+//       (a VNNI kernel multiplies (a + 128) x c, unsigned x signed, and subtracts K after the
+//       scales; exact, |K| < 2^24)
 //   Pair arithmetic: isum = sc_lo * sum_{j<16} c_j a_j + sc_hi * sum_{j>=16} c_j a_j (exact integer,
 //     |isum| <= 2 * 128 * 16 * 32 * 127 < 2^24), acc = fma(d_r * dx_b, (float)isum, acc).
 //
@@ -38,7 +41,8 @@ struct BlockQ8Act;
 struct WeightMatrix;
 
 constexpr size_t kPackedQ4_KBlockBytes = 384, kPackedQ4_KScaleAt = 256, kPackedQ4_KMinAt = 320;
-constexpr size_t kPackedQ6_KBlockBytes = 672, kPackedQ6_KScaleAt = 512, kPackedQ6_KSubScaleAt = 544;
+constexpr size_t kPackedQ6_KBlockBytes = 736, kPackedQ6_KScaleAt = 512, kPackedQ6_KSubScaleAt = 544;
+constexpr size_t kPackedQ6_KOffsetAt = 672;
 constexpr size_t kPackedQ6_KSubScaleBytes = 64;  // one half's (16 rows x 4 bytes) sub-block scales
 
 // Bytes of one packed piece of a K-quant type (Q4_K, Q6_K), 0 for any other type.
