@@ -8,6 +8,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "matvec/matvec_kernels.h"
 #include "matvec/matvec_packed_kquant_x86.h"
+#include "matvec/matvec_packed_q5_0_x86.h"
 #include "matvec/matvec_packed_x86.h"
 
 namespace mpkv {
@@ -114,10 +115,11 @@ void packed_tile_512(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, siz
 
 }  // namespace
 
-extern const PackedTileFn kPackedQ4_1Vnni, kPackedQ8_0Vnni, kPackedQ4_KVnni, kPackedQ6_KVnni;
+extern const PackedTileFn kPackedQ4_1Vnni, kPackedQ8_0Vnni, kPackedQ4_KVnni, kPackedQ6_KVnni, kPackedQ5_0Vnni;
 constinit const PackedTileFn kPackedQ4_1Vnni = packed_tile_512<Sums512Q4_1>;
 constinit const PackedTileFn kPackedQ8_0Vnni = packed_tile_512<Sums512Q8_0>;
 constinit const PackedTileFn kPackedQ4_KVnni = packed_tile_512<Sums512Q4_K>;
 constinit const PackedTileFn kPackedQ6_KVnni = packed_tile_512<Sums512Q6_K>;
+constinit const PackedTileFn kPackedQ5_0Vnni = packed_tile_512<Sums512Q5_0>;
 
 }  // namespace mpkv

@@ -7,6 +7,7 @@
 
 #include "matvec/matvec.h"
 #include "matvec/matvec_packed_kquant.h"
+#include "matvec/matvec_packed_q5_0.h"
 #include "util/error.h"
 
 namespace mpkv {
@@ -17,6 +18,7 @@ size_t packed_block_bytes(GgmlType type) {
   switch (type) {
     case GgmlType::Q4_1: return kPackedQ4_1BlockBytes;
     case GgmlType::Q8_0: return kPackedQ8_0BlockBytes;
+    case GgmlType::Q5_0: return kPackedQ5_0BlockBytes;
     default: return packed_kquant_block_bytes(type);
   }
 }
@@ -72,6 +74,7 @@ std::unique_ptr<PackedMatrix> pack_weight_matrix(const WeightMatrix& w) {
       uint8_t* out = p->mutable_group(g) + (size_t)b * block_bytes;
       if (w.type == GgmlType::Q4_1) pack_q4_1_block(w, g, b, out);
       else if (w.type == GgmlType::Q8_0) pack_q8_0_block(w, g, b, out);
+      else if (w.type == GgmlType::Q5_0) pack_q5_0_block(w, g, b, out);
       else pack_kquant_block(w, g, b, out);
     }
   }
