@@ -1,11 +1,11 @@
 // The packed layouts of Gemma-3-270M's layer types: Q4_K, Q6_K (matvec_packed_kquant.h) and Q5_0
 // (matvec_packed_q5_0.h). The repacked blocks hold exactly the GGUF weights (unpacked against
 // dequantize_row); every kernel table this CPU can run gives, through the whole driver, exactly
-// the layout's per-pair arithmetic computed here from the GGUF blocks (not from the packed bytes), for row counts that leave a partial last group, batches that leave
-// every kernel tile tail and more than one activation panel, and 1 / 2 / 3 threads; the result is
-// within the error bound of the exact product; and a model-shaped shared call is each matrix's own.
+// the layout's per-pair arithmetic computed here from the GGUF blocks (not from the packed bytes),
+// for row counts that leave a partial last group, batches that leave every kernel tile tail and
+// more than one activation panel, and 1 / 2 / 3 threads (test_matvec_packed_harness.h); the result
+// is within the error bound of the exact product; and a model-shaped shared call is each matrix's own.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -19,24 +19,16 @@
 #include "matvec/matvec_packed_kquant.h"
 #include "matvec/matvec_packed_q5_0.h"
 #include "test_matvec_blocks.h"
+#include "test_matvec_packed_harness.h"
 #include "util/error.h"
 #include "util/fp16.h"
 
 namespace mpkv {
 namespace {
 
-using test::make_activations;
+using test::activation_rows;
 using test::make_test_matrix;
 using test::TestMatrix;
-
-// The kernel tables this CPU can run (the VNNI one is the avx512 tier's on a VNNI CPU).
-std::vector<const MatvecKernels*> runnable_tables() {
-  std::vector<const MatvecKernels*> t = {&matvec_kernels_ref()};
-  if ((int)best_isa() >= (int)Isa::avx2) t.push_back(&matvec_kernels_avx2());
-  if ((int)best_isa() >= (int)Isa::avx512) t.push_back(&matvec_kernels_avx512());
-  if ((int)best_isa() >= (int)Isa::avx512 && cpu_has_avx512_vnni()) t.push_back(&matvec_kernels_avx512_vnni());
-  return t;
-}
 
 // Code l of 32-column piece k of a super-block, straight from the GGUF bit layout (ggml's
 // dequantize_row_q4_K / q6_K): Q4_K nibbles of qs[32 (k / 2) + l]; Q6_K q - 32 with
@@ -91,15 +83,6 @@ float pair_spec(const TestMatrix& m, int64_t r, const BlockQ8Act* xq) {
   return acc;
 }
 
-std::vector<float> activation_rows(int64_t cols, int n, uint32_t seed) {
-  std::vector<float> x;
-  for (int v = 0; v < n; ++v) {
-    const std::vector<float> xv = make_activations(cols, seed + (uint32_t)v);
-    x.insert(x.end(), xv.begin(), xv.end());
-  }
-  return x;
-}
-
 template <class T>
 T load_at(const uint8_t* p) {
   T v;
@@ -152,54 +135,10 @@ TEST_P(MatvecPackedGemma, RepackedPiecesHoldTheDequantizedWeightsAndZeroPastTheL
 }
 
 TEST_P(MatvecPackedGemma, EveryTableThreadCountAndBatchGivesThePairArithmetic) {
-  const GgmlType t = GetParam();
-  const int saved = omp_get_max_threads();
-  for (int64_t rows : {int64_t(21), int64_t(16), int64_t(1), int64_t(45)}) {
-    for (int64_t cols : {int64_t(256), int64_t(768)}) {
-      const TestMatrix m = make_test_matrix(t, rows, cols, 11 + (uint32_t)(rows * cols), /*pad=*/4);
-      const std::unique_ptr<PackedMatrix> p = pack_weight_matrix(m.view());
-      ASSERT_NE(p, nullptr);
-      WeightMatrix w = m.view();
-      w.packed = p.get();
-      for (int n : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 70}) {
-        const std::vector<float> x = activation_rows(cols, n, 200 * n);
-        std::vector<BlockQ8Act> xq((size_t)n * (cols / 32));
-        for (int v = 0; v < n; ++v)
-          matvec_kernels_ref().quantize_act(x.data() + (size_t)v * cols, xq.data() + (size_t)v * (cols / 32), cols);
-        std::vector<float> want((size_t)n * rows);
-        for (int v = 0; v < n; ++v)
-          for (int64_t r = 0; r < rows; ++r)
-            want[(size_t)v * rows + r] = pair_spec(m, r, xq.data() + (size_t)v * (cols / 32));
-        for (const MatvecKernels* k : runnable_tables()) {
-          for (int threads : {1, 2, 3}) {
-            omp_set_num_threads(threads);
-            std::vector<float> y((size_t)n * rows, -1.0f);
-            matmul_rows_with(*k, w, x.data(), y.data(), n);
-            for (size_t i = 0; i < y.size(); ++i)
-              ASSERT_EQ(y[i], want[i]) << k->name << " rows " << rows << " cols " << cols << " n " << n << " threads "
-                                       << threads << " activation row " << i / rows << " row " << i % rows;
-          }
-        }
-      }
-    }
-  }
-  omp_set_num_threads(saved);
+  test::expect_every_table_gives_pair_spec(GetParam(), pair_spec, {21, 16, 1, 45}, {256, 768}, 11);
 }
 
-TEST_P(MatvecPackedGemma, WithinTheErrorBoundOfTheExactProduct) {
-  const TestMatrix m = make_test_matrix(GetParam(), 37, 1024, 5);
-  const std::unique_ptr<PackedMatrix> p = pack_weight_matrix(m.view());
-  WeightMatrix w = m.view();
-  w.packed = p.get();
-  const std::vector<float> x = make_activations(m.cols, 6);
-  std::vector<float> y(m.rows);
-  matvec(w, x.data(), y.data());
-  for (int64_t r = 0; r < m.rows; ++r) {
-    const test::RowBounds rb = test::row_bounds(m, r, x.data());
-    ASSERT_LE(std::fabs(y[r] - rb.exact), rb.act_bound + test::fp32_rel_bound(m.type, m.cols) * rb.fp_scale)
-        << "row " << r;
-  }
-}
+TEST_P(MatvecPackedGemma, WithinTheErrorBoundOfTheExactProduct) { test::expect_packed_within_error_bound(GetParam(), 37, 1024); }
 
 INSTANTIATE_TEST_SUITE_P(Types, MatvecPackedGemma, ::testing::Values(GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_0),
                          [](const ::testing::TestParamInfo<GgmlType>& i) { return ggml_type_name((uint32_t)i.param); });
