@@ -19,6 +19,9 @@
 // (CLOCK_THREAD_CPUTIME_ID), median of 15+ calls, so time the process spends descheduled on a
 // shared machine does not count (cache sharing still does).
 //
+// --gemma: the --batch table for Gemma-3-270M's decode matrices (its Q4_K_M file: Q4_K, Q6_K,
+// Q5_0, Q8_0; the packed layout beside the GGUF rows where the type has one) at n = 1, 8, 16.
+//
 // --kquant: only the K-quant table (Gemma-3-270M / SmolLM2 shapes whose columns are a multiple of
 // 256, in Q4_K, Q5_K, Q6_K and, for comparison, Q5_0 / Q8_0): per matrix and n = 1, 8 activation
 // rows, the thread CPU time of one matmul_rows call (1 thread, active kernels, hot, median of 15+),
@@ -30,7 +33,7 @@
 // prefetch distance (matvec_prefetch_bytes: 0 = none, then the default), the settings alternating
 // within every repetition so a shared machine's load falls on all alike; median of 15.
 //
-// Usage: bench_matvec [--quick] [--batch] [--kquant] [--model PATH]
+// Usage: bench_matvec [--quick] [--batch] [--gemma] [--kquant] [--model PATH]
 // GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on their own _mm512_undefined_*() (GCC bug
 // 105593, as in matvec_avx512.cpp); the probes read no uninitialized value.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -258,8 +261,17 @@ std::vector<Probe> int8_peak_probes() {
   return p;
 }
 
-void print_batch_table() {
-  const int widths[] = {1, 4, 16, 32};
+// Gemma-3-270M's decode matrices (d_model 640, 4 heads x 256 = 1024, 1 KV head, ffn 2048, vocab
+// 262144; its Q4_K_M file's types: `mpkv info --tensors`); per_token = matrices of the shape per step.
+const Shape kGemmaShapes[] = {
+    {"gemma attn_output", 640, 1024, GgmlType::Q4_K, 18}, {"gemma ffn_down", 640, 2048, GgmlType::Q4_K, 9},
+    {"gemma ffn_down", 640, 2048, GgmlType::Q6_K, 9},     {"gemma ffn_gate/ffn_up", 2048, 640, GgmlType::Q5_0, 36},
+    {"gemma attn_q", 1024, 640, GgmlType::Q5_0, 18},      {"gemma attn_v", 256, 640, GgmlType::Q8_0, 18},
+    {"gemma output (tied)", 262144, 640, GgmlType::Q8_0, 1},
+};
+
+template <size_t S, size_t W>
+void print_batch_table(const Shape (&shapes)[S], const int (&widths)[W]) {
   omp_set_num_threads(1);
   const std::vector<Probe> probes = int8_peak_probes();
   std::printf("int8 multiply-add peak of one core (thread CPU time, median of 5):");
@@ -272,7 +284,7 @@ void print_batch_table() {
   std::printf("%-26s %-10s %-5s %-6s", "matrix", "shape", "type", "layout");
   for (int n : widths) std::printf(" | %6s%-2d %7s %5s", "n=", n, "GMAC/s", "%peak");
   std::printf("\n");
-  for (const Shape& s : kShapes) {
+  for (const Shape& s : shapes) {
     char shape[32];
     std::snprintf(shape, sizeof shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
     for (bool packed : {false, true}) {
@@ -411,7 +423,7 @@ void print_model_table(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, batch_only = false, kquant_only = false;
+  bool quick = false, batch_only = false, kquant_only = false, gemma_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--model" && i + 1 < argc) {
       print_model_table(argv[i + 1]);
@@ -420,13 +432,18 @@ int main(int argc, char** argv) {
     quick = quick || std::string(argv[i]) == "--quick";
     batch_only = batch_only || std::string(argv[i]) == "--batch";
     kquant_only = kquant_only || std::string(argv[i]) == "--kquant";
+    gemma_only = gemma_only || std::string(argv[i]) == "--gemma";
   }
   if (kquant_only) {
     print_kquant_table();
     return 0;
   }
   if (batch_only) {
-    print_batch_table();
+    print_batch_table(kShapes, {1, 4, 16, 32});
+    return 0;
+  }
+  if (gemma_only) {
+    print_batch_table(kGemmaShapes, {1, 8, 16});
     return 0;
   }
   const double min_seconds = quick ? 0.05 : 0.3;

@@ -8,6 +8,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "matvec/matvec_kernels.h"
+#include "matvec/matvec_packed_kquant_x86.h"
+#include "matvec/matvec_packed_q5_0_x86.h"
 #include "matvec/matvec_packed_x86.h"
 #include "matvec/matvec_tile_kquant_x86.h"
 #include "matvec/matvec_tile_x86.h"
@@ -88,6 +90,8 @@ constinit const MatvecKernels kMatvecKernelsAvx512{
     quant_tile<TileQ4_0>, quant_tile<TileQ4_1>, quant_tile<TileQ5_0>, quant_tile<TileQ5_1>, quant_tile<TileQ8_0>,
     quant_dot_as_tile<TileQ4_K>, quant_dot_as_tile<TileQ5_K>, quant_dot_as_tile<TileQ6_K>,
     quant_tile<TileQ4_K>, quant_tile<TileQ5_K>, quant_tile<TileQ6_K>,
-    packed_tile<SumsQ4_1<DotMaddubs>, 4>, packed_tile<SumsQ8_0Maddubs, 4>};
+    packed_tile<SumsQ4_1<DotMaddubs>, 4>, packed_tile<SumsQ8_0Maddubs, 4>,
+    packed_tile<SumsQ4_K<DotMaddubs>, 4>, packed_tile<SumsQ6_KMaddubs, 4>,
+    packed_tile<SumsQ5_0Maddubs, 4>};
 
 }  // namespace mpkv

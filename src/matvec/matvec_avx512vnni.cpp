@@ -7,6 +7,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "matvec/matvec_kernels.h"
+#include "matvec/matvec_packed_kquant_x86.h"
+#include "matvec/matvec_packed_q5_0_x86.h"
 #include "matvec/matvec_packed_x86.h"
 
 namespace mpkv {
@@ -59,6 +61,19 @@ struct Sums512Q8_0 {
   }
 };
 
+// Q4_K: a Q4_1 block with fp32 scales and mins (matvec_packed_kquant_x86.h).
+struct Sums512Q4_K : Sums512Q4_1 {
+  static constexpr size_t kBlockBytes = kPackedQ4_KBlockBytes, kScaleAt = kPackedQ4_KScaleAt, kMinAt = kPackedQ4_KMinAt;
+  static constexpr bool kScalesF32 = true;
+};
+
+// The 16 per-row scales (or mins) at `at`: fp16, or fp32 where S::kScalesF32.
+template <class S>
+inline __m512 packed_scales16(const uint8_t* at) {
+  if constexpr (requires { S::kScalesF32; }) return _mm512_loadu_ps(at);
+  else return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+}
+
 // A group's 16 rows x V activation rows: out[v * 16 + r].
 template <class S, int V>
 void packed_rows_512(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, size_t xq_stride, float* out) {
@@ -68,10 +83,9 @@ void packed_rows_512(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, siz
     const uint8_t* blk = group + (size_t)b * S::kBlockBytes;
     __m512i isum[V];
     S::template sums<V>(blk, xq + b, xq_stride, isum);
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + S::kScaleAt)));
+    const __m512 d = packed_scales16<S>(blk + S::kScaleAt);
     __m512 m = _mm512_setzero_ps();
-    if constexpr (S::kMinAt > 0)
-      m = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + S::kMinAt)));
+    if constexpr (S::kMinAt > 0) m = packed_scales16<S>(blk + S::kMinAt);
 #pragma GCC unroll 8
     for (int v = 0; v < V; ++v) {
       const BlockQ8Act& a = xq[(size_t)v * xq_stride + b];
@@ -101,8 +115,11 @@ void packed_tile_512(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, siz
 
 }  // namespace
 
-extern const PackedTileFn kPackedQ4_1Vnni, kPackedQ8_0Vnni;
+extern const PackedTileFn kPackedQ4_1Vnni, kPackedQ8_0Vnni, kPackedQ4_KVnni, kPackedQ6_KVnni, kPackedQ5_0Vnni;
 constinit const PackedTileFn kPackedQ4_1Vnni = packed_tile_512<Sums512Q4_1>;
 constinit const PackedTileFn kPackedQ8_0Vnni = packed_tile_512<Sums512Q8_0>;
+constinit const PackedTileFn kPackedQ4_KVnni = packed_tile_512<Sums512Q4_K>;
+constinit const PackedTileFn kPackedQ6_KVnni = packed_tile_512<Sums512Q6_K>;
+constinit const PackedTileFn kPackedQ5_0Vnni = packed_tile_512<Sums512Q5_0>;
 
 }  // namespace mpkv

@@ -10,7 +10,7 @@ namespace mpkv {
 extern const MatvecKernels kMatvecKernelsRef;
 extern const MatvecKernels kMatvecKernelsAvx2;
 extern const MatvecKernels kMatvecKernelsAvx512;
-extern const PackedTileFn kPackedQ4_1Vnni, kPackedQ8_0Vnni;
+extern const PackedTileFn kPackedQ4_1Vnni, kPackedQ8_0Vnni, kPackedQ4_KVnni, kPackedQ6_KVnni, kPackedQ5_0Vnni;
 
 QuantDotFn MatvecKernels::quant_dot(GgmlType type) const {
   switch (type) {
@@ -44,6 +44,9 @@ PackedTileFn MatvecKernels::packed_tile(GgmlType type) const {
   switch (type) {
     case GgmlType::Q4_1: return packed_q4_1;
     case GgmlType::Q8_0: return packed_q8_0;
+    case GgmlType::Q4_K: return packed_q4_k;
+    case GgmlType::Q6_K: return packed_q6_k;
+    case GgmlType::Q5_0: return packed_q5_0;
     default: return nullptr;
   }
 }
@@ -71,6 +74,9 @@ const MatvecKernels& matvec_kernels_avx512_vnni() {
     t.name = "avx512vnni";
     t.packed_q4_1 = kPackedQ4_1Vnni;
     t.packed_q8_0 = kPackedQ8_0Vnni;
+    t.packed_q4_k = kPackedQ4_KVnni;
+    t.packed_q6_k = kPackedQ6_KVnni;
+    t.packed_q5_0 = kPackedQ5_0Vnni;
     return t;
   }();
   return k;

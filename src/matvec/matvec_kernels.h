@@ -73,6 +73,8 @@ struct MatvecKernels {
   QuantDotFn dot_q4_k, dot_q5_k, dot_q6_k;  // n a multiple of 256
   QuantTileFn tile_q4_k, tile_q5_k, tile_q6_k;
   PackedTileFn packed_q4_1, packed_q8_0;  // the packed-layout kernels (matvec_packed.h)
+  PackedTileFn packed_q4_k, packed_q6_k;  // the packed K-quant kernels (matvec_packed_kquant.h)
+  PackedTileFn packed_q5_0;               // matvec_packed_q5_0.h
 
   // The integer-dot kernel for `type`, or nullptr when `type` is not an integer-dot type.
   QuantDotFn quant_dot(GgmlType type) const;

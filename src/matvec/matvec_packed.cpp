@@ -6,6 +6,8 @@
 #include <new>
 
 #include "matvec/matvec.h"
+#include "matvec/matvec_packed_kquant.h"
+#include "matvec/matvec_packed_q5_0.h"
 #include "util/error.h"
 
 namespace mpkv {
@@ -16,7 +18,8 @@ size_t packed_block_bytes(GgmlType type) {
   switch (type) {
     case GgmlType::Q4_1: return kPackedQ4_1BlockBytes;
     case GgmlType::Q8_0: return kPackedQ8_0BlockBytes;
-    default: return 0;
+    case GgmlType::Q5_0: return kPackedQ5_0BlockBytes;
+    default: return packed_kquant_block_bytes(type);
   }
 }
 
@@ -70,7 +73,9 @@ std::unique_ptr<PackedMatrix> pack_weight_matrix(const WeightMatrix& w) {
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* out = p->mutable_group(g) + (size_t)b * block_bytes;
       if (w.type == GgmlType::Q4_1) pack_q4_1_block(w, g, b, out);
-      else pack_q8_0_block(w, g, b, out);
+      else if (w.type == GgmlType::Q8_0) pack_q8_0_block(w, g, b, out);
+      else if (w.type == GgmlType::Q5_0) pack_q5_0_block(w, g, b, out);
+      else pack_kquant_block(w, g, b, out);
     }
   }
   return p;

@@ -29,6 +29,9 @@
 //   bytes [544, 576): the 16 rows' int16 sum of their 32 codes (a VNNI kernel multiplies
 //       (a + 128) x w, unsigned x signed, and subtracts 128 * this sum; exact)
 // Pair arithmetic: as Q4_1 without the min term: acc = fma(d_r * dx_b, (float)isum, acc).
+//
+// The K-quant layouts (Q4_K, Q6_K: a block per 32-column piece of a super-block) are in
+// matvec_packed_kquant.h, the Q5_0 layout in matvec_packed_q5_0.h.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -69,7 +72,8 @@ class PackedMatrix {
   std::unique_ptr<uint8_t[], Free> bytes_;  // 64-byte aligned
 };
 
-// True when `type` has a packed layout and kernel (Q4_1, Q8_0).
+// True when `type` has a packed layout and kernel (Q4_1, Q8_0; Q4_K, Q6_K: matvec_packed_kquant.h;
+// Q5_0: matvec_packed_q5_0.h).
 bool has_packed_layout(GgmlType type);
 
 // The packed copy of w (checked as check_weight_matrix does), or nullptr when w's type has no

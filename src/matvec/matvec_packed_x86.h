@@ -87,6 +87,14 @@ struct SumsQ8_0Maddubs {
   }
 };
 
+// The 8 per-row scales (or mins) of half h at `at`: fp16, or fp32 where S::kScalesF32 (the packed
+// K-quants' pre-expanded d * sc, matvec_packed_kquant.h).
+template <class S>
+inline __m256 packed_scales8(const uint8_t* at, int h) {
+  if constexpr (requires { S::kScalesF32; }) return _mm256_loadu_ps(reinterpret_cast<const float*>(at) + 8 * h);
+  else return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 16 * h)));
+}
+
 // Half h (rows 8h .. 8h + 7) of a group x V activation rows (row v at xq + v * xq_stride):
 // out[v * kPackRows + 8h + r].
 template <class S, int V>
@@ -97,10 +105,9 @@ void packed_half_rows(const uint8_t* group, int h, int64_t nb, const BlockQ8Act*
     const uint8_t* blk = group + (size_t)b * S::kBlockBytes;
     __m256i isum[V];
     S::template sums<V>(blk + 32 * h, xq + b, xq_stride, isum);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + S::kScaleAt + 16 * h)));
+    const __m256 d = packed_scales8<S>(blk + S::kScaleAt, h);
     __m256 m = _mm256_setzero_ps();
-    if constexpr (S::kMinAt > 0)
-      m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + S::kMinAt + 16 * h)));
+    if constexpr (S::kMinAt > 0) m = packed_scales8<S>(blk + S::kMinAt, h);
 #pragma GCC unroll 8
     for (int v = 0; v < V; ++v) {
       const BlockQ8Act& a = xq[(size_t)v * xq_stride + b];

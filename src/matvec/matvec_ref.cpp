@@ -7,6 +7,8 @@
 
 #include "gguf/kquant_scales.h"
 #include "matvec/matvec_kernels.h"
+#include "matvec/matvec_packed_kquant.h"
+#include "matvec/matvec_packed_q5_0.h"
 #include "util/fp16.h"
 
 namespace mpkv {
@@ -258,6 +260,6 @@ constinit const MatvecKernels kMatvecKernelsRef{
     tile_ref<dot_q4_0_ref>, tile_ref<dot_q4_1_ref>, tile_ref<dot_q5_0_ref>, tile_ref<dot_q5_1_ref>,
     tile_ref<dot_q8_0_ref>, dot_q45_k_ref<BlockQ4_K>, dot_q45_k_ref<BlockQ5_K>, dot_q6_k_ref,
     tile_ref<dot_q45_k_ref<BlockQ4_K>>, tile_ref<dot_q45_k_ref<BlockQ5_K>>, tile_ref<dot_q6_k_ref>,
-    packed_q4_1_ref, packed_q8_0_ref};
+    packed_q4_1_ref, packed_q8_0_ref, packed_q4_k_ref, packed_q6_k_ref, packed_q5_0_ref};
 
 }  // namespace mpkv

@@ -13,24 +13,16 @@
 #include "matvec/matvec.h"
 #include "matvec/matvec_packed.h"
 #include "test_matvec_blocks.h"
+#include "test_matvec_packed_harness.h"
 #include "util/error.h"
 #include "util/fp16.h"
 
 namespace mpkv {
 namespace {
 
-using test::make_activations;
+using test::activation_rows;
 using test::make_test_matrix;
 using test::TestMatrix;
-
-// The kernel tables this CPU can run (the VNNI one is the avx512 tier's on a VNNI CPU).
-std::vector<const MatvecKernels*> runnable_tables() {
-  std::vector<const MatvecKernels*> t = {&matvec_kernels_ref()};
-  if ((int)best_isa() >= (int)Isa::avx2) t.push_back(&matvec_kernels_avx2());
-  if ((int)best_isa() >= (int)Isa::avx512) t.push_back(&matvec_kernels_avx512());
-  if ((int)best_isa() >= (int)Isa::avx512 && cpu_has_avx512_vnni()) t.push_back(&matvec_kernels_avx512_vnni());
-  return t;
-}
 
 // The pair arithmetic of matvec_packed.h, from row r's GGUF blocks and activation row xq.
 float pair_spec(const TestMatrix& m, int64_t r, const BlockQ8Act* xq) {
@@ -53,66 +45,13 @@ float pair_spec(const TestMatrix& m, int64_t r, const BlockQ8Act* xq) {
   return acc;
 }
 
-std::vector<float> activation_rows(int64_t cols, int n, uint32_t seed) {
-  std::vector<float> x;
-  for (int v = 0; v < n; ++v) {
-    const std::vector<float> xv = make_activations(cols, seed + (uint32_t)v);
-    x.insert(x.end(), xv.begin(), xv.end());
-  }
-  return x;
-}
-
 class MatvecPacked : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(MatvecPacked, EveryTableThreadCountAndBatchGivesThePairArithmetic) {
-  const GgmlType t = GetParam();
-  const int saved = omp_get_max_threads();
-  for (int64_t rows : {int64_t(21), int64_t(16), int64_t(1), int64_t(301)}) {
-    for (int64_t cols : {int64_t(96), int64_t(576)}) {
-      const TestMatrix m = make_test_matrix(t, rows, cols, 7 + (uint32_t)(rows * cols), /*pad=*/4);
-      const std::unique_ptr<PackedMatrix> p = pack_weight_matrix(m.view());
-      ASSERT_NE(p, nullptr);
-      WeightMatrix w = m.view();
-      w.packed = p.get();
-      for (int n : {1, 2, 3, 4, 5, 7, 8, 9, 17, 70}) {
-        const std::vector<float> x = activation_rows(cols, n, 100 * n);
-        std::vector<BlockQ8Act> xq((size_t)n * (cols / 32));
-        for (int v = 0; v < n; ++v)
-          matvec_kernels_ref().quantize_act(x.data() + (size_t)v * cols, xq.data() + (size_t)v * (cols / 32), cols);
-        std::vector<float> want((size_t)n * rows);
-        for (int v = 0; v < n; ++v)
-          for (int64_t r = 0; r < rows; ++r)
-            want[(size_t)v * rows + r] = pair_spec(m, r, xq.data() + (size_t)v * (cols / 32));
-        for (const MatvecKernels* k : runnable_tables()) {
-          for (int threads : {1, 2, 3}) {
-            omp_set_num_threads(threads);
-            std::vector<float> y((size_t)n * rows, -1.0f);
-            matmul_rows_with(*k, w, x.data(), y.data(), n);
-            for (size_t i = 0; i < y.size(); ++i)
-              ASSERT_EQ(y[i], want[i]) << k->name << " rows " << rows << " cols " << cols << " n " << n << " threads "
-                                       << threads << " activation row " << i / rows << " row " << i % rows;
-          }
-        }
-      }
-    }
-  }
-  omp_set_num_threads(saved);
+  test::expect_every_table_gives_pair_spec(GetParam(), pair_spec, {21, 16, 1, 301}, {96, 576}, 7);
 }
 
-TEST_P(MatvecPacked, WithinTheErrorBoundOfTheExactProduct) {
-  const TestMatrix m = make_test_matrix(GetParam(), 37, 512, 5);
-  const std::unique_ptr<PackedMatrix> p = pack_weight_matrix(m.view());
-  WeightMatrix w = m.view();
-  w.packed = p.get();
-  const std::vector<float> x = make_activations(m.cols, 6);
-  std::vector<float> y(m.rows);
-  matvec(w, x.data(), y.data());
-  for (int64_t r = 0; r < m.rows; ++r) {
-    const test::RowBounds rb = test::row_bounds(m, r, x.data());
-    ASSERT_LE(std::fabs(y[r] - rb.exact), rb.act_bound + test::fp32_rel_bound(m.type, m.cols) * rb.fp_scale)
-        << "row " << r;
-  }
-}
+TEST_P(MatvecPacked, WithinTheErrorBoundOfTheExactProduct) { test::expect_packed_within_error_bound(GetParam(), 37, 512); }
 
 INSTANTIATE_TEST_SUITE_P(Types, MatvecPacked, ::testing::Values(GgmlType::Q4_1, GgmlType::Q8_0),
                          [](const ::testing::TestParamInfo<GgmlType>& i) { return ggml_type_name((uint32_t)i.param); });
