@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "model/activation_kernels.h"
 #include "util/thread_pool.h"
 
 namespace mpkv {
@@ -52,12 +53,9 @@ void rope_forward(float* x, const int* pos, int n, int n_heads, int head_dim, Ro
 }
 
 void swiglu_forward(float* gate, const float* up, int64_t n) {
-  parallel_for(n, n > 65536 ? kElementsPerChunk : n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float g = gate[i];
-      gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-    }
-  });
+  const SiluMulFn silu_mul = activation_kernels().silu_mul;
+  parallel_for(n, n > 65536 ? kElementsPerChunk : n,
+               [&](int64_t i0, int64_t i1) { silu_mul(gate + i0, up + i0, i1 - i0); });
 }
 
 void geglu_tanh_forward(float* gate, const float* up, int64_t n) {
