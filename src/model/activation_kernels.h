@@ -1,4 +1,5 @@
-// The feed-forward's SiLU gate, out of the scalar op loop, and its per-ISA table
+// The feed-forward's SiLU gate, out of the scalar op loop, and its per-ISA table (the avx512
+// tier uses the AVX2 kernel)
 // (src/util/cpu_features.h picks the tier once; MPKV_ISA forces it down). docs/numerics.md,
 // "Feed-forward activation".
 //
@@ -48,6 +49,5 @@ struct SiluExpConst {
 
 void silu_mul_ref(float* gate, const float* up, int64_t n);
 void silu_mul_avx2(float* gate, const float* up, int64_t n);
-void silu_mul_avx512(float* gate, const float* up, int64_t n);
 
 }  // namespace mpkv

@@ -13,16 +13,10 @@
 #include <vector>
 
 #include "model/activation_kernels.h"
+#include "test_isa_tiers.h"
 
 namespace mpkv {
 namespace {
-
-std::vector<Isa> tiers() {
-  std::vector<Isa> v{Isa::scalar};
-  if (best_isa() >= Isa::avx2) v.push_back(Isa::avx2);
-  if (best_isa() >= Isa::avx512) v.push_back(Isa::avx512);
-  return v;
-}
 
 float from_bits(uint32_t b) {
   float f;
@@ -56,7 +50,7 @@ TEST(ActivationKernels, EveryTierIsTheRefBitForBit) {
   up[0] = 1.0f;
   std::vector<float> want = gates;
   silu_mul_ref(want.data(), up.data(), (int64_t)want.size());
-  for (Isa isa : tiers()) {
+  for (Isa isa : test::runnable_isas()) {
     const ActivationKernels& k = activation_kernels_for(isa);
     // Whole sweep, then short lengths at every offset mod 16 (the tails of both SIMD widths).
     std::vector<float> got = gates;
