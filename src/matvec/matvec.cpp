@@ -108,7 +108,7 @@ void run_packed_groups(const TileJob& j, const BlockQ8Act* xq, int n, int64_t t0
   for (int v0 = 0; v0 < n; v0 += kActPanel) {
     const int nv = std::min(n - v0, kActPanel);
     for (int64_t g = t0; g < t1; ++g) {
-      if (ahead > 0 && v0 == 0) {  // later panels find the chunk's weights in cache
+      if (ahead > 0 && v0 == 0 && !packed_kernel_prefetches(p.type())) {  // later panels find them in cache
         const size_t at = (size_t)g * p.group_bytes() + ahead;
         prefetch_bytes(p.group(0), at, at + p.group_bytes(), p.size_bytes());
       }

@@ -70,7 +70,8 @@ void check_weight_matrix(const WeightMatrix& w);
 // Bytes ahead of the weight tile being multiplied that the integer-dot path prefetches (speed only:
 // no result depends on it). Starts as MPKV_MATVEC_PREFETCH_BYTES if set (an integer in
 // [0, kMaxPrefetchBytes], 0 = no prefetch; anything else is an Error), else 2048; benchmarks and
-// tests change it with set_matvec_prefetch_bytes (Error outside that range).
+// tests change it with set_matvec_prefetch_bytes (Error outside that range). The packed Q4_1 / Q8_0
+// SIMD kernels prefetch the next group themselves whatever this says (packed_kernel_prefetches).
 constexpr int kMaxPrefetchBytes = 1 << 20;
 int matvec_prefetch_bytes();
 void set_matvec_prefetch_bytes(int bytes);

@@ -81,6 +81,7 @@ void packed_rows_512(const uint8_t* group, int64_t nb, const BlockQ8Act* xq, siz
   for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + (size_t)b * S::kBlockBytes;
+    packed_prefetch_next_group<S>(blk, nb);
     __m512i isum[V];
     S::template sums<V>(blk, xq + b, xq_stride, isum);
     const __m512 d = packed_scales16<S>(blk + S::kScaleAt);

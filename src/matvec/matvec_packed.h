@@ -76,6 +76,13 @@ class PackedMatrix {
 // Q5_0: matvec_packed_q5_0.h).
 bool has_packed_layout(GgmlType type);
 
+// True when the packed kernels of `type` prefetch the next group themselves, block by block
+// (Q4_1, Q8_0 and Q4_K, whose kernels are Q4_1's templates: matvec_packed_x86.h); the driver
+// prefetches ahead of the others' calls (Q6_K, Q5_0).
+inline bool packed_kernel_prefetches(GgmlType type) {
+  return type == GgmlType::Q4_1 || type == GgmlType::Q8_0 || type == GgmlType::Q4_K;
+}
+
 // The packed copy of w (checked as check_weight_matrix does), or nullptr when w's type has no
 // packed layout. The copy does not refer to w's data.
 std::unique_ptr<PackedMatrix> pack_weight_matrix(const WeightMatrix& w);

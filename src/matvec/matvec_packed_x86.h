@@ -95,6 +95,17 @@ inline __m256 packed_scales8(const uint8_t* at, int h) {
   else return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 16 * h)));
 }
 
+// Prefetches block `blk`'s counterpart in the next group (groups lie back to back, matvec_packed.h),
+// a block at a time, so the next group's lines stream in while this one computes: a burst of a
+// whole group's prefetches before the kernel call stalls the core once the line-fill buffers are
+// full (13% of a batch-16 decode's CPU time sat on it, docs/results/speed.md). Past the last group
+// the addresses are not the matrix's; a prefetch never faults. Speed only: no result depends on it.
+template <class S>
+inline void packed_prefetch_next_group(const uint8_t* blk, int64_t nb) {
+  const uint8_t* next = blk + (size_t)nb * S::kBlockBytes;
+  for (size_t o = 0; o < S::kBlockBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(next + o), _MM_HINT_T0);
+}
+
 // Half h (rows 8h .. 8h + 7) of a group x V activation rows (row v at xq + v * xq_stride):
 // out[v * kPackRows + 8h + r].
 template <class S, int V>
@@ -103,6 +114,7 @@ void packed_half_rows(const uint8_t* group, int h, int64_t nb, const BlockQ8Act*
   for (int v = 0; v < V; ++v) acc[v] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + (size_t)b * S::kBlockBytes;
+    if (h == 0) packed_prefetch_next_group<S>(blk, nb);
     __m256i isum[V];
     S::template sums<V>(blk + 32 * h, xq + b, xq_stride, isum);
     const __m256 d = packed_scales8<S>(blk + S::kScaleAt, h);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "model/activation_kernels.h"
 #include "util/thread_pool.h"
 
 namespace mpkv {
@@ -27,37 +28,55 @@ void rmsnorm_forward(const float* x, const float* w, float* out, int n, int d, f
   });
 }
 
-void rope_forward(float* x, const int* pos, int n, int n_heads, int head_dim, RopeStyle style, float base,
-                  float rope_scale, float pos_scale) {
+namespace {
+// Rotates the n_heads heads of one token's row x [n_heads, head_dim]: pair j by the angle whose
+// cosine and sine are cs[2j], cs[2j + 1].
+void rope_row(float* x, int n_heads, int head_dim, RopeStyle style, const float* cs) {
+  const int half = head_dim / 2;
+  for (int j = 0; j < half; ++j) {
+    const float c = cs[2 * j], s = cs[2 * j + 1];
+    const int a = style == RopeStyle::adjacent ? 2 * j : j;
+    const int b = style == RopeStyle::adjacent ? 2 * j + 1 : j + half;
+    for (int h = 0; h < n_heads; ++h) {
+      float* xh = x + (size_t)h * head_dim;
+      const float x0 = xh[a], x1 = xh[b];
+      xh[a] = x0 * c - x1 * s;
+      xh[b] = x0 * s + x1 * c;
+    }
+  }
+}
+}  // namespace
+
+void rope_forward_qk(float* q, int n_q_heads, float* k, int n_k_heads, const int* pos, int n, int head_dim,
+                     RopeStyle style, float base, float rope_scale, float pos_scale) {
   const int half = head_dim / 2;
   std::vector<float> inv_freq(half);
   for (int j = 0; j < half; ++j) inv_freq[j] = std::pow(base, -2.0f * (float)j / (float)head_dim);
   parallel_for(n, n > 4 ? kRowsPerChunk : n, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<float> cs;
+    cs.resize(2 * (size_t)half);
     for (int64_t i = i0; i < i1; ++i) {
       const float p = (float)pos[i] * pos_scale / rope_scale;
       for (int j = 0; j < half; ++j) {
         const float theta = p * inv_freq[j];
-        const float c = std::cos(theta), s = std::sin(theta);
-        for (int h = 0; h < n_heads; ++h) {
-          float* xh = x + ((size_t)i * n_heads + h) * head_dim;
-          const int a = style == RopeStyle::adjacent ? 2 * j : j;
-          const int b = style == RopeStyle::adjacent ? 2 * j + 1 : j + half;
-          const float x0 = xh[a], x1 = xh[b];
-          xh[a] = x0 * c - x1 * s;
-          xh[b] = x0 * s + x1 * c;
-        }
+        cs[2 * j] = std::cos(theta);
+        cs[2 * j + 1] = std::sin(theta);
       }
+      rope_row(q + (size_t)i * n_q_heads * head_dim, n_q_heads, head_dim, style, cs.data());
+      if (k) rope_row(k + (size_t)i * n_k_heads * head_dim, n_k_heads, head_dim, style, cs.data());
     }
   });
 }
 
+void rope_forward(float* x, const int* pos, int n, int n_heads, int head_dim, RopeStyle style, float base,
+                  float rope_scale, float pos_scale) {
+  rope_forward_qk(x, n_heads, nullptr, 0, pos, n, head_dim, style, base, rope_scale, pos_scale);
+}
+
 void swiglu_forward(float* gate, const float* up, int64_t n) {
-  parallel_for(n, n > 65536 ? kElementsPerChunk : n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float g = gate[i];
-      gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-    }
-  });
+  const SiluMulFn silu_mul = activation_kernels().silu_mul;
+  parallel_for(n, n > 65536 ? kElementsPerChunk : n,
+               [&](int64_t i0, int64_t i1) { silu_mul(gate + i0, up + i0, i1 - i0); });
 }
 
 void geglu_tanh_forward(float* gate, const float* up, int64_t n) {

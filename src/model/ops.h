@@ -1,4 +1,5 @@
-// Elementwise and per-row operations of the transformer block (scalar; cheap next to the matmuls).
+// Elementwise and per-row operations of the transformer block (scalar, cheap next to the matmuls,
+// except the SiLU gate: activation_kernels.h).
 #pragma once
 #include <cstdint>
 
@@ -15,7 +16,14 @@ void rmsnorm_forward(const float* x, const float* w, float* out, int n, int d, f
 void rope_forward(float* x, const int* pos, int n, int n_heads, int head_dim, RopeStyle style, float base,
                   float rope_scale, float pos_scale = 1.0f);
 
-// gate[i] = silu(gate[i]) * up[i] for i < n.
+// rope_forward of the queries q [n, n_q_heads, head_dim] and the keys k [n, n_k_heads, head_dim]
+// (k may be null) in one pass: each (token, pair) angle's cosine and sine computed once for both,
+// and one pool job instead of two; the same bits as two rope_forward calls.
+void rope_forward_qk(float* q, int n_q_heads, float* k, int n_k_heads, const int* pos, int n, int head_dim,
+                     RopeStyle style, float base, float rope_scale, float pos_scale = 1.0f);
+
+// gate[i] = silu(gate[i]) * up[i] for i < n: the SiLU gate of activation_kernels.h (a fixed fp32
+// exp, the same bits at every ISA tier).
 void swiglu_forward(float* gate, const float* up, int64_t n);
 
 // gate[i] = gelu(gate[i]) * up[i] for i < n, GELU by its tanh approximation
