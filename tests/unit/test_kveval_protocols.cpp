@@ -103,16 +103,20 @@ TEST(RoutedKvCache, SmoothingAfterRopeEqualsForwardSmoothingBeforeRope) {
   auto cc = make_kv_cache(f16, d);
   Forward fc(*m);
   std::vector<float> la, lb, lc;
-  double worst = 0, moved = 0;
+  double moved = 0;
+  int steps_apart = 0;
   for (int i = 0; i < 24; ++i) {
     const std::vector<BatchToken> b{{tok(*m, i), i, 0, true}};
     fa.run(*ca, b, la);
     fb.run(rb, b, lb);
     fc.run(*cc, b, lc);
-    worst = std::max(worst, max_abs_diff(la, lb.data()));
+    steps_apart += max_abs_diff(la, lb.data()) >= kSmoothingOrderAbs;
     moved = std::max(moved, max_abs_diff(la, lc.data()));
   }
-  EXPECT_LT(worst, kSmoothingOrderAbs);
+  // One step may differ by more: the linear layers quantize their input rows to int8 (docs/numerics.md
+  // "Linear layers"), and a last-bit difference can flip one code (seen at step 1 on the AVX-512 tier:
+  // 0.216, the next step 8e-6). Smoothing on the wrong side of RoPE moves every step by ~0.2.
+  EXPECT_LE(steps_apart, 1);
   // Smoothing is exact in real arithmetic; the fp16 rounding of k / lambda makes it visible.
   EXPECT_GT(moved, 0.0);
   EXPECT_EQ(rb.length(0, 0), 24);
