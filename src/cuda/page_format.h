@@ -1,11 +1,11 @@
-// A layer's KV page in the CPU's byte format (PagedKvCache, paged_kv_cache.h), described so the
+// A layer's KV page in the CPU's byte format (PageStore, page_store.h), described so the
 // host can build, shrink and locate pages that the CUDA kernels read in place (docs/cuda.md):
 //   page  = blocks b = 0 .. 2 * n_head_kv - 1 back to back (b = head * 2 + (K ? 0 : 1)), each at its
 //           current bits: fp16 rows [page_tokens][head_dim], or a KvBlockLayout block
 //           (quant/kv_block_layout.h) whose layout at each width of its ladder is
 //           halved_layout of the one above (scale_mult carries the exact shrink factor).
 // So a page's size and block offsets follow from its blocks' current bits alone, the rule
-// PagedKvCache::block_offset uses, and a page copied byte for byte decodes the same anywhere.
+// PageStore::block_offset uses, and a page copied byte for byte decodes the same anywhere.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -64,11 +64,11 @@ struct HostPage {
 
 // A new page at the components' initial bits holding rows [0, n) of k16, v16 ([n][n_head_kv][head_dim]
 // fp16 bits), quantized by the CPU reference kernel (quantize_ref) from their fp32 values, the way
-// PagedKvCache::flush writes pages. n a multiple of token_granularity(), n <= page_tokens.
+// PagedKvCache::flush (PageStore::write_window_rows) writes pages. n a multiple of token_granularity(), n <= page_tokens.
 HostPage write_host_page(const PageFormat& f, const uint16_t* k16, const uint16_t* v16, int n);
 
 // The CPU's shrink: every block b whose to_bits[b] < bits[b] (exactly half; Error otherwise) goes
-// through shrink_ref into a new buffer, blocks repacked (PagedKvCache::shrink_page).
+// through shrink_ref into a new buffer, blocks repacked (KvAccountant::shrink_page, PageStore::rewrite_page).
 void shrink_host_page(const PageFormat& f, HostPage& p, const std::vector<uint8_t>& to_bits);
 
 // Error unless `t` may be appended to a page whose blocks are at bits[0 .. n_blocks) from an input of

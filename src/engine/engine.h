@@ -25,12 +25,14 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "kvcache/paged_kv_cache.h"
+#include "kvcache/kv_cache_stats.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace mpkv {
+
+class PagedKvCache;
 
 class ModelRunner;
 class Scheduler;

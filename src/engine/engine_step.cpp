@@ -7,6 +7,7 @@
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "kvcache/paged_kv_cache.h"
 #include "util/thread_pool.h"
 
 namespace mpkv {

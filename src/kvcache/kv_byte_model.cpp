@@ -11,7 +11,7 @@ namespace mpkv {
 
 namespace {
 // The layout a component's pages have at `bits` (the same codec, axis and group KvQuantizer
-// uses; PagedKvCache asserts that its quantizers' layouts have these bytes).
+// uses; PageStore asserts that its quantizers' layouts have these bytes).
 KvBlockLayout layout_at(const KvPlan& plan, const KvComponentPlan& c, KvRole role, int bits) {
   const QuantOptions o = component_quant_options(plan, c, role, bits);
   const Codec codec = o.method == QuantMethod::turbo ? Codec::lloyd_max : Codec::uniform;

@@ -156,6 +156,10 @@ int component_token_granularity(const KvPlan& plan, const KvComponentPlan& c, Kv
 // quantizer options valid (quant_options.h), progressive plans only with shrinkable quantizers and
 // final bits on the 16 -> 8 -> 4 -> 2 -> 1 ladder.
 void validate(const KvPlan& plan, const KvDims& model_dims, const KvModelIdentity& model = {});
+// Error unless a plan made for `plan` identity may run on `model` (unknown identities pass).
+void check_plan_identity(const KvModelIdentity& plan, const KvModelIdentity& model);
+// A component's quantizer as the plan names it ("f16" for fp16 components).
+std::string quantizer_name(const KvComponentPlan& c);
 
 // JSON text of the plan (every component written out) and back. parse throws Error on malformed
 // JSON, another format / version, or a plan for other dims; it validates before returning.

@@ -4,12 +4,12 @@
 // bytes fit and which page to shrink next.
 //
 // Budget: used + held <= budget at all times (budget 0 = unlimited). `held` are bytes promised to
-// a sequence for its next forward pass (PagedKvCache::reserve), so the appends of that pass
-// cannot fail half-way through the layers.
+// a sequence for its next forward pass (PagedKvCache::reserve, KvAccountant::hold), so the
+// appends of that pass cannot fail half-way through the layers.
 //
 // Shrink order: the page whose next halving costs least goes first; among equal costs the oldest
 // page (lowest id, ids grow with creation across all sequences). The cache sets the costs
-// (PagedKvCache, docs/calibration.md "Progressive runtime"): with a calibrated progressive plan the
+// (KvAccountant::queue_next_shrink; docs/calibration.md "Progressive runtime"): with a calibrated progressive plan the
 // sensitivity added per byte freed; without one -(highest bits among the page's shrinkable blocks),
 // so the whole pool moves 16 -> 8 before any page goes 8 -> 4, oldest context first.
 //

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "quant/kv_quantizer.h"
+#include "test_kvcache_inspection.h"
 #include "test_kvcache_support.h"
 #include "util/error.h"
 
@@ -108,7 +109,7 @@ TEST(PagedBudget, ShrunkPageEqualsDirectShiftOfTheSameCodes) {
       for (int b = 0; b < 2 * d.n_head_kv; ++b) {
         KvBlockLayout L;
         const uint8_t* got = c.page_block(0, l, p, b, &L);
-        ASSERT_GE(L.bits, c.page_final_bits(0, l, p, b));
+        ASSERT_GE(L.bits, page_final_bits(c, 0, l, p, b));
         seen[L.bits]++;
         const KvRole role = b % 2 == 0 ? KvRole::key : KvRole::value;
         const KvQuantizer q16(component_quant_options(plan, plan.at(l, b / 2, role), role, 16));
@@ -157,9 +158,9 @@ TEST(PagedBudget, ShrinkOrderIsHighestBitsThenOldest) {
     for (int l = 0; l < d.n_layer; ++l) {
       int hi = 0, lo = 99;
       for (int p = 0; p < c.n_pages(0, l); ++p) {
-        const int bits = c.page_current_bits(0, l, p, 0);
+        const int bits = page_current_bits(c, 0, l, p, 0);
         if (p > 0) {
-          EXPECT_GE(bits, c.page_current_bits(0, l, p - 1, 0)) << "an older page has more bits";
+          EXPECT_GE(bits, page_current_bits(c, 0, l, p - 1, 0)) << "an older page has more bits";
         }
         hi = std::max(hi, bits);
         if (p + 1 < c.n_pages(0, l)) lo = std::min(lo, bits);  // the newest page may still be at 16
@@ -201,11 +202,11 @@ TEST(PagedBudget, CheapestShrinkFirstAndNeverBelowFinalBits) {
       append_all_layers(c, 0, 1, 50 + step);
     }
     int layer1_at_2 = 0;
-    for (int p = 0; p < c.n_pages(0, 1); ++p) layer1_at_2 += c.page_current_bits(0, 1, p, 0) == 2;
+    for (int p = 0; p < c.n_pages(0, 1); ++p) layer1_at_2 += page_current_bits(c, 0, 1, p, 0) == 2;
     EXPECT_GT(layer1_at_2, 0);
     for (int p = 0; p + 1 < c.n_pages(0, 0); ++p) {  // full pages of the sensitive layer
       for (int b = 0; b < 2 * d.n_head_kv; ++b) {
-        const int bits = c.page_current_bits(0, 0, p, b);
+        const int bits = page_current_bits(c, 0, 0, p, b);
         EXPECT_GE(bits, 8) << "below its final width";
         if (budget == roomy) {
           EXPECT_EQ(bits, 16) << "shrunk while a cheaper shrink was left, page " << p;
@@ -363,8 +364,8 @@ TEST(PagedBudget, RandomisedNeverExceedsBudgetNorShrinksBelowFinalBits) {
             for (int b = 0; b < 2 * d.n_head_kv; ++b) {
               KvBlockLayout L;
               c.page_block(q, l, p, b, &L);
-              ASSERT_GE(L.bits, c.page_final_bits(q, l, p, b));
-              ASSERT_EQ(L.bits, c.page_current_bits(q, l, p, b));
+              ASSERT_GE(L.bits, page_final_bits(c, q, l, p, b));
+              ASSERT_EQ(L.bits, page_current_bits(c, q, l, p, b));
               used += L.bytes;
             }
           }

@@ -19,6 +19,7 @@
 
 #include "kvcache/kv_cache_factory.h"
 #include "kvcache/paged_kv_cache.h"
+#include "test_kvcache_inspection.h"
 #include "test_kvcache_support.h"
 
 namespace mpkv {
@@ -95,10 +96,10 @@ TEST(PrefixCache, ReaderAttendsExactlyLikeAFreshSequence) {
     EXPECT_EQ(c->length(1, 0), 200);
     const auto got = attend_all(*c, 1, 200 - matched, 9), want = attend_all(*c, 2, 200 - matched, 9);
     EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << name(cs);
-    c->check_consistency();
+    check_consistency(*c);
     c->remove(1);
     c->remove(2);
-    c->check_consistency();
+    check_consistency(*c);
     // Both sequences gone: only cached blocks remain, every one cold.
     const PrefixCacheStats st = c->prefix_stats();
     EXPECT_EQ(st.blocks, st.cold_blocks) << name(cs);
@@ -125,14 +126,14 @@ TEST(PrefixCache, ReaderOfShrunkPagesEqualsOwnPagesShrunkTheSameWay) {
     EXPECT_EQ(c->prefix_stats().evictions, 0u);
     const int matched = c->attach_prefix(1, toks.data(), 180);
     ASSERT_EQ(matched, 1 + 4 * 32);
-    EXPECT_EQ(c->page_current_bits(1, 0, 0, 0), floor);
+    EXPECT_EQ(page_current_bits(*c, 1, 0, 0, 0), floor);
     append_rows(*c, 1, r, matched, 180);
     append_rows(*c, 2, r, 0, 180);
     for (int l = 0; l < d.n_layer; ++l)
-      for (int p = 0; p < 4; ++p) c->shrink_page_to(2, l, p, floor);
+      for (int p = 0; p < 4; ++p) shrink_page_to(*c, 2, l, p, floor);
     const auto got = attend_all(*c, 1, 180 - matched, 11), want = attend_all(*c, 2, 180 - matched, 11);
     EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "floor " << floor;
-    c->check_consistency();
+    check_consistency(*c);
   }
 }
 
@@ -153,7 +154,7 @@ TEST(PrefixCache, ColdShrinksThenEvictsBeforeRunningPagesShrink) {
   // (a) the first bytes come from cold pages going to 4 bits; the running pages stay at 16.
   while (c->pool().shrinkable_pages(ShrinkQueue::cold) > 0) {
     ASSERT_GT(c->shrink(1), 0u);
-    ASSERT_EQ(c->page_current_bits(1, 0, 0, 0), 16) << "a page a sequence reads shrank before cold ones reached the floor";
+    ASSERT_EQ(page_current_bits(*c, 1, 0, 0, 0), 16) << "a page a sequence reads shrank before cold ones reached the floor";
     ASSERT_EQ(c->prefix_stats().evictions, 0u);
   }
   const std::map<int, size_t> by_bits = c->prefix_stats().pages_by_bits;  // 4 blocks x 2 layers each
@@ -164,14 +165,14 @@ TEST(PrefixCache, ColdShrinksThenEvictsBeforeRunningPagesShrink) {
   c->shrink(1);
   EXPECT_EQ(c->prefix_stats().evictions, 1u);
   EXPECT_EQ(c->prefix_match(cold_toks.data(), 150).tokens, 1 + 3 * 32) << "the tail block goes first";
-  EXPECT_EQ(c->page_current_bits(1, 0, 0, 0), 16);
+  EXPECT_EQ(page_current_bits(*c, 1, 0, 0, 0), 16);
   while (c->prefix_stats().cold_blocks > 0) c->shrink(1);
-  EXPECT_EQ(c->page_current_bits(1, 0, 0, 0), 16);
+  EXPECT_EQ(page_current_bits(*c, 1, 0, 0, 0), 16);
   EXPECT_EQ(c->prefix_stats().cold_bytes, 0u);
   // (c) then the running sequence's pages.
   EXPECT_GT(c->shrink(1), 0u);
-  EXPECT_LT(c->page_current_bits(1, 0, 0, 0), 16);
-  c->check_consistency();
+  EXPECT_LT(page_current_bits(*c, 1, 0, 0, 0), 16);
+  check_consistency(*c);
 }
 
 // Two sequences fill the same prefix at once (one system prompt prefilled in one step): the second
@@ -196,10 +197,10 @@ TEST(PrefixCache, ADuplicateBlockIsReadFromTheCacheAndItsCopyFreed) {
     EXPECT_EQ(c->bytes_used(), used - block_pages) << name(cs) << ": its own copies are freed";
     const auto after = attend_all(*c, 1, 20, 17);
     EXPECT_EQ(0, std::memcmp(before.data(), after.data(), before.size() * sizeof(float))) << name(cs);
-    c->check_consistency();
+    check_consistency(*c);
     c->remove(0);
     c->remove(1);
-    c->check_consistency();
+    check_consistency(*c);
     EXPECT_EQ(c->bytes_used(), c->prefix_stats().cold_bytes);
   }
 }
@@ -264,7 +265,7 @@ TEST(PrefixCache, SlidingWindowLayersReadOnlyPagesInsideTheWindow) {
     append_rows(*c, 2, r, 0, 260);
     const auto got = attend_all(*c, 1, 260 - matched, 13), want = attend_all(*c, 2, 260 - matched, 13);
     EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << name(cs);
-    c->check_consistency();
+    check_consistency(*c);
   }
 }
 
@@ -309,12 +310,12 @@ TEST(PrefixCache, RandomisedNeverExceedsBudgetNorFreesAReadPage) {
         live.erase(live.begin() + (long)i);
       }
       ASSERT_LE(c->bytes_used() + c->pool().held(), c->budget_bytes()) << name(cs) << " op " << op;
-      ASSERT_NO_THROW(c->check_consistency()) << name(cs) << " op " << op;
+      ASSERT_NO_THROW(check_consistency(*c)) << name(cs) << " op " << op;
     }
     EXPECT_GT(attached, 10) << name(cs);
     EXPECT_GT(c->prefix_stats().evictions, 0u) << name(cs);
     for (const Live& s : live) c->remove(s.seq);
-    c->check_consistency();
+    check_consistency(*c);
     EXPECT_EQ(c->bytes_used(), c->prefix_stats().cold_bytes) << name(cs);
     EXPECT_EQ(c->prefix_pinned_bytes(), 0u) << name(cs);
   }

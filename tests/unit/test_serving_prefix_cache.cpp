@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "fixtures/engine_tiny.h"
 #include "kvcache/kv_cache_factory.h"
+#include "test_kvcache_inspection.h"
 
 namespace mpkv {
 namespace {
@@ -189,7 +190,7 @@ TEST(ServingPrefixCache, AbortMidPrefillLeavesTheOtherReaderIntact) {
   const EngineMetrics m = eng.metrics();
   EXPECT_EQ(m.kv_bytes_used, m.prefix_cache.cold_bytes);
   EXPECT_EQ(eng.cache().prefix_pinned_bytes(), 0u);
-  eng.cache().check_consistency();
+  check_consistency(eng.cache());
 }
 
 // A request that asks for its prompt's logprobs computes every prompt position (vLLM's rule): it

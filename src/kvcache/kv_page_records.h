@@ -1,16 +1,22 @@
-// The records behind PagedKvCache (paged_kv_cache.h): pages, per-(sequence, layer) state and
-// per-sequence state. Internal to src/kvcache: shared by the storage/budget code
-// (paged_kv_cache.cpp) and attention (paged_kv_cache_attend.cpp).
+// The records of the paged KV cache (paged_kv_cache.h): pages, per-(sequence, layer) state,
+// per-sequence state and per-component codecs. Plain data shared by the rooms of src/kvcache: the
+// page store owns them (page_store.h), the accountant charges their bytes (kv_accountant.h), the
+// prefix cache shares pages by id (prefix_cache.h) and the attention plan reads them
+// (attention_plan.h). Their sizes are bounded by the byte model's record constants (kv_byte_model.h).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "kvcache/paged_kv_cache.h"
+#include "quant/kv_block_layout.h"
+#include "quant/kv_quantizer.h"
 
 namespace mpkv {
 
-struct PagedKvCache::Page {
+struct PrefixBlock;
+
+struct KvPage {
   uint64_t id = 0;
   int seq = 0, layer = 0;
   uint8_t* data = nullptr;  // blocks b = 0 .. n_blocks-1 back to back, each at its current bits
@@ -22,7 +28,7 @@ struct PagedKvCache::Page {
   std::vector<uint8_t> cur, fin;  // [n_blocks] current and final bits
 };
 
-struct PagedKvCache::LayerState {
+struct KvLayerState {
   // [cap_rows, n_head_kv, head_dim] fp16 bits: rows [0, sink) the sink, rows [sink, sink + win_n)
   // the window (oldest first).
   std::vector<uint16_t> k16, v16;
@@ -30,11 +36,11 @@ struct PagedKvCache::LayerState {
   // Tokens of the pages freed because they fell out of a sliding-window layer's window: the live
   // pages start at position sink_n + dropped (a multiple of page_tokens; 0 for global layers).
   int dropped = 0;
-  std::vector<Page*> pages;  // owned by PagedKvCache::pages_by_id_ (shared pages: prefix cache)
+  std::vector<KvPage*> pages;  // owned by the page store (shared pages: prefix cache)
 };
 
-struct PagedKvCache::SeqState {
-  std::vector<LayerState> layers;
+struct KvSeqState {
+  std::vector<KvLayerState> layers;
   size_t held = 0;  // bytes reserved for the next forward pass
   // Prefix cache: the chain of blocks it holds from the root: those it matched, then those its own
   // full pages became, or equal blocks another sequence had cached first (it then reads theirs and
@@ -42,6 +48,15 @@ struct PagedKvCache::SeqState {
   std::vector<PrefixBlock*> blocks;
   std::vector<uint8_t> reads;
   bool publish_stopped = false;  // a block could not be cached (no room, hash collision)
+};
+
+// Per (layer, head, role): how its blocks are written and read.
+struct KvComponent {
+  bool fp16 = false;
+  std::unique_ptr<KvQuantizer> quant;  // at the initial bits (writes flushes; rotation for queries/outputs)
+  KvBlockLayout layout_at[17];         // by bits, for the initial bits and every halving down to the final bits
+  const float* centroids = nullptr;    // Lloyd-Max codebook (turbo)
+  double sensitivity_at[17] = {};      // by bits: the plan's shrink costs (when it has them)
 };
 
 }  // namespace mpkv
