@@ -30,6 +30,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "engine/model_runner.h"
+#include "engine/reserve_halving.h"
 #include "kvcache/kv_cache_factory.h"
 #include "model/forward.h"
 #include "util/cpu_features.h"
