@@ -30,6 +30,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "engine/model_runner.h"
+#include "engine/reserve_halving.h"
 #include "kvcache/kv_cache_factory.h"
 #include "model/forward.h"
 #include "util/cpu_features.h"
@@ -104,7 +105,7 @@ struct FastNormal {
 
 // Appends n random K/V positions (fixed seed; keys with a few outlier channels) to every layer of
 // seq, in chunks of `batch` halved while the cache cannot reserve them (reserve_halving).
-void synthetic_fill(KvCache& cache, int seq, int n, int batch) {
+void synthetic_fill(PagedKvCache& cache, int seq, int n, int batch) {
   const KvDims& d = cache.dims();
   const size_t row = (size_t)d.n_head_kv * d.head_dim;
   FastNormal nd{0x9E3779B97F4A7C15ull + 7919ull * (uint64_t)seq};

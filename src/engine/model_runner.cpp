@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/reserve_halving.h"
 #include "util/error.h"
 
 namespace mpkv {
 
-ModelRunner::ModelRunner(const Model& model, KvCache& cache) : model_(model), cache_(cache), fwd_(model) {
+ModelRunner::ModelRunner(const Model& model, KvCache& cache) : ModelRunner(model, cache, nullptr) {}
+
+ModelRunner::ModelRunner(const Model& model, KvCache& cache, KvMemory* memory)
+    : model_(model), cache_(cache), memory_(memory), fwd_(model) {
   if (const auto* lambda = cache.key_smoothing()) fwd_.set_qk_smoothing(*lambda);
 }
 
@@ -18,7 +22,8 @@ size_t ModelRunner::prefill(int seq, std::span<const int32_t> tokens, int pos0, 
   MPKV_CHECK(max_chunk > 0, "prefill chunk must be positive");
   size_t done = 0;
   while (done < tokens.size()) {
-    const int n = reserve_halving(cache_, seq, (int)std::min(tokens.size() - done, (size_t)max_chunk));
+    const int chunk = (int)std::min(tokens.size() - done, (size_t)max_chunk);
+    const int n = memory_ ? reserve_halving(*memory_, seq, chunk) : chunk;
     if (n == 0) return done;
     batch_.clear();
     size_t first_row = SIZE_MAX, n_rows = 0;

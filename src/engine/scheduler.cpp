@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "engine/reserve_halving.h"
 #include "util/error.h"
 
 namespace mpkv {

@@ -39,7 +39,6 @@ class FakeQuantKvCache final : public KvCache {
   void append(int seq, int layer, int n_tokens, const float* k, const float* v) override;
   void attend(int seq, int layer, int n_tokens, const float* q, float* out) override { inner_.attend(seq, layer, n_tokens, q, out); }
   int length(int seq, int layer) const override { return inner_.length(seq, layer); }
-  void remove(int seq) override { inner_.remove(seq); }
 
  private:
   // rows [n, n_head_kv * head_dim]: the tokens at positions [p0, p0 + n) of one role, in place.

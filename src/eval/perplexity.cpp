@@ -23,15 +23,13 @@ double token_nll(const float* logits, int n_vocab, int32_t target) {
 namespace {
 
 // The Error text when `cache` cannot reserve one more token after `held` of a window.
-std::string window_over_budget_message(const KvCache& cache, int n_ctx, int held) {
+std::string window_over_budget_message(const PagedKvCache& cache, int n_ctx, int held) {
   std::string msg = "perplexity: the KV budget cannot hold one window of " + std::to_string(n_ctx) +
                     " tokens (no room for token " + std::to_string(held + 1) + ")";
-  if (const auto* paged = dynamic_cast<const PagedKvCache*>(&cache)) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "; the budget is %.2f MiB, a window of %d tokens surely fits in %.2f MiB",
-                  paged->pool().budget() / 1048576.0, n_ctx, paged->byte_model().sequence_bytes_bound(n_ctx) / 1048576.0);
-    msg += buf;
-  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "; the budget is %.2f MiB, a window of %d tokens surely fits in %.2f MiB",
+                cache.pool().budget() / 1048576.0, n_ctx, cache.byte_model().sequence_bytes_bound(n_ctx) / 1048576.0);
+  msg += buf;
   return msg + ": raise --kv-budget-mib or lower -c";
 }
 

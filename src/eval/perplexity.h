@@ -16,6 +16,8 @@
 
 namespace mpkv {
 
+class PagedKvCache;
+
 struct PerplexityOptions {
   int n_ctx = 512;
   int max_chunks = -1;  // -1: every full window of the text
@@ -36,8 +38,8 @@ struct PerplexityResult {
   double seconds = 0.0;
 };
 
-// Makes a fresh KV cache for each window.
-using KvCacheFactory = std::function<std::unique_ptr<KvCache>()>;
+// Makes a fresh KV cache for each window (kvcache/kv_cache_factory.h's make_kv_cache).
+using KvCacheFactory = std::function<std::unique_ptr<PagedKvCache>()>;
 
 // Throws Error when the text holds less than one full window of n_ctx tokens, or when the cache
 // cannot reserve even one more token of a window (its budget is too small for n_ctx).

@@ -2,11 +2,12 @@
 
 #include <string>
 
+#include "kvcache/paged_kv_cache.h"
 #include "util/error.h"
 
 namespace mpkv {
 
-void RoutedKvCache::route(int seq, KvCache* cache, int local_seq, std::vector<std::vector<float>> smoothing) {
+void RoutedKvCache::route(int seq, PagedKvCache* cache, int local_seq, std::vector<std::vector<float>> smoothing) {
   MPKV_ASSERT(seq >= 0 && cache != nullptr, "routed cache: bad route");
   const KvDims& d = cache->dims();
   MPKV_ASSERT(d.n_layer == dims_.n_layer && d.n_head == dims_.n_head && d.n_head_kv == dims_.n_head_kv &&
@@ -62,11 +63,6 @@ void RoutedKvCache::attend(int seq, int layer, int n_tokens, const float* q, flo
 int RoutedKvCache::length(int seq, int layer) const {
   if (seq < 0 || seq >= (int)routes_.size() || routes_[seq].cache == nullptr) return 0;
   return routes_[seq].cache->length(routes_[seq].local, layer);
-}
-
-void RoutedKvCache::remove(int seq) {
-  const Route& r = at(seq);
-  r.cache->remove(r.local);
 }
 
 bool RoutedKvCache::reserve(int seq, int n_tokens) {

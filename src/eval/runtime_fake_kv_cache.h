@@ -29,7 +29,6 @@ class RuntimeFakeQuantKvCache final : public KvCache {
   void append(int seq, int layer, int n_tokens, const float* k, const float* v) override;
   void attend(int seq, int layer, int n_tokens, const float* q, float* out) override;
   int length(int seq, int layer) const override;
-  void remove(int seq) override { seqs_.erase(seq); }
 
   // Keys [sink, end) of `layer` held quantized when the query at position p attends.
   int quantized_end(int layer, int p) const;

@@ -92,8 +92,6 @@ int F16KvCache::length(int seq, int layer) const {
   return it == seqs_.end() ? 0 : it->second[layer].n_tokens;
 }
 
-void F16KvCache::remove(int seq) { seqs_.erase(seq); }
-
 size_t F16KvCache::bytes_used() const {
   size_t b = 0;
   for (const auto& [id, layers] : seqs_)

@@ -17,7 +17,6 @@ class F16KvCache final : public KvCache {
   void append(int seq, int layer, int n_tokens, const float* k, const float* v) override;
   void attend(int seq, int layer, int n_tokens, const float* q, float* out) override;
   int length(int seq, int layer) const override;
-  void remove(int seq) override;
 
   // Bytes held by all sequences (K and V codes only; there is no other state).
   size_t bytes_used() const;

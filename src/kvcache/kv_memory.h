@@ -1,7 +1,10 @@
 // What the engine's scheduler (engine/scheduler.h) sees of a KV cache: its byte model and budget,
 // the operations admission, reservation and preemption need, and the prefix cache's lookups and
 // references (shared, reference-counted pages that shrink before they are evicted: docs/serving.md
-// "Prefix cache"). PagedKvCache implements it; the scheduler never sees pages.
+// "Prefix cache"). PagedKvCache implements it; the scheduler never sees pages. The one declaration
+// of reserve and remove: a prefill under a budget (engine/ModelRunner) and the lockstep decoder
+// (eval/) reserve here too; a cache without a budget (F16KvCache, eval's fake-quant caches) is a
+// KvCache alone, whose every pass fits.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +33,8 @@ class KvMemory {
 
   // Room for the next n_tokens positions of seq in every layer, set aside so the forward pass
   // cannot run out half-way (shrinking other pages first); false, with nothing changed, when they
-  // cannot fit even then.
+  // cannot fit even then, and the caller decides (the engine's scheduler preempts a sequence, a
+  // one-sequence run stops).
   virtual bool reserve(int seq, int n_tokens) = 0;
   // Frees everything held for seq (unknown: nothing happens).
   virtual void remove(int seq) = 0;

@@ -6,6 +6,8 @@
 //   k, v:  [n_tokens, n_head_kv, head_dim]
 //   q, out:[n_tokens, n_head,    head_dim]
 // Query head h reads KV head h / (n_head / n_head_kv) (grouped-query attention).
+// Freeing a sequence and reserving room under a budget before a pass are not the forward pass's
+// business: a budgeted cache also implements kvcache/KvMemory (kv_memory.h), which declares them.
 #pragma once
 #include <string>
 #include <utility>
@@ -68,17 +70,6 @@ class KvCache {
   // Tokens held for (seq, layer); 0 for an unknown sequence.
   virtual int length(int seq, int layer) const = 0;
 
-  // Frees everything held for seq.
-  virtual void remove(int seq) = 0;
-
-  // Called before a forward pass that appends n_tokens positions of seq to every layer: makes room
-  // for them (a budgeted cache may shrink other pages) and sets it aside, so the pass cannot run
-  // out of memory half-way through the layers. False: they cannot fit even after every possible
-  // shrink; nothing has changed and the caller decides (the engine's scheduler preempts a
-  // sequence, a one-sequence run stops; kvcache/kv_memory.h). Caches
-  // without a budget always return true.
-  virtual bool reserve(int seq, int n_tokens) { return true; }
-
   // Key smoothing the forward pass must apply for this cache's plan (q *= lambda, k /= lambda before
   // RoPE, [n_layer][n_head_kv * head_dim]; Forward::set_qk_smoothing); null or empty: none.
   // engine/ModelRunner hands it to the forward pass of every run through a cache (calibration's
@@ -97,17 +88,5 @@ class KvCache {
   }
   KvDims dims_;
 };
-
-// Reserves room in `cache` for the next n tokens of seq, or for n/2, n/4, ... 1 of them while they
-// do not fit (fewer tokens need fewer fresh pages at once, and a budgeted cache shrinks pages in
-// between). Returns the count reserved; 0 when not even one token fits. The one copy of this loop:
-// prefill (engine/ModelRunner), the engine's scheduler (through kvcache/KvMemory, hence the
-// template) and the synthetic fills of `mpkv bench`.
-template <class Cache>
-int reserve_halving(Cache& cache, int seq, int n) {
-  for (; n >= 1; n /= 2)
-    if (cache.reserve(seq, n)) return n;
-  return 0;
-}
 
 }  // namespace mpkv

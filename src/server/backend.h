@@ -1,6 +1,6 @@
 // What the HTTP layer needs from a model: tokenization and the engine's request interface. The
-// real one is EngineBackend (an Engine and its Tokenizer); EchoBackend stands in for a model in
-// unit tests and the fuzzer, so the handler is tested without loading weights.
+// real one is EngineBackend (an Engine and its Tokenizer); EchoBackend (tests/support/echo_backend.h)
+// stands in for a model in unit tests and the fuzzer, so the handler is tested without loading weights.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "server/api_handler.h"
-#include "server/echo_backend.h"
+#include "support/echo_backend.h"
 
 namespace {
 

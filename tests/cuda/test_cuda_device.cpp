@@ -18,11 +18,11 @@
 #include "attention/paged_attention.h"
 #include "cuda/device/device_buffer.h"
 #include "cuda/device/device_page_store.h"
-#include "cuda/decode_reference.h"
 #include "cuda/device/kernels.h"
 #include "cuda/page_format.h"
 #include "cuda/page_table.h"
 #include "quant/uniform_params.h"
+#include "support/decode_reference.h"
 #include "util/fp16.h"
 
 namespace mpkv::cuda {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "cuda/decode_host.h"
-#include "cuda/decode_reference.h"
 #include "cuda/page_table.h"
+#include "support/decode_reference.h"
 #include "util/error.h"
 
 namespace mpkv::cuda {

@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "gguf/gguf_reader.h"
-#include "gguf/gguf_writer.h"
+#include "support/gguf_writer.h"
 #include "test_support.h"
 #include "util/error.h"
 

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "gguf/gguf_reader.h"
-#include "gguf/gguf_writer.h"
+#include "support/gguf_writer.h"
 #include "test_support.h"
 #include "util/error.h"
 #include "util/fp16.h"

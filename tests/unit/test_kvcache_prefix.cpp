@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/reserve_halving.h"
 #include "kvcache/kv_cache_factory.h"
 #include "kvcache/paged_kv_cache.h"
 #include "test_kvcache_inspection.h"

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "engine/reserve_halving.h"
 #include "kvcache/f16_kv_cache.h"
 #include "test_kvcache_support.h"
 #include "util/cpu_features.h"

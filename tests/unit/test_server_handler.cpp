@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "server/api_handler.h"
-#include "server/echo_backend.h"
 #include "server/http_server.h"
 #include "server/shutdown.h"
+#include "support/echo_backend.h"
 #include "test_server_support.h"
 
 using namespace mpkv;

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "server/echo_backend.h"
+#include "support/echo_backend.h"
 
 namespace mpkv::server::test {
 

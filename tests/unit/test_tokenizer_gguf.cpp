@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "gguf/gguf_reader.h"
-#include "gguf/gguf_writer.h"
+#include "support/gguf_writer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 

@@ -1,6 +1,6 @@
 // GGUF v3 writer: header, key/values in insertion order, tensor infos, then the data section
 // with every tensor padded to the alignment (the layout GgufReader and llama.cpp expect).
-#include "gguf/gguf_writer.h"
+#include "support/gguf_writer.h"
 
 #include <cstdio>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "cuda/decode_reference.h"
+#include "support/decode_reference.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "server/echo_backend.h"
+#include "support/echo_backend.h"
 
 #include <algorithm>
 #include <vector>
