@@ -35,7 +35,10 @@ for p in $PARTS; do
     all) run "kivi_plans_$NAME" f16,$A,$B,$C ;;
     peer) nice -n 10 "$PY" bench/peer_llamacpp.py eval -m $MODEL -f $WIKI -c 8192 --windows 1 -t 1 \
             --kv-types f16 q8_0 q4_0 --flash-attn --json $PEER ;;
-    plot) files=$(ls $E/eval_gemma3_8k.json $E/eval_gemma3_8k_kivi_plans_*.json 2>/dev/null)
+    plot) files=""  # the result files that exist (an ls of a missing one would end the script)
+          for f in $E/eval_gemma3_8k.json $E/eval_gemma3_8k_kivi_plans_*.json; do
+            if [[ -f $f ]]; then files+=" $f"; fi
+          done
           peer=(); [[ -f $PEER ]] && peer=(--peer "$PEER")  # the peer JSON only if its run finished
           # shellcheck disable=SC2086
           "$PY" scripts/plot_eval_ci.py --eval $files "${peer[@]}" \

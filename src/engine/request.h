@@ -26,6 +26,18 @@ enum class FinishReason : uint8_t {
 };
 const char* to_string(FinishReason r);
 
+// The limits every prompt must keep, in one place: the engine refuses a request that breaks them
+// (Engine::add_request), and the server asks the same question first so that its client gets a 400
+// naming the field (src/server/api_handler.cpp). A prompt is not empty, leaves room in the context
+// for at least one generated token (size < n_ctx), and holds only ids in [0, n_vocab).
+struct PromptCheck {
+  enum class Problem : uint8_t { none, empty, too_long, bad_token };
+  Problem problem = Problem::none;
+  int32_t bad_token = 0;  // the first id outside [0, n_vocab) (Problem::bad_token)
+};
+PromptCheck check_prompt(const std::vector<int32_t>& prompt, int n_ctx, int n_vocab);
+inline bool token_id_valid(int32_t id, int n_vocab) { return id >= 0 && id < n_vocab; }
+
 struct RequestParams {
   std::vector<int32_t> prompt;      // token ids; non-empty and shorter than the engine's n_ctx
   int max_tokens = 128;             // >= 1; -1: until end of generation or the context is full

@@ -54,7 +54,12 @@ std::string TextStream::push(std::string_view piece, bool match_stop) {
 
 std::string TextStream::finish() {
   std::string out;
-  if (!stopped_) out.swap(pending_);
+  if (!stopped_) {
+    // A character cut off by the end of generation (a length stop in the middle of it) never
+    // completes: it is dropped, so that only whole characters are shown.
+    pending_.resize(pending_.size() - incomplete_utf8_tail(pending_));
+    out.swap(pending_);
+  }
   pending_.clear();
   return out;
 }

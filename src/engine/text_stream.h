@@ -1,6 +1,6 @@
 // Incremental detokenization with stop strings (engine/request.h): tokens go in one at a time,
-// text comes out as soon as it is safe to show. Held back: a trailing incomplete UTF-8 character,
-// and the longest tail that is a prefix of some stop string (it may still become one). When a stop
+// text comes out as soon as it is safe to show. Held back: a trailing incomplete UTF-8 character
+// (dropped if the request ends before it completes), and the longest tail that is a prefix of some stop string (it may still become one). When a stop
 // string appears, the text before it is released, the rest is dropped and stopped() turns true.
 #pragma once
 #include <string>
@@ -17,7 +17,8 @@ class TextStream {
   // stop strings are not looked for (nor held back) in this push; later pushes look only at what is
   // still held (the engine's min_tokens).
   std::string push(std::string_view piece, bool match_stop = true);
-  // At the end of the request: everything still held (unless a stop string was hit).
+  // At the end of the request: everything still held (unless a stop string was hit), less a
+  // trailing incomplete UTF-8 character, which is dropped.
   std::string finish();
   bool stopped() const { return stopped_; }
 

@@ -55,8 +55,6 @@ class PagedKvCache final : public KvCache, public KvMemory {
   // bitwise independent of the other spans and of the thread count.
   void attend_batch(int layer, const std::vector<AttendSpan>& spans, const float* q, float* out) override;
   int length(int seq, int layer) const override;
-  void remove(int seq) override;
-  bool reserve(int seq, int n_tokens) override;
   std::string stats() const override;
   const std::vector<std::vector<float>>* key_smoothing() const override { return &plan_.smoothing; }
 
@@ -68,6 +66,8 @@ class PagedKvCache final : public KvCache, public KvMemory {
   size_t budget_bytes() const override { return acct_.pool().budget(); }
   size_t bytes_used() const override { return acct_.pool().used(); }
   size_t available_bytes() const override { return acct_.available_bytes(); }
+  bool reserve(int seq, int n_tokens) override;
+  void remove(int seq) override;
   size_t shrink(size_t bytes) override { return acct_.shrink(bytes); }
 
   // Prefix cache (KvMemory; prefix_cache.h). enable: Error without a budget (nothing would ever

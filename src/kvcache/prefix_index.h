@@ -1,6 +1,6 @@
 // The prefix cache's index (docs/serving.md "Prefix cache"): which full pages hold the KV of which
-// token prefix, who holds them, and which are cold. Plain bookkeeping, no KV data: the
-// page store owns the pages and the accountant the budget (kv_accountant.h); the prefix cache
+// token prefix, who holds them, and which are cold. Bookkeeping, no page data (block 0 keeps a
+// copy of the sink rows): the page store owns the pages and the accountant the budget (kv_accountant.h); the prefix cache
 // (prefix_cache.h) asks this index what matches, what is cold and what goes next.
 //
 // A block is one page position of every layer: block 0 covers tokens [0, S + P) (the sink rows and

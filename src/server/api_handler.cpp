@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "engine/request.h"
 #include "server/auth.h"
 
 namespace mpkv::server {
@@ -21,28 +22,40 @@ HttpResponse json_response(int status, const json& body) {
   return r;
 }
 
-// A request the engine will refuse for its length, answered 400 before it is queued.
-void check_context(int n_prompt, const std::optional<int>& max_tokens, int n_ctx, const std::string& param) {
-  if (n_prompt == 0) throw ApiError(400, "the prompt is empty", param);
-  if (n_prompt >= n_ctx)
-    throw ApiError(400,
-                   "this model's context is " + std::to_string(n_ctx) + " tokens; the prompt has " +
-                       std::to_string(n_prompt) + " (it must leave room for at least one generated token)",
-                   param, "context_length_exceeded");
+std::string token_id_message(const std::string& param, int32_t id, int n_vocab) {
+  return "'" + param + "' holds token id " + std::to_string(id) + "; this model's vocabulary is [0, " +
+         std::to_string(n_vocab) + ")";
+}
+
+// Token ids from the client (stop_token_ids, logit_bias, /detokenize) must name tokens.
+void check_token_ids(const std::vector<int32_t>& ids, int n_vocab, const std::string& param) {
+  for (int32_t id : ids)
+    if (!token_id_valid(id, n_vocab)) throw ApiError(400, token_id_message(param, id, n_vocab), param);
+}
+
+// A prompt the engine would refuse (check_prompt, engine/request.h: the one rule), answered 400
+// naming the field before anything is queued; and the OpenAI rule the engine does not have (it
+// stops at the context instead): prompt + max_tokens must fit the context.
+void check_prompt_for_client(const std::vector<int32_t>& tokens, const std::optional<int>& max_tokens, int n_ctx,
+                             int n_vocab, const std::string& param) {
+  const int n_prompt = static_cast<int>(tokens.size());
+  const PromptCheck c = check_prompt(tokens, n_ctx, n_vocab);
+  switch (c.problem) {
+    case PromptCheck::Problem::none: break;
+    case PromptCheck::Problem::empty: throw ApiError(400, "the prompt is empty", param);
+    case PromptCheck::Problem::too_long:
+      throw ApiError(400,
+                     "this model's context is " + std::to_string(n_ctx) + " tokens; the prompt has " +
+                         std::to_string(n_prompt) + " (it must leave room for at least one generated token)",
+                     param, "context_length_exceeded");
+    case PromptCheck::Problem::bad_token: throw ApiError(400, token_id_message(param, c.bad_token, n_vocab), param);
+  }
   if (max_tokens && static_cast<int64_t>(n_prompt) + *max_tokens > n_ctx)
     throw ApiError(400,
                    "this model's context is " + std::to_string(n_ctx) + " tokens; you asked for " +
                        std::to_string(n_prompt + static_cast<int64_t>(*max_tokens)) + " (" + std::to_string(n_prompt) +
                        " in the prompt, " + std::to_string(*max_tokens) + " to generate)",
                    "max_tokens", "context_length_exceeded");
-}
-
-// Token ids from the client (prompts, stop_token_ids, logit_bias, /detokenize) must name tokens.
-void check_token_ids(const std::vector<int32_t>& ids, int n_vocab, const std::string& param) {
-  for (int32_t id : ids)
-    if (id >= n_vocab)
-      throw ApiError(400, "'" + param + "' holds token id " + std::to_string(id) + "; this model's vocabulary is [0, " +
-                              std::to_string(n_vocab) + ")", param);
 }
 
 // The engine's parameters of one choice (the prompt is filled in by the caller).
@@ -190,13 +203,16 @@ std::vector<ChoiceRequest> ApiHandler::choice_requests(Backend& b, const Complet
   for (const auto& [id, bias] : r.logit_bias) check_token_ids({id}, b.n_vocab(), "logit_bias");
   std::vector<std::pair<std::vector<int32_t>, std::string>> prompts;  // tokens, echoed text
   if (r.endpoint == Endpoint::chat) prompts.emplace_back(b.encode_chat(r.messages), "");
-  for (const PromptInput& in : r.prompts) {
-    if (in.is_tokens) check_token_ids(in.tokens, b.n_vocab(), "prompt");
-    prompts.emplace_back(in.is_tokens ? in.tokens : b.encode_prompt(in.text),
-                         !r.echo ? "" : in.is_tokens ? b.decode(in.tokens) : in.text);
-  }
+  for (const PromptInput& in : r.prompts) prompts.emplace_back(in.is_tokens ? in.tokens : b.encode_prompt(in.text), "");
+  // Every prompt is checked before any echo is decoded (an id outside the vocabulary has no text)
+  // and before any choice starts.
   for (const auto& [tokens, echo] : prompts)
-    check_context(static_cast<int>(tokens.size()), r.max_tokens, b.n_ctx(), r.endpoint == Endpoint::chat ? "messages" : "prompt");
+    check_prompt_for_client(tokens, r.max_tokens, b.n_ctx(), b.n_vocab(), r.endpoint == Endpoint::chat ? "messages" : "prompt");
+  if (r.echo)
+    for (size_t i = 0; i < r.prompts.size(); ++i) {
+      const PromptInput& in = r.prompts[i];
+      prompts[prompts.size() - r.prompts.size() + i].second = in.is_tokens ? b.decode(in.tokens) : in.text;
+    }
   std::vector<ChoiceRequest> out;
   for (auto& [tokens, echo] : prompts)
     for (int j = 0; j < r.n; ++j) {

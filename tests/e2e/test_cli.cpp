@@ -9,6 +9,7 @@
 
 #include "fixtures/tiny_model.h"
 #include "test_support.h"
+#include "tokenizer/utf8.h"
 
 namespace mpkv {
 namespace {
@@ -97,6 +98,23 @@ TEST(Cli, ChatAnswersParis) {
       run_cli("generate -m " + m + " --chat -p 'Which city is the capital of France? Answer with one word.' -n 16 --temp 0");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("Paris"), std::string::npos) << r.out;
+}
+
+// A length stop in the middle of a character prints only whole characters (engine/text_stream.h).
+// SmolLM2 spells "\xF0\x9F\x98\x80" in three tokens, and greedy decoding after a row of them
+// continues the row, so 1 or 2 tokens end inside a character. stdout alone is checked (stderr to
+// /dev/null; `| cat` keeps run_cli's 2>&1 off mpkv).
+TEST(Cli, LengthStopInsideACharacterPrintsOnlyWholeCharacters) {
+  const std::string m = test::default_model_path();
+  if (m.empty()) GTEST_SKIP() << "real model absent";
+  const std::string prompt = "\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F\x98\x80";
+  for (int n : {1, 2, 3, 4}) {
+    const auto r = run_cli("generate -m " + m + " -p '" + prompt + "' -n " + std::to_string(n) +
+                           " --temp 0 -t 1 2>/dev/null | cat");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out.rfind(prompt, 0), 0u) << "-n " << n << ": " << r.out;
+    EXPECT_TRUE(utf8_is_valid(r.out)) << "-n " << n << ": " << r.out;
+  }
 }
 
 // bench --kv-plan checks the plan's model identity like generate and ppl (the committed SmolLM2

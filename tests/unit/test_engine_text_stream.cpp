@@ -37,8 +37,19 @@ TEST(TextStream, InvalidBytesAreNotHeldForever) {
   EXPECT_EQ(incomplete_utf8_tail("ab\xE2\x82"), 2u);
   EXPECT_EQ(incomplete_utf8_tail("\xC3\xA9"), 0u);
   TextStream t({});
-  EXPECT_EQ(t.push("\xC3"), "");
-  EXPECT_EQ(t.finish(), "\xC3") << "what is held comes out at the end";
+  EXPECT_EQ(t.push("ab\x80"), "ab\x80") << "bytes that can never complete are not held";
+  EXPECT_EQ(t.finish(), "");
+}
+
+TEST(TextStream, CharacterCutOffByTheEndIsDropped) {
+  // "€" = E2 82 AC split over two tokens and completed; then "😀" = F0 9F 98 80 starts and the
+  // request ends (a length stop) after two of its four bytes.
+  TextStream t({});
+  std::string shown = t.push("x\xE2");
+  shown += t.push("\x82\xAC y\xF0");
+  shown += t.push("\x9F");
+  EXPECT_EQ(shown, "x\xE2\x82\xAC y");
+  EXPECT_EQ(t.finish(), "") << "the cut-off character is dropped, not shown";
 }
 
 TEST(TextStream, StopStringAcrossTokensIsCutAndNotReturned) {
