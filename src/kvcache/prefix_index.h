@@ -1,7 +1,8 @@
 // The prefix cache's index (docs/serving.md "Prefix cache"): which full pages hold the KV of which
 // token prefix, who holds them, and which are cold. Bookkeeping, no page data (block 0 keeps a
-// copy of the sink rows): the page store owns the pages and the accountant the budget (kv_accountant.h); the prefix cache
-// (prefix_cache.h) asks this index what matches, what is cold and what goes next.
+// copy of the sink rows): the page store owns the pages, the accountant the budget
+// (kv_accountant.h), and the prefix cache (prefix_cache.h) asks this index what matches, what is
+// cold and what goes next.
 //
 // A block is one page position of every layer: block 0 covers tokens [0, S + P) (the sink rows and
 // the first page; S = plan.sink, P = plan.page_tokens), block j > 0 tokens [S + jP, S + (j+1)P).
