@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the HTTP API's libFuzzer target (src/server/fuzz_request.cpp: any bytes as the body of any
+# Runs the HTTP API's libFuzzer target (tests/fuzz/server/fuzz_request.cpp: any bytes as the body of any
 # route, including /tokenize and /detokenize, must get an answer, never a crash, a sanitizer
 # report or a 5xx other than 503) for a fixed time, under ASan + UBSan.
 # Usage: scripts/fuzz_request.sh [seconds (default 600)] [build-dir (default build-fuzz)]
