@@ -3,6 +3,7 @@
 // The file is read as GGUF first and the model built from it second, so a model mpkv cannot run
 // (an unsupported architecture or tensor type) still shows its metadata and tensor list, the
 // moment a user needs them, before the error (exit 1).
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -70,6 +71,15 @@ void print_tensors(const GgufReader& g) {
   }
 }
 
+// rope_freqs.weight, when the model has it: how many pairs and the range of the factors.
+void print_rope_factors(const VectorWeight& f) {
+  if (!f.data) return;
+  float lo = f.data[0], hi = f.data[0];
+  for (int64_t j = 1; j < f.n; ++j) lo = std::min(lo, f.data[j]), hi = std::max(hi, f.data[j]);
+  std::printf("rope factors   rope_freqs.weight, %lld pairs, %g .. %g (frequency of pair j divided by factor j)\n",
+              (long long)f.n, lo, hi);
+}
+
 }  // namespace
 
 void register_info(CLI::App& app) {
@@ -93,6 +103,7 @@ void register_info(CLI::App& app) {
     if (model) {
       std::printf("%s", model->config().describe().c_str());
       std::printf("tied output    %s\n", model->weights().tied_output ? "yes" : "no");
+      print_rope_factors(model->weights().rope_freqs);
     }
     if (!model || a->metadata) print_metadata(g);
     print_tensor_summary(g);

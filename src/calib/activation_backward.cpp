@@ -234,8 +234,9 @@ void ActivationBackward<Real>::qkv_forward(int l, int T, Saved& s, bool keep) {
   }
   layer_positions(l, T);
   const double base = c.attn(l).rope_base;
-  rope_rotate(s.q.data(), pos_.data(), T, c.n_head, hd, c.rope_style, base, +1);
-  rope_rotate(s.k.data(), pos_.data(), T, c.n_head_kv, hd, c.rope_style, base, +1);
+  const float* ff = model_.weights().rope_freqs.data;
+  rope_rotate(s.q.data(), pos_.data(), T, c.n_head, hd, c.rope_style, base, ff, +1);
+  rope_rotate(s.k.data(), pos_.data(), T, c.n_head_kv, hd, c.rope_style, base, ff, +1);
   if (c.query_scale != 1.0f)
     for (Real& x : s.q) x *= (Real)c.query_scale;
 }
@@ -548,8 +549,9 @@ void ActivationBackward<Real>::qkv_backward(int l, int T) {
     for (Real& x : dq_) x *= (Real)c.query_scale;
   layer_positions(l, T);
   const double base = c.attn(l).rope_base;
-  rope_rotate(dq_.data(), pos_.data(), T, c.n_head, hd, c.rope_style, base, -1);
-  rope_rotate(dk_.data(), pos_.data(), T, c.n_head_kv, hd, c.rope_style, base, -1);
+  const float* ff = model_.weights().rope_freqs.data;
+  rope_rotate(dq_.data(), pos_.data(), T, c.n_head, hd, c.rope_style, base, ff, -1);
+  rope_rotate(dk_.data(), pos_.data(), T, c.n_head_kv, hd, c.rope_style, base, ff, -1);
   if (c.qk_norm) {
     rmsnorm_backward(s.q_pre.data(), W.q_norm.data(), s.rq.data(), dq_.data(), dq_.data(), T * c.n_head, hd, false);
     rmsnorm_backward(s.k_pre.data(), W.k_norm.data(), s.rk.data(), dk_.data(), dk_.data(), T * c.n_head_kv, hd,

@@ -6,10 +6,11 @@
 // Blocks: llama / qwen2 / qwen3 (SwiGLU, optional q/k/v biases and QK-norm) and gemma3 as the
 // engine's forward runs it (docs/gemma3.md): embeddings x sqrt(d) (no gradient flows into them),
 // GeGLU with tanh GELU, RMSNorms after attention and after the FFN (weights as stored: the GGUF
-// holds 1 + w), QK-norm, the final logit softcap, and per layer its RoPE base / scaling and its
-// sliding window (a query at t sees keys [max(0, t - W + 1), t], so a key gets gradient only from
-// the W queries that see it), and its query scale (gemma3 27B: q is multiplied by it after RoPE, as
-// Forward does, and dq by it on the way back). Not supported: partial RoPE.
+// holds 1 + w), QK-norm, the final logit softcap, the RoPE frequency factors (rope_freqs.weight), and
+// per layer its RoPE base / scaling and its sliding window (a query at t sees keys
+// [max(0, t - W + 1), t], so a key gets gradient only from the W queries that see it), and its
+// query scale (gemma3 27B: q is multiplied by it after RoPE, as Forward does, and dq by it on the
+// way back). Not supported: partial RoPE.
 //
 // The forward sweep follows model/forward.cpp step for step (qkv_forward / attention_block_forward /
 // ffn_forward mirror Forward::attention_block / ffn_block) in Real, without the engine's 8-bit

@@ -72,10 +72,11 @@ void rmsnorm_backward(const Real* x, const Real* w, const Real* inv_rms, const R
 
 template <typename Real>
 void rope_rotate(Real* x, const double* pos, int n, int n_heads, int head_dim, RopeStyle style, double base,
-                 int direction) {
+                 const float* freq_factors, int direction) {
   const int half = head_dim / 2;
   std::vector<double> inv_freq(half);
-  for (int j = 0; j < half; ++j) inv_freq[j] = std::pow(base, -2.0 * j / head_dim);
+  for (int j = 0; j < half; ++j)
+    inv_freq[j] = std::pow(base, -2.0 * j / head_dim) / (freq_factors ? (double)freq_factors[j] : 1.0);
 #pragma omp parallel for if (n > 16)
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < half; ++j) {
@@ -158,7 +159,7 @@ void gated_backward(FfnActivation act, const Real* g, const Real* u, const Real*
   template void gemm_rows_parallel<Real>(bool, int, int, int, Real, const Real*, int, const Real*, int, Real, Real*, int); \
   template void rmsnorm_forward<Real>(const Real*, const Real*, Real*, Real*, int, int, double);                   \
   template void rmsnorm_backward<Real>(const Real*, const Real*, const Real*, const Real*, Real*, int, int, bool); \
-  template void rope_rotate<Real>(Real*, const double*, int, int, int, RopeStyle, double, int);                    \
+  template void rope_rotate<Real>(Real*, const double*, int, int, int, RopeStyle, double, const float*, int);        \
   template void swiglu_forward<Real>(const Real*, const Real*, Real*, int64_t);                                    \
   template void swiglu_backward<Real>(const Real*, const Real*, const Real*, Real*, Real*, int64_t);            \
   template void geglu_tanh_forward<Real>(const Real*, const Real*, Real*, int64_t);                                \

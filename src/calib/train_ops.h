@@ -51,13 +51,14 @@ template <typename Real>
 void rmsnorm_backward(const Real* x, const Real* w, const Real* inv_rms, const Real* dy, Real* dx, int n, int d,
                       bool accumulate);
 
-// Rotates x [n, n_heads, head_dim] in place by angle pos[i] * base^(-2j / head_dim) for pair j
-// (pairs as RopeStyle says). direction -1 rotates back by the same angle: that is the backward
-// (the transpose of a rotation is its inverse), and also undoes a forward. Angles are computed in
-// double whatever Real is.
+// Rotates x [n, n_heads, head_dim] in place by angle pos[i] * base^(-2j / head_dim) / freq_factors[j]
+// for pair j (pairs as RopeStyle says; freq_factors [head_dim / 2] or null for all 1: the model's
+// rope_freqs.weight, docs/models.md "RoPE"). direction -1 rotates back by the same angle: that is the
+// backward (the transpose of a rotation is its inverse), and also undoes a forward. Angles are
+// computed in double whatever Real is.
 template <typename Real>
 void rope_rotate(Real* x, const double* pos, int n, int n_heads, int head_dim, RopeStyle style, double base,
-                 int direction);
+                 const float* freq_factors, int direction);
 
 // h = silu(g) * u elementwise, n elements.
 template <typename Real>

@@ -130,8 +130,8 @@ void Forward::attention_block(KvCache& cache, const std::vector<BatchToken>& bat
     rmsnorm_forward(k_.data(), L.k_norm.data, k_.data(), n * c.n_head_kv, c.head_dim, c.rms_eps);
   }
   if (!qk_lambda_.empty() && !qk_lambda_[l].empty()) apply_qk_smoothing(l, n);
-  rope_forward_qk(q_.data(), c.n_head, k_.data(), c.n_head_kv, pos_.data(), n, c.head_dim, c.rope_style, la.rope_base,
-                  la.rope_scale, pos_scale_);
+  const RopeParams rope{c.rope_style, la.rope_base, la.rope_scale, model_.weights().rope_freqs.data};
+  rope_forward_qk(q_.data(), c.n_head, k_.data(), c.n_head_kv, pos_.data(), n, c.head_dim, rope, pos_scale_);
   if (c.query_scale != 1.0f) scale_inplace(q_.data(), (int64_t)n * c.q_dim(), c.query_scale);
   if (observer_) observer_(l, n, k_.data(), v_.data());
   append_and_attend(cache, batch, l);

@@ -41,7 +41,46 @@ void read_gemma3(const GgufReader& g, ModelConfig& c) {
     if (l % kPattern < kPattern - 1) c.layer_attn[l] = LayerAttention{window, 10000.0f, 1.0f};
 }
 
+// The RoPE scaling keys as llama.cpp reads them (docs/models.md, "RoPE"): `rope.scaling.type`
+// defaults to linear; the factor is `rope.scaling.factor`, else the older `rope.scale_linear`, and 0
+// or absent means 1; type none ignores the factor. yarn and longrope are refused, as is an attention
+// factor (`rope.scaling.attn_factor`, which scales RoPE's cos / sin) other than 1.
+void read_rope_scaling(const GgufReader& g, ModelConfig& c) {
+  const std::string a = c.arch_name + ".";
+  const std::string type_key = a + "rope.scaling.type";
+  const std::string type = g.get_string(type_key, "linear");
+  if (type == "none") {
+    c.rope_scaling = RopeScaling::none;
+  } else if (type == "linear") {
+    c.rope_scaling = RopeScaling::linear;
+  } else if (type == "yarn" || type == "longrope") {
+    throw Error("model " + g.path() + " has " + type_key + " = '" + type +
+                "', which mpkv does not support (supported: none, linear)");
+  } else {
+    throw Error("model " + g.path() + " has unknown " + type_key + " = '" + type +
+                "' (llama.cpp knows none, linear, yarn, longrope; mpkv supports none, linear)");
+  }
+  std::string factor_key = a + "rope.scaling.factor";
+  if (!g.has(factor_key)) factor_key = a + "rope.scale_linear";
+  const double factor = g.get_float(factor_key, 0.0);
+  MPKV_CHECK(std::isfinite(factor) && factor >= 0.0,
+             "model " + g.path() + " has " + factor_key + " = " + std::to_string(factor) + "; it must be >= 0");
+  if (c.rope_scaling == RopeScaling::linear && factor != 0.0) c.rope_scale = (float)factor;
+  const std::string attn_key = a + "rope.scaling.attn_factor";
+  const double attn_factor = g.get_float(attn_key, 1.0);
+  MPKV_CHECK(attn_factor == 1.0, "model " + g.path() + " has " + attn_key + " = " + std::to_string(attn_factor) +
+                                     ", which mpkv does not support (only 1)");
+}
+
 }  // namespace
+
+const char* rope_scaling_name(RopeScaling s) {
+  switch (s) {
+    case RopeScaling::none: return "none";
+    case RopeScaling::linear: return "linear";
+  }
+  return "?";
+}
 
 KvDims ModelConfig::kv_dims() const {
   KvDims d{n_layer, n_head, n_head_kv, head_dim};
@@ -86,13 +125,7 @@ ModelConfig ModelConfig::from_gguf(const GgufReader& g) {
   c.rope_dim = (int)g.get_int(a + "rope.dimension_count", c.head_dim);
   MPKV_CHECK(c.rope_dim == c.head_dim, "partial RoPE (rope.dimension_count " + std::to_string(c.rope_dim) +
                                            " < head_dim) is not supported");
-  const std::string scaling = g.get_string(a + "rope.scaling.type", "none");
-  if (scaling == "linear") {
-    c.rope_scale = (float)g.get_float(a + "rope.scaling.factor", 1.0);
-    MPKV_CHECK(c.rope_scale > 0, "rope.scaling.factor must be positive");
-  } else if (scaling != "none") {
-    throw Error("unsupported RoPE scaling type '" + scaling + "' (supported: none, linear)");
-  }
+  read_rope_scaling(g, c);
   if (c.arch == Arch::llama) {
     c.rope_style = RopeStyle::adjacent;
   } else {
@@ -119,7 +152,8 @@ std::string ModelConfig::describe() const {
     << "ffn            " << d_ffn << "\n"
     << "vocab          " << n_vocab << "\n"
     << "context        " << n_ctx_train << "\n"
-    << "rope           base " << rope_base << ", scale " << rope_scale << ", "
+    << "rope           base " << rope_base << ", scaling " << rope_scaling_name(rope_scaling) << " (scale "
+    << rope_scale << "), "
     << (rope_style == RopeStyle::adjacent ? "adjacent pairs" : "neox pairs") << "\n"
     << "rms eps        " << rms_eps << "\n";
   int n_local = 0;

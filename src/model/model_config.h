@@ -15,6 +15,11 @@ enum class Arch { llama, qwen2, qwen3, gemma3 };
 //   neox:     pairs (j, j + d/2) — qwen2, qwen3.
 enum class RopeStyle { adjacent, neox };
 
+// `<arch>.rope.scaling.type` values mpkv runs (docs/models.md, "RoPE"); yarn and longrope are refused.
+//   none:   positions as they are, whatever the factor says;
+//   linear: positions divided by the factor (rope_scale).
+enum class RopeScaling { none, linear };
+
 // The activation of the gated feed-forward: down(act(gate(x)) * up(x)).
 //   silu:      SwiGLU (llama, qwen)
 //   gelu_tanh: GeGLU with the tanh approximation of GELU (gemma3, as llama.cpp computes it)
@@ -42,6 +47,7 @@ struct ModelConfig {
   int n_ctx_train = 0;      // <arch>.context_length
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
+  RopeScaling rope_scaling = RopeScaling::linear;  // llama.cpp's default when the key is absent
   float rope_scale = 1.0f;  // linear RoPE scaling: position ids are divided by this
   int rope_dim = 0;         // channels rotated per head (== head_dim for supported models)
   RopeStyle rope_style = RopeStyle::adjacent;
@@ -70,5 +76,6 @@ struct ModelConfig {
 };
 
 const char* arch_name(Arch a);
+const char* rope_scaling_name(RopeScaling s);
 
 }  // namespace mpkv

@@ -1,5 +1,8 @@
 #include "model/model_weights.h"
 
+#include <cmath>
+#include <set>
+
 #include "util/error.h"
 
 namespace mpkv {
@@ -17,8 +20,8 @@ class Loader {
   explicit Loader(const GgufReader& g) : g_(g) {}
 
   // A 2-D weight of `rows` outputs x `cols` inputs (GGUF dims = [cols, rows]).
-  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) const {
-    const GgufTensorInfo& t = g_.tensor(name);
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) {
+    const GgufTensorInfo& t = take(name);
     if (t.dims.size() != 2 || t.dims[0] != cols || t.dims[1] != rows) {
       throw Error("tensor '" + name + "' has shape " + dims_str(t.dims) + ", expected [" + std::to_string(cols) +
                   ", " + std::to_string(rows) + "]");
@@ -36,8 +39,8 @@ class Loader {
     return w;
   }
 
-  VectorWeight vec(const std::string& name, int64_t n) const {
-    const GgufTensorInfo& t = g_.tensor(name);
+  VectorWeight vec(const std::string& name, int64_t n) {
+    const GgufTensorInfo& t = take(name);
     if (t.n_elements() != n) {
       throw Error("tensor '" + name + "' has shape " + dims_str(t.dims) + ", expected [" + std::to_string(n) + "]");
     }
@@ -49,9 +52,33 @@ class Loader {
 
   bool has(const std::string& name) const { return g_.find_tensor(name) != nullptr; }
 
+  // Error naming the first tensor of the file that no matrix() / vec() call took.
+  void check_all_used(const ModelConfig& c) const {
+    for (const GgufTensorInfo& t : g_.tensors())
+      if (!used_.count(t.name))
+        throw Error("model " + g_.path() + " has tensor '" + t.name + "' that mpkv does not use for architecture " +
+                    c.arch_name + ": running without it would compute a different model (docs/models.md, \"Tensors\")");
+  }
+
  private:
+  const GgufTensorInfo& take(const std::string& name) {
+    used_.insert(name);
+    return g_.tensor(name);
+  }
+
   const GgufReader& g_;
+  std::set<std::string> used_;
 };
+
+// rope_freqs.weight: F32 [rope_dim / 2], every factor finite and positive (each divides a frequency).
+VectorWeight rope_freq_factors(Loader& ld, const ModelConfig& c) {
+  const VectorWeight f = ld.vec("rope_freqs.weight", c.rope_dim / 2);
+  for (int64_t j = 0; j < f.n; ++j)
+    MPKV_CHECK(std::isfinite(f.data[j]) && f.data[j] > 0.0f,
+               "tensor 'rope_freqs.weight' has factor " + std::to_string(f.data[j]) + " at pair " + std::to_string(j) +
+                   "; RoPE frequency factors must be finite and positive");
+  return f;
+}
 
 }  // namespace
 
@@ -66,6 +93,8 @@ ModelWeights ModelWeights::from_gguf(const GgufReader& g, const ModelConfig& c) 
     w.output = w.token_embd;
     w.tied_output = true;
   }
+  // llama.cpp reads rope_freqs.weight for llama (not for qwen2, qwen3, gemma3): docs/models.md, "RoPE".
+  if (c.arch == Arch::llama && ld.has("rope_freqs.weight")) w.rope_freqs = rope_freq_factors(ld, c);
   w.layers.resize(c.n_layer);
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -93,6 +122,7 @@ ModelWeights ModelWeights::from_gguf(const GgufReader& g, const ModelConfig& c) 
     L.w_up = ld.matrix(p + "ffn_up.weight", c.d_ffn, c.d_model);
     L.w_down = ld.matrix(p + "ffn_down.weight", c.d_model, c.d_ffn);
   }
+  ld.check_all_used(c);
   w.pack_matrices();
   return w;
 }

@@ -32,13 +32,18 @@ struct ModelWeights {
   VectorWeight output_norm;               // [d_model]
   WeightMatrix output;                    // [n_vocab, d_model]; == token_embd when tied
   bool tied_output = false;
+  // llama only: rope_freqs.weight, [rope_dim / 2] per-pair divisors of the RoPE frequencies (Llama
+  // 3.1+ long-context scaling, docs/models.md "RoPE"); data null when the file has none.
+  VectorWeight rope_freqs;
   std::vector<LayerWeights> layers;
   // Owners of the matrices' packed copies (WeightMatrix::packed, matvec_packed.h), made at load
   // for the types that have a packed layout; shared by copies of this struct.
   std::vector<std::shared_ptr<const PackedMatrix>> packed_store;
 
   // Looks up and shape-checks every tensor the architecture needs; throws Error naming the first
-  // missing tensor, wrong shape or unsupported tensor type.
+  // missing tensor, wrong shape or unsupported tensor type, and then the first tensor of the file
+  // that mpkv does not use (running without it would compute something else: docs/models.md,
+  // "Tensors").
   static ModelWeights from_gguf(const GgufReader& gguf, const ModelConfig& config);
 
   // Repacks every layer matrix and the output head whose type has a packed layout.

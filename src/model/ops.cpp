@@ -48,15 +48,19 @@ void rope_row(float* x, int n_heads, int head_dim, RopeStyle style, const float*
 }  // namespace
 
 void rope_forward_qk(float* q, int n_q_heads, float* k, int n_k_heads, const int* pos, int n, int head_dim,
-                     RopeStyle style, float base, float rope_scale, float pos_scale) {
+                     const RopeParams& rope, float pos_scale) {
   const int half = head_dim / 2;
+  const RopeStyle style = rope.style;
   std::vector<float> inv_freq(half);
-  for (int j = 0; j < half; ++j) inv_freq[j] = std::pow(base, -2.0f * (float)j / (float)head_dim);
+  for (int j = 0; j < half; ++j) {
+    inv_freq[j] = std::pow(rope.base, -2.0f * (float)j / (float)head_dim);
+    if (rope.freq_factors) inv_freq[j] /= rope.freq_factors[j];
+  }
   parallel_for(n, n > 4 ? kRowsPerChunk : n, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> cs;
     cs.resize(2 * (size_t)half);
     for (int64_t i = i0; i < i1; ++i) {
-      const float p = (float)pos[i] * pos_scale / rope_scale;
+      const float p = (float)pos[i] * pos_scale / rope.scale;
       for (int j = 0; j < half; ++j) {
         const float theta = p * inv_freq[j];
         cs[2 * j] = std::cos(theta);
@@ -68,9 +72,9 @@ void rope_forward_qk(float* q, int n_q_heads, float* k, int n_k_heads, const int
   });
 }
 
-void rope_forward(float* x, const int* pos, int n, int n_heads, int head_dim, RopeStyle style, float base,
-                  float rope_scale, float pos_scale) {
-  rope_forward_qk(x, n_heads, nullptr, 0, pos, n, head_dim, style, base, rope_scale, pos_scale);
+void rope_forward(float* x, const int* pos, int n, int n_heads, int head_dim, const RopeParams& rope,
+                  float pos_scale) {
+  rope_forward_qk(x, n_heads, nullptr, 0, pos, n, head_dim, rope, pos_scale);
 }
 
 void swiglu_forward(float* gate, const float* up, int64_t n) {

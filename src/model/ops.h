@@ -10,17 +10,27 @@ namespace mpkv {
 // out[i, :] = x[i, :] / rms(x[i, :]) * w, for x [n, d]. out may alias x.
 void rmsnorm_forward(const float* x, const float* w, float* out, int n, int d, float eps);
 
-// Rotates x [n, n_heads, head_dim] in place; token i is at position pos[i] * pos_scale / rope_scale.
-// adjacent style rotates channel pairs (2j, 2j+1), neox style pairs (j, j + head_dim/2); pair j turns
-// by angle position * base^(-2j / head_dim).
-void rope_forward(float* x, const int* pos, int n, int n_heads, int head_dim, RopeStyle style, float base,
-                  float rope_scale, float pos_scale = 1.0f);
+// How one layer's RoPE turns pair j of a token at position p (docs/models.md, "RoPE"):
+//   theta_j = p * pos_scale / scale * base^(-2j / head_dim) / freq_factors[j]
+// as ggml_rope_ext computes it (freq_scale = 1 / scale; freq_factors: llama.cpp's rope_freqs.weight,
+// per-pair divisors of the frequency, e.g. Llama 3.1's long-context factors). adjacent style rotates
+// channel pairs (2j, 2j+1), neox style pairs (j, j + head_dim/2).
+struct RopeParams {
+  RopeStyle style = RopeStyle::adjacent;
+  float base = 10000.0f;
+  float scale = 1.0f;                   // linear scaling: positions are divided by it
+  const float* freq_factors = nullptr;  // [head_dim / 2], each > 0; null: all 1
+};
+
+// Rotates x [n, n_heads, head_dim] in place; token i is at position pos[i] (times pos_scale).
+void rope_forward(float* x, const int* pos, int n, int n_heads, int head_dim, const RopeParams& rope,
+                  float pos_scale = 1.0f);
 
 // rope_forward of the queries q [n, n_q_heads, head_dim] and the keys k [n, n_k_heads, head_dim]
 // (k may be null) in one pass: each (token, pair) angle's cosine and sine computed once for both,
 // and one pool job instead of two; the same bits as two rope_forward calls.
 void rope_forward_qk(float* q, int n_q_heads, float* k, int n_k_heads, const int* pos, int n, int head_dim,
-                     RopeStyle style, float base, float rope_scale, float pos_scale = 1.0f);
+                     const RopeParams& rope, float pos_scale = 1.0f);
 
 // gate[i] = silu(gate[i]) * up[i] for i < n: the SiLU gate of activation_kernels.h (a fixed fp32
 // exp, the same bits at every ISA tier).

@@ -214,6 +214,37 @@ TEST(CliFlags, InfoOnAnUnsupportedArchitectureListsMetadataAndTensors) {
   EXPECT_TRUE(has(r, "error: mpkv cannot run this model")) << r.out;
 }
 
+// A model whose architecture mpkv runs but which has a tensor mpkv does not use, or a RoPE scaling
+// it does not run: info shows what it could read, then the precise reason (docs/models.md).
+TEST(CliFlags, InfoNamesTheTensorOrKeyThatStopsAModel) {
+  const std::string p = test::temp_dir() + "/flags_unused_tensor.gguf";
+  test::TinyModelSpec spec;
+  spec.extra_tensors = {"blk.0.attn_q.bias"};
+  test::write_tiny_model(p, spec);
+  auto r = run_cli("info -m " + p);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(has(r, "llama.block_count")) << r.out;  // the metadata it could read
+  EXPECT_TRUE(has(r, "error: mpkv cannot run this model: model " + p +
+                         " has tensor 'blk.0.attn_q.bias' that mpkv does not use for architecture llama"))
+      << r.out;
+  const std::string q = test::temp_dir() + "/flags_yarn.gguf";
+  spec.extra_tensors.clear();
+  spec.rope_scaling_type = "yarn";
+  test::write_tiny_model(q, spec);
+  r = run_cli("info -m " + q);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(has(r, "llama.rope.scaling.type                  'yarn'")) << r.out;
+  EXPECT_TRUE(has(r, "has llama.rope.scaling.type = 'yarn', which mpkv does not support")) << r.out;
+  // A model it runs shows its RoPE factors.
+  const std::string f = test::temp_dir() + "/flags_rope_freqs.gguf";
+  spec.rope_scaling_type.clear();
+  spec.rope_freqs = {1, 1, 2, 2, 4, 4, 8, 8};
+  test::write_tiny_model(f, spec);
+  r = run_cli("info -m " + f);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(has(r, "rope factors   rope_freqs.weight, 8 pairs, 1 .. 8")) << r.out;
+}
+
 TEST(CliFlags, TokenizeShowsPiecesAndReadsAFile) {
   const std::string file = test::temp_dir() + "/flags_tok.txt";
   std::ofstream(file) << "ab";

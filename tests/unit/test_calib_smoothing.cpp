@@ -95,8 +95,8 @@ TEST(Smoothing, QueryKeyDotUnchangedThroughRope) {
     apply_smoothing(s, 0, n, qs.data(), ks.data());
     std::vector<int> pos(n);
     for (int i = 0; i < n; ++i) pos[i] = 37 * i + 5;
-    for (auto* x : {&q, &qs}) rope_forward(x->data(), pos.data(), n, H, hd, style, 10000.0f, 1.0f, 4.0f);
-    for (auto* x : {&k, &ks}) rope_forward(x->data(), pos.data(), n, Hkv, hd, style, 10000.0f, 1.0f, 4.0f);
+    for (auto* x : {&q, &qs}) rope_forward(x->data(), pos.data(), n, H, hd, RopeParams{style, 10000.0f, 1.0f}, 4.0f);
+    for (auto* x : {&k, &ks}) rope_forward(x->data(), pos.data(), n, Hkv, hd, RopeParams{style, 10000.0f, 1.0f}, 4.0f);
     double changed = 0;
     for (int a = 0; a < n; ++a)
       for (int b = 0; b < n; ++b)

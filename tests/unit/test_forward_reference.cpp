@@ -49,10 +49,13 @@ std::vector<double> rmsnorm(const std::vector<double>& x, const float* w, int of
   return y;
 }
 
-void rope(std::vector<double>& x, int n_heads, int hd, int pos, bool adjacent, double base) {
+// Pair j of a token at position pos turns by pos / scale * base^(-2j / hd) / ff[j] (ff empty: 1):
+// llama.cpp's ggml_rope_ext with freq_scale = 1 / scale and freq_factors = rope_freqs.weight.
+void rope(std::vector<double>& x, int n_heads, int hd, int pos, bool adjacent, double base, double scale,
+          const std::vector<double>& ff) {
   for (int h = 0; h < n_heads; ++h)
     for (int j = 0; j < hd / 2; ++j) {
-      const double th = pos * std::pow(base, -2.0 * j / hd);
+      const double th = pos / scale * std::pow(base, -2.0 * j / hd) / (ff.empty() ? 1.0 : ff[j]);
       const int a = adjacent ? 2 * j : j, b = adjacent ? 2 * j + 1 : j + hd / 2;
       const double x0 = x[h * hd + a], x1 = x[h * hd + b];
       x[h * hd + a] = x0 * std::cos(th) - x1 * std::sin(th);
@@ -68,6 +71,8 @@ struct RefArch {
   int window = 0;              // gemma: layers l % 6 < 5 see the last `window` positions (0: none)
   double rope_base = 10000.0;  // global layers (gemma local layers: 10000)
   double softcap = 0.0;        // logits -> cap * tanh(logits / cap)
+  double rope_scale = 1.0;     // global layers: positions divided by it (linear scaling)
+  std::vector<double> rope_freqs;  // every layer: pair j's frequency divided by rope_freqs[j]
 };
 
 RefArch ref_arch(const test::TinyModelSpec& s) {
@@ -77,6 +82,9 @@ RefArch ref_arch(const test::TinyModelSpec& s) {
   r.window = r.gemma ? s.sliding_window : 0;
   r.rope_base = s.rope_base;
   r.softcap = s.final_softcap;
+  // llama.cpp: an absent scaling type is linear; none ignores the factor; factor 0 / absent is 1.
+  if (s.rope_scaling_type != "none" && s.rope_scaling_factor != 0.0f) r.rope_scale = s.rope_scaling_factor;
+  r.rope_freqs.assign(s.rope_freqs.begin(), s.rope_freqs.end());
   return r;
 }
 
@@ -145,9 +153,9 @@ std::vector<std::vector<double>> reference_logits(const Model& m, const std::vec
         rmsnorm_heads(q, lw.q_norm.data, c.n_head, hd, eps);
         rmsnorm_heads(k, lw.k_norm.data, c.n_head_kv, hd, eps);
       }
-      const double base = local ? 10000.0 : a.rope_base;
-      rope(q, c.n_head, hd, (int)t, a.adjacent_rope, base);
-      rope(k, c.n_head_kv, hd, (int)t, a.adjacent_rope, base);
+      const double base = local ? 10000.0 : a.rope_base, scale = local ? 1.0 : a.rope_scale;
+      rope(q, c.n_head, hd, (int)t, a.adjacent_rope, base, scale, a.rope_freqs);
+      rope(k, c.n_head_kv, hd, (int)t, a.adjacent_rope, base, scale, a.rope_freqs);
       K[l].push_back(k);
       V[l].push_back(v);
       const size_t lo = local && (int)t >= a.window ? t - a.window + 1 : 0;
@@ -199,18 +207,23 @@ class ForwardReference : public ::testing::TestWithParam<std::string> {};
 
 // The tiny model of each architecture. gemma3: one KV head of head_dim 32 != d_model / n_head,
 // 6 layers (0-4 sliding-window, 5 global), a window of 5 positions (shorter than the 24-token
-// sequence), a global RoPE base of 1e6 and a final logit softcap.
-test::TinyModelSpec reference_spec(const std::string& arch) {
-  if (arch == "gemma3") return test::tiny_gemma3_spec(5);
+// sequence), a global RoPE base of 1e6 and a final logit softcap. llama_rope_freqs: llama with a
+// rope_freqs.weight (docs/models.md, "RoPE") whose factors are far from 1 on the fast pairs, which
+// turn most over 24 positions (Llama 3.1's are 1 there and up to 8 on the slow ones: this moves the
+// logits more). llama_linear: llama with `rope.scaling.type` linear, factor 4.
+test::TinyModelSpec reference_spec(const std::string& variant) {
+  if (variant == "gemma3") return test::tiny_gemma3_spec(5);
   test::TinyModelSpec spec;
-  spec.arch = arch;
-  spec.tied_output = arch != "qwen2";
+  spec.arch = variant.substr(0, variant.find('_'));
+  spec.tied_output = variant != "qwen2";
+  if (variant == "llama_rope_freqs") spec.rope_freqs = {1.0f, 1.5f, 2.5f, 0.7f, 4.0f, 8.0f, 3.0f, 1.25f};
+  if (variant == "llama_linear") spec.rope_scaling_type = "linear", spec.rope_scaling_factor = 4.0f;
   return spec;
 }
 
 TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
   const test::TinyModelSpec spec = reference_spec(GetParam());
-  const std::string path = test::temp_dir() + "/tiny_" + spec.arch + ".gguf";
+  const std::string path = test::temp_dir() + "/tiny_" + GetParam() + ".gguf";
   test::write_tiny_model(path, spec);
   auto model = Model::load(path);
   const ModelConfig& c = model->config();
@@ -256,7 +269,38 @@ TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ForwardReference, ::testing::Values("llama", "qwen2", "qwen3", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Archs, ForwardReference,
+                         ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "llama_rope_freqs", "llama_linear"));
+
+// The two RoPE variants above can fail on what they test: the same weights without the frequency
+// factors (or without the linear scaling) move the reference by more than twice the bound (measured:
+// 9.5% and 14% of the largest logit, against mpkv's 0.7% and 0.9% from the right reference), and the
+// model mpkv loads misses that reference.
+TEST(ForwardReference, RopeFactorsAndLinearScalingAreObservable) {
+  for (const std::string variant : {"llama_rope_freqs", "llama_linear"}) {
+    const test::TinyModelSpec spec = reference_spec(variant);
+    ASSERT_EQ(spec.arch, "llama");
+    auto model = test::load_tiny_model("tiny_observable_" + variant, spec);
+    const ModelConfig& c = model->config();
+    const int T = 24;
+    std::vector<int32_t> toks(T);
+    for (int i = 0; i < T; ++i) toks[i] = (i * 37 + 11) % c.n_vocab;
+    RefArch arch = ref_arch(spec);
+    const auto ref = reference_logits(*model, toks, arch);
+    arch.rope_freqs.clear();
+    arch.rope_scale = 1.0;
+    const auto ref_plain = reference_logits(*model, toks, arch);
+    double moved = 0;
+    for (int i = 0; i < T; ++i)
+      for (int v = 0; v < c.n_vocab; ++v) moved = std::max(moved, std::fabs(ref[i][v] - ref_plain[i][v]));
+    const std::vector<float> lg = prefill_logits(*model, c.kv_dims(), toks);
+    std::printf("%s: dropping it moves the reference by %.4f, mpkv is %.4f from the reference and %.4f from the dropped one\n",
+                variant.c_str(), moved / max_abs(ref), max_err(lg, ref) / max_abs(ref), max_err(lg, ref_plain) / max_abs(ref_plain));
+    EXPECT_GT(moved / max_abs(ref), 2 * kDecodeVsReferenceRel) << variant;
+    EXPECT_GT(max_err(lg, ref_plain) / max_abs(ref_plain), kDecodeVsReferenceRel)
+        << variant << ": mpkv's logits must not be those of the model without its RoPE scaling";
+  }
+}
 
 // The gemma3 test above can fail on the window: without it (every layer global) the reference
 // moves by far more than the bound, and a cache given no windows misses the reference.
