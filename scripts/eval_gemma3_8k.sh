@@ -6,14 +6,15 @@
 # CPU-minutes at 8K (1 thread), so on a shared machine the matrix is split into runs (parts a b c) that
 # each carry their own f16 row (bit-identical across runs: the reference of KL and of the paired
 # intervals). Part `all` is the same 15 rows as ONE run (lockstep decoding reads each step's weights
-# once for every stream, and f16 runs once), into eval_gemma3_8k_kivi_plans_NAME (NAME default s6).
+# once for every stream, and f16 runs once), into eval_gemma3_8k_kivi_plans_NAME (NAME default matrix: the
+# whole 15-row matrix).
 # Usage: scripts/eval_gemma3_8k.sh [BUILD_DIR] [PART...]   (default build; parts: a b c all peer plot,
 # default a b c peer plot)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}; shift || true
 PARTS=${*:-a b c peer plot}
-NAME=${NAME:-s6}
+NAME=${NAME:-matrix}
 MODEL=models/gemma-3-270m-q4_k_m.gguf
 WIKI=../shared/data/wikitext-2/test.txt
 E=docs/results/eval

@@ -14,9 +14,11 @@
 #          docs/results/eval/eval_smollm2_8k_NAME.{json,md}
 #   peer   llama.cpp f16 / q8_0 / q5_0 (+ its no-flash-attention floor) on the same window
 # Usage: scripts/eval_smollm2_8k.sh [BUILD_DIR] [calib] [plans] [eval] [peer]   (default: build, all)
-# Env: THREADS (default 1), ROWS (eval methods after f16), NAME (eval output name), PY (python with
-# llama-cpp-python, e.g. .venv-bench/bin/python from scripts/install_peer.sh). On the shared machine of session 5 the
-# rows ran as three evals (eval.md section 8 lists them); on an idle one the default ROWS is one run.
+# Env: THREADS (default 1), ROWS (eval methods after f16), NAME (eval output name; default goal_rows: the
+# default ROWS are the rows that decide the goals, 2 to 4 bits), PY (python with llama-cpp-python, e.g.
+# .venv-bench/bin/python from scripts/install_peer.sh). On a shared machine those rows ran as several evals,
+# each NAME saying its rows (eval.md section 8: kivi25, combined_sb35_pmkvq2, ratequant25, fixed25, 3bit; and
+# kv_splits, the other K/V splits); on an idle one the default ROWS is one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -30,7 +32,7 @@ E=docs/results/eval
 THREADS=${THREADS:-1}
 PY=${PY:-python3}
 ROWS=${ROWS:-plan:combined-sb3.5_2.2,pmkvq:2,kivi:2,kivi:2.5,ratequant:2.5,plan:fixed_2.5,kivi:3,ratequant:3,plan:fixed_3,kivi:4}
-NAME=${NAME:-s5}
+NAME=${NAME:-goal_rows}
 REPORT=$K/calibration_report_kivi.json
 export OMP_WAIT_POLICY=passive
 
