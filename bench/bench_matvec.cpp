@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "gguf/ggml_types.h"
+#include "matvec/machine_limits.h"
 #include "matvec/matvec.h"
 #include "matvec/matvec_packed.h"
 #include "model/model.h"
@@ -69,22 +70,6 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-// Read-sum over `buf` split across `threads` threads; returns GB/s (median of `reps`).
-double bandwidth_probe(const std::vector<uint64_t>& buf, int threads, int reps) {
-  std::vector<double> times;
-  volatile uint64_t sink = 0;
-  for (int rep = 0; rep < reps; ++rep) {
-    const auto t0 = Clock::now();
-    uint64_t total = 0;
-    const int64_t n = (int64_t)buf.size();
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
-    for (int64_t i = 0; i < n; i += 4) total += buf[i] + buf[i + 1] + buf[i + 2] + buf[i + 3];
-    times.push_back(seconds_since(t0));
-    sink = sink + total;
-  }
-  return (double)buf.size() * 8 / median(times) / 1e9;
 }
 
 // Random codes with sane fp16 scales (d ~ 0.01, m ~ -0.1) in every block of `type` (the K-quants'
@@ -189,78 +174,6 @@ double cpu_seconds_per_call(const Shape& s, int n, bool packed = false) {
   return median(times);
 }
 
-// ---- int8 multiply-add peak probes: kProbeAcc independent accumulators, so throughput, not
-// latency, bounds the loop; the empty asm keeps the operands opaque to the compiler. ----
-constexpr int kProbeAcc = 12;
-constexpr int64_t kProbeIters = 4000000;
-
-struct Probe {
-  const char* name;
-  double macs_per_s;
-};
-
-double probe_rate(double macs_per_iter, void (*loop)()) {
-  std::vector<double> rates;
-  for (int rep = 0; rep < 5; ++rep) {
-    const double t0 = thread_cpu_seconds();
-    loop();
-    rates.push_back(macs_per_iter * (double)kProbeIters / (thread_cpu_seconds() - t0));
-  }
-  return median(rates);
-}
-
-// (Lambdas would not inherit the target attribute, so each loop is a function of its own.)
-__attribute__((target("avx2"))) void loop_maddubs256() {
-  __m256i acc[kProbeAcc];
-  for (auto& a : acc) a = _mm256_setzero_si256();
-  __m256i u = _mm256_set1_epi8(3), v = _mm256_set1_epi8(-2);
-  for (int64_t i = 0; i < kProbeIters; ++i) {
-    __asm__ volatile("" : "+x"(u), "+x"(v));
-    for (auto& a : acc) a = _mm256_add_epi16(a, _mm256_maddubs_epi16(u, v));
-  }
-  __m256i t = acc[0];
-  for (int k = 1; k < kProbeAcc; ++k) t = _mm256_xor_si256(t, acc[k]);
-  __asm__ volatile("" : : "x"(t));
-}
-
-__attribute__((target("avx512f,avx512vl,avx512vnni"))) void loop_vnni256() {
-  __m256i acc[kProbeAcc];
-  for (auto& a : acc) a = _mm256_setzero_si256();
-  __m256i u = _mm256_set1_epi8(3), v = _mm256_set1_epi8(-2);
-  for (int64_t i = 0; i < kProbeIters; ++i) {
-    __asm__ volatile("" : "+v"(u), "+v"(v));
-    for (auto& a : acc) a = _mm256_dpbusd_epi32(a, u, v);
-  }
-  __m256i t = acc[0];
-  for (int k = 1; k < kProbeAcc; ++k) t = _mm256_xor_si256(t, acc[k]);
-  __asm__ volatile("" : : "v"(t));
-}
-
-__attribute__((target("avx512f,avx512vnni"))) void loop_vnni512() {
-  __m512i acc[kProbeAcc];
-  for (auto& a : acc) a = _mm512_setzero_si512();
-  __m512i u = _mm512_set1_epi8(3), v = _mm512_set1_epi8(-2);
-  for (int64_t i = 0; i < kProbeIters; ++i) {
-    __asm__ volatile("" : "+v"(u), "+v"(v));
-    for (auto& a : acc) a = _mm512_dpbusd_epi32(a, u, v);
-  }
-  __m512i t = acc[0];
-  for (int k = 1; k < kProbeAcc; ++k) t = _mm512_xor_si512(t, acc[k]);
-  __asm__ volatile("" : : "v"(t));
-}
-
-// The probes this CPU can run; the first entry of the result is the best.
-std::vector<Probe> int8_peak_probes() {
-  std::vector<Probe> p;
-  if ((int)best_isa() >= (int)Isa::avx2) p.push_back({"vpmaddubsw ymm", probe_rate(kProbeAcc * 32.0, loop_maddubs256)});
-  if ((int)best_isa() >= (int)Isa::avx512 && cpu_has_avx512_vnni()) {
-    p.push_back({"vpdpbusd ymm", probe_rate(kProbeAcc * 32.0, loop_vnni256)});
-    p.push_back({"vpdpbusd zmm", probe_rate(kProbeAcc * 64.0, loop_vnni512)});
-  }
-  std::sort(p.begin(), p.end(), [](const Probe& a, const Probe& b) { return a.macs_per_s > b.macs_per_s; });
-  return p;
-}
-
 // Gemma-3-270M's decode matrices (d_model 640, 4 heads x 256 = 1024, 1 KV head, ffn 2048, vocab
 // 262144; its Q4_K_M file's types: `mpkv info --tensors`); per_token = matrices of the shape per step.
 const Shape kGemmaShapes[] = {
@@ -273,9 +186,9 @@ const Shape kGemmaShapes[] = {
 template <size_t S, size_t W>
 void print_batch_table(const Shape (&shapes)[S], const int (&widths)[W]) {
   omp_set_num_threads(1);
-  const std::vector<Probe> probes = int8_peak_probes();
+  const std::vector<Int8PeakProbe> probes = int8_peak_probes();
   std::printf("int8 multiply-add peak of one core (thread CPU time, median of 5):");
-  for (const Probe& p : probes) std::printf("  %s %.1f GMAC/s", p.name, p.macs_per_s / 1e9);
+  for (const Int8PeakProbe& p : probes) std::printf("  %s %.1f GMAC/s", p.name, p.macs_per_s / 1e9);
   const double peak = probes.empty() ? 0.0 : probes[0].macs_per_s;
   std::printf("\n  peak = %.1f GMAC/s (%s)\n", peak / 1e9, probes.empty() ? "no SIMD probe" : probes[0].name);
   std::printf("matmul_rows with n rows, 1 thread, %s kernels, hot: us of thread CPU time per activation row, "
@@ -452,10 +365,8 @@ int main(int argc, char** argv) {
   std::printf("mpkv bench_matvec  (best ISA %s, active %s, %d hardware threads)\n\n", isa_name(best_isa()),
               isa_name(active_isa()), omp_get_num_procs());
 
-  std::vector<uint64_t> probe((size_t)256 << 20 >> 3);
-  for (size_t i = 0; i < probe.size(); ++i) probe[i] = i;
-  const double bw1 = bandwidth_probe(probe, 1, quick ? 5 : 11), bw2 = bandwidth_probe(probe, 2, quick ? 5 : 11);
-  probe = {};
+  const size_t probe_bytes = size_t(256) << 20;
+  const double bw1 = read_bandwidth_gbs(1, probe_bytes, quick ? 5 : 11), bw2 = read_bandwidth_gbs(2, probe_bytes, quick ? 5 : 11);
   std::printf("memory bandwidth (read-sum over 256 MiB): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n\n", bw1, bw2);
 
   std::vector<const MatvecKernels*> variants = {&matvec_kernels_ref()};

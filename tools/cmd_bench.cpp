@@ -15,6 +15,8 @@
 //            sequence_bytes_bound: full pages at their final bits, the newest at 16). With --synthetic
 //            the fill appends random K/V straight into the cache instead of running the model
 //            (speed only: contexts beyond what prefill can reach in reasonable time, e.g. 32K).
+// Last, a roofline row per decode figure (bench_roofline.h): the bytes a step reads and the int8
+// multiply-adds it does against the read bandwidth and int8 peak probed at start-up.
 // The KV cache is built from the --kv-* options (kv_cache_factory.h); a --kv-plan must belong to
 // the model, and its smoothing scales are applied as generate and ppl apply them.
 #include <algorithm>
@@ -26,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_roofline.h"
 #include "cli_options.h"
 #include "cli_util.h"
 #include "commands.h"
@@ -133,6 +136,7 @@ struct DecodeRun {
 
 struct DecodeRate {
   double tok_s, cpu_tok_s, kv_mib;  // aggregate tokens per wall / per CPU second; the pool's peak
+  StepWork step;                    // what the last step read and multiplied (bench_roofline.h)
 };
 
 // One timed run from an empty cache.
@@ -157,8 +161,10 @@ DecodeRate time_decode(const Model& model, const KvCacheOptions& kv, const Decod
       runner.run(b, logits);
     }
   }
-  const double tokens = (double)d.n_gen * d.parallel;
-  return {tokens / (now_s() - t0), tokens / (cpu_s() - c0), cache->pool().peak_used() / 1048576.0};
+  const double tokens = (double)d.n_gen * d.parallel, wall = now_s() - t0, cpu = cpu_s() - c0;
+  const int calls = (d.parallel + per_call - 1) / per_call;
+  return {tokens / wall, tokens / cpu, cache->pool().peak_used() / 1048576.0,
+          decode_step_work(model, *cache, d.parallel, calls, d.ctx + d.n_gen - 1)};
 }
 
 // --parallel 0: as many sequences as the budget holds to the end of the run.
@@ -228,8 +234,11 @@ void register_bench(CLI::App& app) {
     const std::string kv = describe(a->kv);
     std::printf("mpkv bench: %s, %d threads, isa %s, kv %s, median +/- standard deviation of %d runs\n", c.name.c_str(), threads,
                 isa_name(active_isa()), kv.c_str(), a->reps);
+    const MachineLimits limits = probe_machine_limits(threads);
     nlohmann::json out = {{"engine", "mpkv"}, {"model", a->model}, {"threads", threads}, {"isa", isa_name(active_isa())},
-                          {"kv", kv}, {"parallel", a->parallel}, {"synthetic", a->synthetic}};
+                          {"kv", kv}, {"parallel", a->parallel}, {"synthetic", a->synthetic},
+                          {"machine", {{"read_gb_s", limits.read_gbs}, {"int8_peak_macs", limits.int8_peak_macs},
+                                       {"int8_peak_probe", limits.peak_probe}}}};
 
     std::vector<double> pf;
     for (int r = 0; r < a->reps; ++r) {
@@ -244,27 +253,35 @@ void register_bench(CLI::App& app) {
     out["prefill"]["tokens"] = a->prompt;
     out["n_gen"] = a->decode;
 
+    std::vector<std::string> roofline;
     for (int ctx : a->depths) {
       for (int width : a->parallel) {
         const int parallel = width > 0 ? width : admitted_sequences(a->kv, dims, ctx + a->decode);
         const DecodeRun run{ctx, parallel, a->decode, a->max_batch, a->batch, a->synthetic};
         std::vector<double> dv, cpu;
         double kv_mib = 0;
+        StepWork step;
         for (int r = 0; r < a->reps; ++r) {
-          const DecodeRate x = time_decode(*model, a->kv, run, ids);
+          DecodeRate x = time_decode(*model, a->kv, run, ids);
           dv.push_back(x.tok_s);
           cpu.push_back(x.cpu_tok_s);
           kv_mib = x.kv_mib;
+          step = std::move(x.step);
         }
+        const double step_seconds = parallel / median(dv);
         std::printf("decode %4d @ depth %5d %s%s   (KV %.1f MiB; %.1f tok per CPU-second)\n", a->decode, ctx,
                     figure(dv).c_str(), parallel > 1 ? (" (" + std::to_string(parallel) + " sequences)").c_str() : "",
                     kv_mib, median(cpu));
+        roofline.push_back(roofline_row(ctx, parallel, step, step_seconds, limits));
         nlohmann::json d = figure_json(dv);
         d.update({{"context", ctx}, {"depth", ctx}, {"kv_mib", kv_mib}, {"sequences", parallel},
-                  {"cpu_tok_s", median(cpu)}, {"cpu_tok_s_runs", cpu}});
+                  {"cpu_tok_s", median(cpu)}, {"cpu_tok_s_runs", cpu},
+                  {"roofline", roofline_json(step, step_seconds, limits)}});
         out["decode"].push_back(d);
       }
     }
+    std::printf("roofline of a decode step (%s):\n%s\n", describe(limits).c_str(), roofline_header().c_str());
+    for (const std::string& row : roofline) std::printf("%s\n", row.c_str());
     if (!a->json.empty()) write_file_atomic(a->json, out.dump(2) + "\n");
   });
 }

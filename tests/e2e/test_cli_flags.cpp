@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "fixtures/tiny_model.h"
 #include "test_support.h"
 
@@ -317,6 +319,39 @@ TEST(CliFlags, BenchSweepsBatchWidthsAtEveryDepth) {
                                                   "decode +2 @ depth +32 [^(\n]*\\(KV[^\n]*\n"
                                                   "decode +2 @ depth +32 [^\n]*\\(3 sequences\\)")))
       << r.out;
+}
+
+// The roofline table and JSON (tools/bench_roofline.h): the work of a decode step counted by hand
+// for the tiny llama model (2 layers, d_model 64, 4 heads and 2 KV heads of 16, ffn 96, vocab 300,
+// tied output): weight multiply-adds per token 2 x (64x64 + 32x64 + 32x64 + 64x64 + 3 x 96x64)
+// + 300x64 = 80640, attention 2 layers x 4 heads x 33 rows x 16 x 2 = 8448 at depth 32 + 1 token;
+// KV read per sequence: all 33 positions still fp16 (window 128): 2 layers x 33 x 2 heads x 16 x
+// 2 bytes x (K, V) = 8448 bytes.
+TEST(CliFlags, BenchRooflineCountsTheBytesAndMultiplyAddsOfAStep) {
+  const std::string json = test::temp_dir() + "/flags_bench_roofline.json";
+  const auto r = run_cli("bench -m " + tiny_model() + " -t 1 -p 8 -n 1 -d 32 -r 1 --synthetic --parallel 1,3 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("roofline of a decode step \\(read probe [0-9.]+ GB/s with 1 thread; "
+                                                  "int8 peak [0-9.]+ GMAC/s"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\n +32 +3 +[0-9.]+ [^\n]*16:0\\.02 [^\n]*(read bandwidth|int8 multiply-add peak)\n")))
+      << r.out;
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["decode"].size(), 2u);
+  double weights = -1;
+  for (const auto& d : j["decode"]) {
+    const int seqs = d["sequences"].get<int>();
+    const auto& roof = d["roofline"];
+    const double macs = roof["gmac_s"].get<double>() * 1e9 * roof["step_seconds"].get<double>();
+    EXPECT_NEAR(macs, seqs * (80640.0 + 8448.0), 1e-6 * macs) << roof.dump();
+    EXPECT_EQ(roof["kv_bytes_by_bits"].size(), 1u) << roof.dump();
+    EXPECT_EQ(roof["kv_bytes_by_bits"]["16"].get<double>(), seqs * 8448.0) << roof.dump();
+    EXPECT_EQ(roof["kv_bytes"].get<double>(), seqs * 8448.0) << roof.dump();
+    if (weights < 0) weights = roof["weight_bytes"].get<double>();
+    EXPECT_EQ(roof["weight_bytes"].get<double>(), weights) << "one forward call per step reads the weights once";
+    EXPECT_GT(roof["read_probe_fraction"].get<double>(), 0.0);
+  }
+  EXPECT_GT(j["machine"]["read_gb_s"].get<double>(), 0.0);
 }
 
 // ---- result files ----
