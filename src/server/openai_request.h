@@ -60,7 +60,7 @@ struct CompletionRequest {
   float presence_penalty = 0.0f, frequency_penalty = 0.0f;  // [-2, 2]
   std::vector<std::pair<int32_t, float>> logit_bias;          // ids >= 0 (keys are decimal strings), [-100, 100]
   // chat: chat_template_kwargs, an object whose entries become variables of the model's chat
-  // template (docs/chat_templates.md); name -> the value's JSON text, in the order sent.
+  // template (docs/chat_templates.md); name -> the value's JSON text, sorted by name.
   std::vector<std::pair<std::string, std::string>> chat_template_kwargs;
   std::vector<std::string> unknown_fields;  // top-level names not in the known table (sorted)
 };
