@@ -1,7 +1,7 @@
 // The Jinja chat-template path (tokenizer/chat_template.h, docs/chat_templates.md) against prompts
 // written by hand from the templates' documented formats, the inputs llama.cpp's server gives a
 // template, and the errors a bad template or bad input gets. No golden file is involved here:
-// tests/golden/test_chat_template_golden.cpp compares with llama.cpp's own output when it exists.
+// tests/golden/test_tokenizer_template_golden.cpp compares with llama.cpp's own output when it exists.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
