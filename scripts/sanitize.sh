@@ -12,6 +12,7 @@ JOBS=${JOBS:-$(nproc)}
 # Needs the Debian packages scripts/setup.sh installs (run it once first).
 scripts/get_model.sh || echo "sanitize: default model unavailable; tests that need it skip"
 scripts/get_model.sh gemma3-270m || echo "sanitize: Gemma 3 270M unavailable; tests that need it skip"
+scripts/get_jinja.sh   # CMake needs the Jinja engine (docs/chat_templates.md)
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMPKV_SANITIZE=ON
 cmake --build "$BUILD_DIR" -j "$JOBS"
 cd "$BUILD_DIR"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what mpkv needs on a fresh Debian machine (idempotent), fetches the default model and
-# builds. Usage: scripts/setup.sh [build-dir [target...]]   (default: build, every target)
+# builds (scripts/get_jinja.sh fetches the Jinja engine CMake needs).
+# Usage: scripts/setup.sh [build-dir [target...]]   (default: build, every target)
 # The build folder is reused: a second run configures nothing new and rebuilds only what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 scripts/get_model.sh
+scripts/get_jinja.sh   # llama.cpp's Jinja engine and chat templates into .third_party/ (CMake needs it)
 
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)" ${TARGETS[@]+--target "${TARGETS[@]}"}

@@ -150,6 +150,9 @@ void run_generate(const GenerateArgs& a, const CLI::App* sub) {
   auto model = Model::load(a.model);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   kv.model = kv_model_identity(*model);  // a --kv-plan for another model is an Error
+  if (a.chat && !tok.has_chat_template())  // docs/chat_templates.md, "Without a template"
+    std::fprintf(stderr, "[chat] the model has no tokenizer.chat_template: --chat uses the %s format\n",
+                 tok.chat_format_description().c_str());
   auto cache = make_kv_cache(kv, model->config().kv_dims());
   warn_if_nothing_quantized(cache->plan(), a.n_ctx);
   if (a.verbose) {

@@ -82,6 +82,9 @@ void run_serve(ServeArgs a) {
   kv.model = kv_model_identity(*model);
   Engine engine(*model, tok, make_kv_cache(kv, model->config().kv_dims()), a.engine);
   server::EngineBackend backend(engine);
+  if (!tok.has_chat_template())  // docs/chat_templates.md, "Without a template"
+    std::fprintf(stderr, "[serve] the model has no tokenizer.chat_template: chat requests use the %s format\n",
+                 tok.chat_format_description().c_str());
   server::EngineLoop loop(engine);
   handler.set_backend(&backend);
   std::fprintf(stderr, "[serve] ready: model %s, %s, n_ctx %d, max %d sequences, %d tokens per step, queue %d, %d threads%s\n",

@@ -158,7 +158,7 @@ Backend& ApiHandler::ready_backend() {
 HttpResponse ApiHandler::tokenize(const std::string& body) {
   const TokenizeRequest r = parse_tokenize_request(body);
   Backend& b = ready_backend();
-  const std::vector<int32_t> ids = r.chat ? b.encode_chat(r.messages) : b.encode_prompt(r.text, r.add_special);
+  const std::vector<int32_t> ids = r.chat ? b.encode_chat(r.messages, r.chat_template_kwargs) : b.encode_prompt(r.text, r.add_special);
   json tokens = json::array(), strs = json::array();
   for (int32_t id : ids) {
     tokens.push_back(r.with_pieces ? json{{"id", id}, {"piece", b.token_text(id)}} : json(id));
@@ -202,7 +202,7 @@ std::vector<ChoiceRequest> ApiHandler::choice_requests(Backend& b, const Complet
   check_token_ids(r.stop_token_ids, b.n_vocab(), "stop_token_ids");
   for (const auto& [id, bias] : r.logit_bias) check_token_ids({id}, b.n_vocab(), "logit_bias");
   std::vector<std::pair<std::vector<int32_t>, std::string>> prompts;  // tokens, echoed text
-  if (r.endpoint == Endpoint::chat) prompts.emplace_back(b.encode_chat(r.messages), "");
+  if (r.endpoint == Endpoint::chat) prompts.emplace_back(b.encode_chat(r.messages, r.chat_template_kwargs), "");
   for (const PromptInput& in : r.prompts) prompts.emplace_back(in.is_tokens ? in.tokens : b.encode_prompt(in.text), "");
   // Every prompt is checked before any echo is decoded (an id outside the vocabulary has no text)
   // and before any choice starts.

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
@@ -15,8 +16,10 @@ namespace mpkv::server {
 class Backend {
  public:
   virtual ~Backend() = default;
-  // The prompt of a chat request (chat template + generation prompt) and of a raw completion.
-  virtual std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages) const = 0;
+  // The prompt of a chat request (chat template + generation prompt; kwargs: chat_template_kwargs,
+  // name -> JSON text) and of a raw completion. Throws Error when the template refuses the messages.
+  virtual std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages,
+                                           const std::vector<std::pair<std::string, std::string>>& kwargs) const = 0;
   // add_special: the model's BOS (when it uses one), as /v1/completions does; /tokenize may omit it.
   virtual std::vector<int32_t> encode_prompt(const std::string& text, bool add_special = true) const = 0;
   // The bytes one token stands for (logprobs' "token"), and the text of a token sequence.

@@ -2,9 +2,14 @@
 
 namespace mpkv::server {
 
-std::vector<int32_t> EngineBackend::encode_chat(const std::vector<ChatMessage>& messages) const {
+std::vector<int32_t> EngineBackend::encode_chat(const std::vector<ChatMessage>& messages,
+                                                const std::vector<std::pair<std::string, std::string>>& kwargs) const {
   const Tokenizer& tok = engine_.tokenizer();
-  return tok.encode(tok.format_chat(messages, /*add_generation_prompt=*/true), tok.add_bos(), /*parse_special=*/true);
+  ChatTemplateInputs in;
+  in.messages = messages;
+  in.add_generation_prompt = true;
+  in.kwargs = kwargs;
+  return tok.encode(tok.format_chat(in), tok.add_bos(), /*parse_special=*/true);
 }
 
 std::vector<int32_t> EngineBackend::encode_prompt(const std::string& text, bool add_special) const {

@@ -1,5 +1,6 @@
-// Backend over a running Engine: chat prompts through Tokenizer::format_chat (the model's own chat
-// format: ChatML for SmolLM2/Qwen, turns for Gemma; special tokens parsed, as `mpkv generate --chat`),
+// Backend over a running Engine: chat prompts through Tokenizer::format_chat (the model's own Jinja
+// chat template when it has one, else a built-in format, docs/chat_templates.md; special tokens
+// parsed, as `mpkv generate --chat`),
 // completions encode the raw text.
 #pragma once
 #include "server/backend.h"
@@ -9,7 +10,8 @@ namespace mpkv::server {
 class EngineBackend : public Backend {
  public:
   explicit EngineBackend(Engine& engine) : engine_(engine) {}
-  std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages) const override;
+  std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages,
+                                   const std::vector<std::pair<std::string, std::string>>& kwargs) const override;
   std::vector<int32_t> encode_prompt(const std::string& text, bool add_special) const override;
   std::string token_text(int32_t id) const override;
   std::string decode(const std::vector<int32_t>& ids) const override { return engine_.tokenizer().decode(ids); }

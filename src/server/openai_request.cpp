@@ -19,7 +19,7 @@ constexpr std::string_view kKnownFields[] = {
     "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed",
     "stop", "stream", "stream_options", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
     "logit_bias", "n", "best_of", "echo", "suffix", "tools", "functions", "response_format", "ignore_eos",
-    "min_tokens", "repetition_penalty", "min_p", "stop_token_ids", "priority"};
+    "min_tokens", "repetition_penalty", "min_p", "stop_token_ids", "priority", "chat_template_kwargs"};
 
 ApiError bad(const std::string& param, const std::string& message) { return ApiError(400, message, param); }
 
@@ -125,6 +125,17 @@ std::vector<ChatMessage> parse_messages(const json& body) {
       throw bad(p + ".role", "unsupported role '" + r->get<std::string>() + "' (system, developer, user, assistant)");
     out.push_back({role, message_content(msg, role, p + ".content")});
   }
+  return out;
+}
+
+// chat_template_kwargs: {"name": any JSON value, ...} (llama-server's and vLLM's field), each entry a
+// variable of the chat template. Absent or null: none.
+std::vector<std::pair<std::string, std::string>> parse_chat_template_kwargs(const json& body) {
+  const json* k = field(body, "chat_template_kwargs");
+  if (!k) return {};
+  if (!k->is_object()) throw bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [name, value] : k->items()) out.emplace_back(name, value.dump());
   return out;
 }
 
@@ -301,10 +312,14 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
   r.model = get_string(body, "model").value_or("");
   r.n = static_cast<int>(get_int(body, "n", 1, kMaxN).value_or(1));
   reject_unsupported(body, endpoint, r.n);
-  if (endpoint == Endpoint::chat)
+  if (endpoint == Endpoint::chat) {
     r.messages = parse_messages(body);
-  else
+    r.chat_template_kwargs = parse_chat_template_kwargs(body);
+  } else {
+    if (field(body, "chat_template_kwargs"))
+      throw bad("chat_template_kwargs", "'chat_template_kwargs' is only read by /v1/chat/completions");
     r.prompts = parse_prompts(body);
+  }
   if (r.prompts.size() * r.n > static_cast<size_t>(kMaxChoices))
     throw bad("n", "prompts x n must be at most " + std::to_string(kMaxChoices) + ", got " +
                        std::to_string(r.prompts.size()) + " x " + std::to_string(r.n));
@@ -338,6 +353,7 @@ TokenizeRequest parse_tokenize_request(std::string_view body_text) {
   if (field(body, "messages")) {
     r.chat = true;
     r.messages = parse_messages(body);
+    r.chat_template_kwargs = parse_chat_template_kwargs(body);
     if (!get_bool(body, "add_generation_prompt").value_or(true))
       throw bad("add_generation_prompt", "only 'add_generation_prompt': true is supported");
     return r;

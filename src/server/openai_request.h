@@ -59,6 +59,9 @@ struct CompletionRequest {
   // OpenAI's logit adjustments (engine/sampler.h).
   float presence_penalty = 0.0f, frequency_penalty = 0.0f;  // [-2, 2]
   std::vector<std::pair<int32_t, float>> logit_bias;          // ids >= 0 (keys are decimal strings), [-100, 100]
+  // chat: chat_template_kwargs, an object whose entries become variables of the model's chat
+  // template (docs/chat_templates.md); name -> the value's JSON text, sorted by name.
+  std::vector<std::pair<std::string, std::string>> chat_template_kwargs;
   std::vector<std::string> unknown_fields;  // top-level names not in the known table (sorted)
 };
 
@@ -74,6 +77,7 @@ struct TokenizeRequest {
   bool chat = false;                  // vLLM's messages form (chat template + generation prompt)
   std::string text;
   std::vector<ChatMessage> messages;
+  std::vector<std::pair<std::string, std::string>> chat_template_kwargs;  // vLLM: with messages, as chat's
   bool add_special = false;
   bool with_pieces = false;           // llama-server: tokens as [{"id", "piece"}]
   bool return_token_strs = false;     // vLLM: "token_strs" beside the ids

@@ -11,6 +11,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mpkv {
@@ -21,9 +22,24 @@ enum class ChatFormat { chatml, gemma };
 // has a "<start_of_turn>" token (base Gemma GGUFs ship without a template); chatml otherwise.
 ChatFormat detect_chat_format(const std::string& chat_template, bool vocab_has_start_of_turn);
 
+// One call an assistant message makes (rendered by a Jinja chat template, chat_template.h).
+struct ChatToolCall {
+  std::string id;         // "" when the client gave none
+  std::string name;
+  std::string arguments;  // JSON text, as OpenAI sends it
+};
+
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant", ...
+  ChatMessage() = default;
+  ChatMessage(std::string role, std::string content) : role(std::move(role)), content(std::move(content)) {}
+
+  std::string role;  // "system", "user", "assistant", "tool", ...
   std::string content;
+  // Read only by a Jinja chat template (chat_template.h); the built-in formats below ignore them.
+  std::vector<ChatToolCall> tool_calls;  // assistant
+  std::string tool_call_id;              // tool: the call this result answers
+  std::string name;                      // tool: the function's name
+  std::string reasoning_content;         // assistant: its thinking, for templates that replay it
 };
 
 // The default system prompt of a ChatML Jinja template: the literal text between

@@ -170,6 +170,15 @@ Tokenizer::Tokenizer(TokenizerKind kind, std::vector<std::string> tokens, std::v
 
   chat_format_ = detect_chat_format(chat_template, std::find(tokens_.begin(), tokens_.end(), "<start_of_turn>") != tokens_.end());
   if (chat_format_ == ChatFormat::chatml) default_system_prompt_ = chatml_default_system_prompt(chat_template);
+  if (!chat_template.empty()) {
+    // bos_token / eos_token are the tokens' texts, as llama.cpp's common_token_to_piece(special).
+    const auto text = [&](int32_t id) { return id >= 0 ? pieces_[id] : std::string(); };
+    try {
+      chat_template_ = std::make_shared<const ChatTemplate>(chat_template, text(special_.bos), text(special_.eos), add_bos_);
+    } catch (const Error& e) {
+      chat_template_error_ = e.what();  // kept for format_chat: a model without chat use still loads
+    }
+  }
 }
 
 namespace {
@@ -288,11 +297,28 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
 }
 
 std::string Tokenizer::format_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  ChatTemplateInputs in;
+  in.messages = messages;
+  in.add_generation_prompt = add_generation_prompt;
+  return format_chat(in);
+}
+
+std::string Tokenizer::format_chat(const ChatTemplateInputs& in) const {
+  if (!chat_template_error_.empty()) throw Error("tokenizer.chat_template: " + chat_template_error_);
+  if (chat_template_) return chat_template_->apply(in);
+  MPKV_CHECK(in.tools.empty(), "tools need the model's own chat template; this model has no tokenizer.chat_template");
+  MPKV_CHECK(in.kwargs.empty(),
+             "chat_template_kwargs need the model's own chat template; this model has no tokenizer.chat_template");
   switch (chat_format_) {
-    case ChatFormat::gemma: return format_gemma(messages, add_generation_prompt);
+    case ChatFormat::gemma: return format_gemma(in.messages, in.add_generation_prompt);
     case ChatFormat::chatml: break;
   }
-  return format_chatml(messages, add_generation_prompt, default_system_prompt_);
+  return format_chatml(in.messages, in.add_generation_prompt, default_system_prompt_);
+}
+
+std::string Tokenizer::chat_format_description() const {
+  if (has_chat_template()) return "the model's chat template (tokenizer.chat_template, Jinja)";
+  return chat_format_ == ChatFormat::gemma ? "built-in Gemma turns" : "built-in ChatML";
 }
 
 std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_bos, bool parse_special) const {

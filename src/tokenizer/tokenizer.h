@@ -20,12 +20,14 @@
 // decode(encode(x)) == x for valid UTF-8 x (spm: when add_space_prefix is off).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "tokenizer/bpe_merges.h"
 #include "tokenizer/chat_format.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/spm_merges.h"
 
@@ -61,7 +63,7 @@ class Tokenizer {
   //   tokens: texts, id = index (an empty text becomes "[EMPTY_<id>]", as in llama.cpp);
   //   types: one per token, or empty for all NORMAL;  merges: "left right" in rank order;
   //   pre: a tokenizer.ggml.pre name;  add_bos: prepend bos() when encode() is not told otherwise;
-  //   chat_template: the Jinja text, only read for its default system prompt.
+  //   chat_template: the Jinja text (tokenizer.chat_template), rendered by format_chat (chat_template.h).
   // Throws Error on duplicate tokens, a types/tokens length mismatch, an unsupported pre name,
   // add_bos without a valid bos id, or a bos/eos id outside the vocabulary.
   Tokenizer(std::vector<std::string> tokens, std::vector<TokenType> types, const std::vector<std::string>& merges,
@@ -111,9 +113,17 @@ class Tokenizer {
   bool is_end_of_generation(int32_t id) const;
   const std::vector<int32_t>& end_of_generation_ids() const { return eog_ids_; }
 
-  // The model's chat format (chat_format.h: ChatML with the chat template's default system
-  // prompt if it has one, or Gemma's turns).
+  // The chat prompt (docs/chat_templates.md): the model's tokenizer.chat_template rendered by
+  // llama.cpp's Jinja engine (chat_template.h) when it has one; otherwise a built-in format
+  // (chat_format.h: Gemma's turns when the vocabulary has <start_of_turn>, else ChatML). Throws
+  // Error when the template does not parse or fails to render, and, without a template, for tools
+  // or chat_template_kwargs (the built-in formats have no variables to give them to).
   std::string format_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  std::string format_chat(const ChatTemplateInputs& inputs) const;
+  bool has_chat_template() const { return chat_template_ != nullptr || !chat_template_error_.empty(); }
+  // What format_chat uses, for a one-line note: "the model's chat template (Jinja)", "built-in ChatML", ...
+  std::string chat_format_description() const;
+  // The built-in format a model without a template gets (and what detect_chat_format says of a template).
   ChatFormat chat_format() const { return chat_format_; }
   const std::optional<std::string>& default_system_prompt() const { return default_system_prompt_; }
 
@@ -147,6 +157,8 @@ class Tokenizer {
   std::vector<bool> is_eog_;
   ChatFormat chat_format_ = ChatFormat::chatml;
   std::optional<std::string> default_system_prompt_;  // chatml only
+  std::shared_ptr<const ChatTemplate> chat_template_;  // null without a template, or when it does not parse
+  std::string chat_template_error_;                    // why it does not parse; format_chat throws it
 };
 
 }  // namespace mpkv

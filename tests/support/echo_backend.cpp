@@ -11,9 +11,11 @@ std::vector<int32_t> EchoBackend::encode_prompt(const std::string& text, bool /*
   return ids;
 }
 
-std::vector<int32_t> EchoBackend::encode_chat(const std::vector<ChatMessage>& messages) const {
+std::vector<int32_t> EchoBackend::encode_chat(const std::vector<ChatMessage>& messages,
+                                              const std::vector<std::pair<std::string, std::string>>& kwargs) const {
   std::string text;
   for (const ChatMessage& m : messages) text += m.role + ": " + m.content + "\n";
+  for (const auto& [name, value] : kwargs) text += name + "=" + value + "\n";
   return encode_prompt(text + "assistant: ");
 }
 

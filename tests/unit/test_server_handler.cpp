@@ -657,3 +657,22 @@ TEST(ServerShutdown, SignalIsTakenByWait) {
   ASSERT_EQ(raise(SIGINT), 0);
   EXPECT_EQ(signals.wait(1000ms), SIGINT);
 }
+
+// chat_template_kwargs reaches the backend's chat prompt (EchoBackend writes "name=value" lines into
+// it and echoes the prompt back), on chat completions and on vLLM's /tokenize messages form; a
+// non-object is a 400 naming the field.
+TEST(ServerHandler, ChatTemplateKwargsReachTheChatPrompt) {
+  ApiHandler h({});
+  EchoBackend b(256, 4, true);
+  h.set_backend(&b);
+  HttpResponse r = h.handle(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}],
+      "max_tokens": 30, "chat_template_kwargs": {"enable_thinking": false}})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["choices"][0]["message"]["content"], "user: x\nenable_thinking=false\n");
+  r = h.handle(post("/tokenize", R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"k": [1]}})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["count"], std::string("user: x\nk=[1]\nassistant: ").size());
+  r = h.handle(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": true})"));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "chat_template_kwargs");
+}

@@ -309,3 +309,20 @@ TEST(ServerRequest, UnknownTopLevelFieldsAreAcceptedAndListed) {
     EXPECT_TRUE(is_known_field(f)) << f;
   EXPECT_FALSE(is_known_field("user"));
 }
+
+TEST(ServerRequest, ChatTemplateKwargs) {
+  const CompletionRequest r = parse_completion_request(
+      Endpoint::chat, R"({"messages": [{"role": "user", "content": "x"}],
+                          "chat_template_kwargs": {"enable_thinking": false, "b": {"c": [1, "d"]}}})");
+  ASSERT_EQ(r.chat_template_kwargs.size(), 2u);
+  EXPECT_EQ(r.chat_template_kwargs[0].first, "b");  // by name
+  EXPECT_EQ(r.chat_template_kwargs[0].second, R"({"c":[1,"d"]})");
+  EXPECT_EQ(r.chat_template_kwargs[1], (std::pair<std::string, std::string>{"enable_thinking", "false"}));
+  EXPECT_TRUE(r.unknown_fields.empty());
+  for (const char* bad : {"[]", "\"x\"", "1", "true"})
+    EXPECT_EQ(error_param(Endpoint::chat, std::string(R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": )") + bad + "}"),
+              "chat_template_kwargs") << bad;
+  EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": null})"),
+            "<no error>");
+  EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "x", "chat_template_kwargs": {}})"), "chat_template_kwargs");
+}
