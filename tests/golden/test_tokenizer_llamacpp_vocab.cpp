@@ -119,15 +119,6 @@ std::vector<Case> read_cases(const std::string& inp_path, const std::string& out
   return cases;
 }
 
-std::string ids_text(const Ids& ids) {
-  std::string s;
-  for (int32_t id : ids) {
-    if (!s.empty()) s.push_back(' ');
-    s.append(std::to_string(id));
-  }
-  return s;
-}
-
 std::string gguf_path(const std::string& name) { return vocab_dir() + "/ggml-vocab-" + name + ".gguf"; }
 
 bool files_present() { return fs::exists(vocab_dir() + "/SHA256SUMS"); }
@@ -167,8 +158,8 @@ TEST_P(LlamaCppVocab, MatchesLlamaCppOrIsRefused) {
       ++passed;
       continue;
     }
-    ADD_FAILURE() << v.name << " case " << i << " '" << cases[i].text << "'\n  mpkv:      " << ids_text(ids)
-                  << "\n  llama.cpp: " << ids_text(cases[i].ids);
+    ADD_FAILURE() << v.name << " case " << i << " '" << cases[i].text << "'\n  mpkv:      " << test::ids_text(ids)
+                  << "\n  llama.cpp: " << test::ids_text(cases[i].ids);
   }
   std::printf("llama.cpp vocab %-15s %zu/%zu cases match\n", v.name, passed, cases.size());
 }
