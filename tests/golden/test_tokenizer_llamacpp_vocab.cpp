@@ -45,9 +45,9 @@ void PrintTo(const Vocabulary& v, std::ostream* os) { *os << v.name; }
 const Vocabulary kVocabularies[] = {
     {"bert-bge", Outcome::refused, "unsupported tokenizer model 'bert' (tokenizer.ggml.model)"},
     {"command-r", Outcome::accepted, nullptr},
-    {"deepseek-coder", Outcome::refused, "unsupported pre-tokenizer (tokenizer.ggml.pre) 'deepseek-coder'"},
-    {"deepseek-llm", Outcome::refused, "unsupported pre-tokenizer (tokenizer.ggml.pre) 'deepseek-llm'"},
-    {"falcon", Outcome::refused, "unsupported pre-tokenizer (tokenizer.ggml.pre) 'falcon'"},
+    {"deepseek-coder", Outcome::accepted, nullptr},
+    {"deepseek-llm", Outcome::accepted, nullptr},
+    {"falcon", Outcome::accepted, nullptr},
     {"gemma-4", Outcome::refused, "unsupported tokenizer model 'gemma4' (tokenizer.ggml.model)"},
     {"gpt-2", Outcome::accepted, nullptr},
     {"llama-bpe", Outcome::accepted, nullptr},
@@ -55,7 +55,7 @@ const Vocabulary kVocabularies[] = {
     {"mpt", Outcome::accepted, nullptr},
     {"phi-3", Outcome::accepted, nullptr},
     {"qwen2", Outcome::accepted, nullptr},
-    {"qwen35", Outcome::refused, "unsupported pre-tokenizer (tokenizer.ggml.pre) 'qwen35'"},
+    {"qwen35", Outcome::accepted, nullptr},
     {"refact", Outcome::accepted, nullptr},
     {"starcoder", Outcome::accepted, nullptr},
 };
