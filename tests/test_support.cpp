@@ -29,6 +29,15 @@ std::string model_path(const char* env_name, const std::string& file) {
 std::string default_model_path() { return model_path("MPKV_MODEL", "SmolLM2-135M-Instruct.Q4_1.gguf"); }
 std::string gemma_model_path() { return model_path("MPKV_GEMMA_MODEL", "gemma-3-270m-q4_k_m.gguf"); }
 
+std::string ids_text(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) {
+    if (!s.empty()) s.push_back(' ');
+    s.append(std::to_string(id));
+  }
+  return s;
+}
+
 uint64_t fnv1a_ids(const std::vector<int32_t>& ids) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (int32_t id : ids) {

@@ -19,6 +19,8 @@ inline constexpr const char* kGemmaModelAbsent =
 // FNV-1a 64 over token ids as little-endian int32 bytes (golden files store id sequences as this
 // hash; scripts/tokenizer_golden.py computes the same).
 uint64_t fnv1a_ids(const std::vector<int32_t>& ids);
+// The ids separated by single spaces (as llama.cpp's tools print them), for failure messages.
+std::string ids_text(const std::vector<int32_t>& ids);
 // <source dir>/<rel>.
 std::string source_path(const std::string& rel);
 // <source dir>/../shared/<rel>: the project's shared data (WikiText-2 ...), beside the checkout.

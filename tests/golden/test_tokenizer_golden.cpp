@@ -47,15 +47,6 @@ std::string marks_as_spaces(const std::string& text) {
   return out;
 }
 
-std::string ids_text(const Ids& ids) {
-  std::string s;
-  for (int32_t id : ids) {
-    if (!s.empty()) s.push_back(' ');
-    s.append(std::to_string(id));
-  }
-  return s;
-}
-
 class GoldenTokens : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -104,8 +95,8 @@ TEST_F(GoldenTokens, AwkwardStringsMatchLlamaCpp) {
     const Ids expected = c.at("ids").get<Ids>();
     const Ids ids = tok_->encode(text, add_bos, parse_special);
     EXPECT_EQ(ids, expected) << c.at("name").get<std::string>() << " add_bos=" << add_bos
-                             << " parse_special=" << parse_special << "\n  mpkv:     " << ids_text(ids)
-                             << "\n  llama.cpp: " << ids_text(expected);
+                             << " parse_special=" << parse_special << "\n  mpkv:     " << test::ids_text(ids)
+                             << "\n  llama.cpp: " << test::ids_text(expected);
     // Byte fallback covers every byte and add_space_prefix is off, so valid UTF-8 comes back (but
     // for U+2581, see marks_as_spaces). Invalid UTF-8 does not always: a bad lead byte can swallow
     // part of an escaped space, whose bytes then come back as U+2581 (llama.cpp's ids are the same).

@@ -77,6 +77,25 @@ TEST(TokenizerPreTokenizer, Llama3GroupsDigitsByThree) {
   EXPECT_EQ(split("llama-bpe", "1234567"), (Pieces{"123", "456", "7"}));
 }
 
+// qwen35 differs from qwen2 in letting a letter run take combining marks (U+0301 here).
+TEST(TokenizerPreTokenizer, Qwen35LettersTakeMarks) {
+  EXPECT_EQ(split("qwen2", "e\xCC\x81t"), (Pieces{"e", "\xCC\x81t"}));
+  EXPECT_EQ(split("qwen35", "e\xCC\x81t"), (Pieces{"e\xCC\x81t"}));
+}
+
+// The multi-regex kinds, one regex after the other on the pieces of the previous one.
+TEST(TokenizerPreTokenizer, DeepseekAndFalconRegexSequences) {
+  // deepseek-coder: newlines; letter runs; punctuation runs; CJK; each digit.
+  EXPECT_EQ(split("deepseek-coder", "def f(x):\n  return 42"),
+            (Pieces{"def", " f", "(", "x", "):", "\n", " ", " return", " ", "4", "2"}));
+  // deepseek-llm: newlines; cased-script letters (not CJK); ASCII punctuation (digits excluded);
+  // trailing whitespace; CJK runs; digit runs.
+  EXPECT_EQ(split("deepseek-llm", "Hello \xE4\xB8\x96\xE7\x95\x8C 123!\n"),
+            (Pieces{"Hello", " ", "\xE4\xB8\x96\xE7\x95\x8C", " ", "123", "!", "\n"}));
+  // falcon: punctuation and $+<=>^~|` runs; the GPT-2 regex; then digits in threes.
+  EXPECT_EQ(split("falcon", "x+=1234 'ok'"), (Pieces{"x", "+=", "123", "4", " ", "'", "ok", "'"}));
+}
+
 TEST(TokenizerPreTokenizer, UnknownNameThrows) {
   EXPECT_THROW(PreTokenizer("no-such-pre"), Error);
   EXPECT_THROW(pre_tokenizer_spec(""), Error);
