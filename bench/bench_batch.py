@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Decode aggregate tok/s against batch width, mpkv beside llama.cpp, in one run (issue 11 item 4).
+"""Decode aggregate tok/s against batch width, mpkv beside llama.cpp, in one run (the figures of
+docs/results/speed.md section 6).
 
 For each thread count and context depth, one round runs `mpkv bench --synthetic --parallel W1,W2,..`
 (every width decodes in one forward call per step, as the serving engine's step) and then

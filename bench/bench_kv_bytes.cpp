@@ -1,7 +1,8 @@
 // Stored bytes of a progressive KV cache against fixed caches of the same final bits, per sequence
-// length (issue 12: "every cache in a comparison holds the same bytes"; docs/calibration.md, "Equal
-// bytes at a shorter length"). No model and no timing: one sequence of SmolLM2-135M's KV shape
-// (30 layers, 3 KV heads, head_dim 64) is decoded token by token with random keys and values into
+// length (every cache in a comparison holds the same bytes: docs/calibration.md, "Equal bytes at a
+// shorter length"; the figures: docs/results/calibration.md, "Stored bytes of progressive caches").
+// No model and no timing: one sequence of SmolLM2-135M's KV shape (30 layers, 3 KV heads,
+// head_dim 64) is decoded token by token with random keys and values into
 //   uniform K3/V3, uniform K4/V2          fixed widths, no budget
 //   progressive K4/V2                     pages from 16 bits, under the budget `mpkv ppl` / `mpkv eval`
 //                                         give it for that length (run_budget_mib: every full page

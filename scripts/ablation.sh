@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ablation table of issue 12 d5 (docs/results/ablation.md): every plan it needs, made by committed
+# The ablation table of docs/results/ablation.md: every plan it needs, made by committed
 # commands, then one `mpkv eval` run over all of them (decode protocol: the real PagedKvCache, every
 # byte counted; the table prints stored bits per element from the cache's own byte count), then a
 # bytes check (stored bits per element side by side per nominal width).

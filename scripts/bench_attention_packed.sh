@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 11 deliverable 1: attention over packed pages against f16 and the read probe
+# Attention over packed pages against f16 and the read probe
 # (bench_kv_attention, every format at 1K/4K/8K/32K, one run, medians), then single-sequence decode
 # with a 4-bit cache against llama.cpp q4_0 with flash attention at depths 128 and 8K (`mpkv bench`
 # and bench/peer_llamacpp.py batch at width 1, which also reports tokens per CPU-second).

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Batched decode figures of docs/results/speed.md section 6 (issue 11 items 2 and 4), in one run:
+# Batched decode figures of docs/results/speed.md section 6 (the goals they are judged against: the
+# table at the top of speed.md), in one run:
 #  1. decode aggregate tok/s against batch width 1/2/4/8/16 at context 1K (and 8K, last), 1 and 2 threads,
 #     mpkv beside llama.cpp (bench/bench_batch.py; llama.cpp through bench/peer_llamacpp.py batch);
 #  2. one KV budget, the one that holds 16 progressive-2 sequences of 1K + 16 tokens: f16 and

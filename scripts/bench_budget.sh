@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Throughput under one fixed KV budget (issue 6 item 4; PM-KVQ's 2.73-5.18x anchor): the budget
-# holds 4 sequences at fp16 for a context of C tokens; `mpkv bench --parallel 0` admits as many
+# Throughput under one fixed KV budget (docs/results/eval.md section 4; PM-KVQ's 2.73-5.18x anchor):
+# the budget holds 4 sequences at fp16 for a context of C tokens; `mpkv bench --parallel 0` admits as many
 # sequences as it holds for their whole context (PagedKvCache::sequence_bytes_bound) under each
 # cache, fills them (random K/V, --synthetic: decode speed does not depend on content) and times
 # D decode steps of all of them together (one forward call per step). Prints one line per

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Serving benchmark (issue 10 item 6; docs/results/serving.md): mpkv serve with the f16, KIVI-2,
+# Serving benchmark (docs/results/serving.md, "Method" and section 1): mpkv serve with the f16, KIVI-2,
 # progressive-2 and combined-plan caches, and llama_cpp.server with q8_0 and q4_0 KV caches, all
 # under one KV byte budget (4 f16 sequences of the workload), each driven by bench/serve_bench.py
 # at concurrency 1, 4, 16 and 64 with prompts of ~1024 tokens of WikiText-2 test and 512 generated

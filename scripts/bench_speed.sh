@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 11 speed figures on a shared machine: every comparison is a PAIR of runs back to back
-# (reference first, then the configuration), repeated ROUNDS times, and the ratio of each pair is
-# reported, so load that changes over minutes cancels; `uptime` is logged with every pair.
+# The paired speed figures of docs/results/speed.md (sections 2-4) on a shared machine: every
+# comparison is a PAIR of runs back to back (reference first, then the configuration), repeated
+# ROUNDS times, and the ratio of each pair is reported, so load that changes over minutes cancels; `uptime` is logged with every pair.
 # Usage: scripts/bench_speed.sh [BUILD=build] [ROUNDS=2] [BASE_BINARY]  -> raw log on stdout.
 #   prefill 512 tokens, 1 thread: BASE_BINARY (a build of the previous main) vs this build, if given;
 #   decode aggregate tok/s at context 1K: batch width 1 vs 2/4/8/16 (one forward call per step);

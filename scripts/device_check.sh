@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one run on a GPU machine for issue 14 (docs/cuda.md, "Device run"): the device tests, the CPU
+# The one run on a GPU machine for the CUDA kernels (docs/cuda.md, "Device run"): the device tests, the CPU
 # tests of the shared math and host emulation, the CUDA microbenchmark and the CPU kernel tests
 # (AVX-512 where the CPU has it), everything left under $OUT for docs/results/cuda.md. Made to run
 # once, unattended, inside the device tool's 600 s: every step is announced, logged and bounded by

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 12 deliverable 6, SmolLM2 at context 8192 (docs/results/eval.md section 8): KIVI-quantizer
+# Quality of SmolLM2 at context 8192 with 95% intervals (docs/results/eval.md section 8): KIVI-quantizer
 # plans solved for one sequence of 8192 tokens, one `mpkv eval` decode run over the rows that decide
-# the issue's goals, and llama.cpp's q8_0 / q5_0 on the same tokens.
+# the goals (judged in eval.md section 8b), and llama.cpp's q8_0 / q5_0 on the same tokens.
 #   calib  one calibration (16 x 512 tokens of the last 300 KB of WikiText-2 test, pi-scale 4, KIVI
 #          quantizer, smoothing scored at the 2.5-bit widths K3/V2) -> plans_kivi/calibration_report_kivi.json
 #   plans  from that report: {pmkvq,ratequant,combined}_{2,2.5,3,3.5} (--avg-bits, --max-len 8192),

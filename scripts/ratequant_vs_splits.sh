@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12: RateQuant against every uniform K/V split at 2.5 and 3 bits, same quantizer, same key
+# RateQuant against every uniform K/V split at 2.5 and 3 bits, same quantizer, same key
 # smoothing, same bytes (docs/calibration.md, "Uniform K/V splits against RateQuant"), from a fresh
 # calibration with the current code (alpha search and sensitivities over what the runtime quantizes).
 # Writes docs/results/plans_fid5/ (report, plans, logs, eval tables).
@@ -14,8 +14,9 @@
 #           element column is the bytes check: every split at b must equal ratequant-b)
 #   ppl     the PPL rows of docs/results/calibration.md ("The plans run"), re-run with the current
 #           code: `mpkv ppl -c 512 --chunks 4` for f16, uniform K3/V3, the 3-bit plans of plans/
-#           (issue 12 d2) and of plans_fid5/ (this calibration), the fixed splits and a direct
-#           (non-progressive) combined plan
+#           (the calibration over what the runtime quantizes, docs/results/calibration.md, the
+#           section on the report and plans of plans/) and of plans_fid5/ (this calibration), the
+#           fixed splits and a direct (non-progressive) combined plan
 # Usage: scripts/ratequant_vs_splits.sh [BUILD_DIR] [calib] [plans] [eval] [ppl]
 # Env: CTX (default 1024), WINDOWS (default 2), THREADS (default 1), CALIB_N (default 16).
 set -euo pipefail

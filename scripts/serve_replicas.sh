@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Scale-out (issue 10 item 8): N mpkv serve replicas on loopback behind the SGLang Model Gateway
-# (`smg` from PyPI, installed here into .venv-bench) with the cache-aware policy and /health polling,
-# and the serving benchmark replayed through the gateway (bench/serve_replicas.py). Each replica
-# gets its own KV budget and THREADS threads; on 2 cores, 2 replicas of 1 thread.
+# Scale-out (checked in docs/results/serving.md section 4): N mpkv serve replicas on loopback behind
+# the SGLang Model Gateway (`smg` from PyPI, installed here into .venv-bench) with the cache-aware
+# policy and /health polling, and the serving benchmark replayed through the gateway
+# (bench/serve_replicas.py). Each replica gets its own KV budget and THREADS threads; on 2 cores, 2
+# replicas of 1 thread.
 # Usage: scripts/serve_replicas.sh [N] [OUT_DIR]
 # Environment: BUILD (build), THREADS (1), BUDGET_MIB (per replica; default 4 f16 sequences of the
 # workload), KV ("--kv-plan docs/results/plans_kivi/combined_2.5.json"), POLICY (cache_aware),

@@ -1,4 +1,4 @@
-// CUDA microbenchmark (issue 14; docs/cuda.md, "Benchmark"): decode attention time over packed
+// CUDA microbenchmark (docs/cuda.md, "Device run"): decode attention time over packed
 // pages of each width against context and batch, in % of the device copy bandwidth measured in
 // the same run; in-place shrink throughput; and attention throughput of one byte budget filled
 // with fp16 pages vs 2-bit pages. Prints markdown tables (medians of timed runs).

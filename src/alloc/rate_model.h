@@ -1,10 +1,11 @@
 // RateQuant's problem (docs/algorithms.md §6): N components, each one (layer, KV head, K|V), with a
-// sensitivity weight w_i and a distortion model D_i(b) = alpha_i * beta_i^-b (fitted per quantizer and
-// K|V by the quantizer issue's fit_exponential); choose bits b_i to minimise sum_i w_i D_i(b_i) under
-// the bit budget sum_i c_i b_i <= (sum_i c_i) * b_avg. c_i, the component's cost per bit, is 1 when
-// every component holds as many tokens; with sliding-window layers (gemma3) a windowed layer's
-// components hold fewer pages than a global layer's, so a bit costs them fewer bytes: c_i is then
-// their bytes per bit divided by the gcd over components (src/calib/plan_allocation.cpp).
+// sensitivity weight w_i and a distortion model D_i(b) = alpha_i * beta_i^-b (fitted per quantizer
+// and K|V by fit_exponential, src/quant/distortion.h; docs/calibration.md, "Distortion fits");
+// choose bits b_i to minimise sum_i w_i D_i(b_i) under the bit budget
+// sum_i c_i b_i <= (sum_i c_i) * b_avg. c_i, the component's cost per bit, is 1 when every component
+// holds as many tokens; with sliding-window layers (gemma3) a windowed layer's components hold
+// fewer pages than a global layer's, so a bit costs them fewer bytes: c_i is then their bytes per
+// bit divided by the gcd over components (src/calib/plan_allocation.cpp).
 #pragma once
 #include <cstdint>
 #include <vector>

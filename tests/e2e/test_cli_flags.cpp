@@ -1,6 +1,7 @@
-// End-to-end: the command line a llama.cpp user expects (docs/cli.md). One test per defect of
-// issue 15: every flag checked before anything is read or printed, conflicts as errors, clear
-// messages, llama.cpp's spellings, no work dropped silently, Ctrl-C with a summary.
+// End-to-end: the command line a llama.cpp user expects (docs/cli.md, "Conventions" and "llama.cpp
+// spellings"). One test per defect the command line once had: every flag checked before anything
+// is read or printed, conflicts as errors, clear messages, llama.cpp's spellings, no work dropped
+// silently, Ctrl-C with a summary.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>

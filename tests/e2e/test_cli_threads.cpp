@@ -1,6 +1,7 @@
 // End-to-end: greedy output of the real model is the same at -t 1, 2 and 3, and a sequence decoded
-// in a batch of three writes what it writes alone (issue 15: before, -t 1 and -t 2 answered
-// differently because prefill's sgemm and the attention row split depended on the thread count).
+// in a batch of three writes what it writes alone (docs/numerics.md, "Linear layers" and
+// "Attention": before, -t 1 and -t 2 answered differently because prefill's sgemm and the attention
+// row split depended on the thread count).
 #include <gtest/gtest.h>
 
 #include <sstream>

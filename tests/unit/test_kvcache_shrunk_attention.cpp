@@ -1,6 +1,6 @@
-// Attention over shrunk blocks reads the exact ladder scale (issue 12, kv_block_layout.h
-// scale_mult): blocks quantized at 16 bits and shrunk down 16 -> 8 -> 4 -> 2 by the equivalent
-// right shift are scored and accumulated by every variant of the paged attention kernels (float
+// Attention over shrunk blocks reads the exact ladder scale (docs/numerics.md, "Exact ladder
+// scales"; kv_block_layout.h scale_mult): blocks quantized at 16 bits and shrunk down
+// 16 -> 8 -> 4 -> 2 by the equivalent right shift are scored and accumulated by every variant of the paged attention kernels (float
 // and int8 queries) against double sums over the values DEFINED by direct requantization of the
 // 16-bit codes: code_b = round_half_up(X_16 / M), x = code_b * S_16 * M + Z, M = (2^16-1)/(2^b-1).
 // A kernel that forgets scale_mult is off by the factor M and fails at once.

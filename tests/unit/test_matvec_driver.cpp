@@ -127,7 +127,7 @@ TEST_P(MatvecDriver, PrefetchDistanceDoesNotChangeResults) {
   expect_within_bound(m, x.data(), ref.data(), "no prefetch");
 }
 
-// Batch and thread invariance (issue 15: greedy output must not depend on -t or on the batch a
+// Batch and thread invariance (docs/numerics.md: greedy output must not depend on -t or on the batch a
 // sequence decodes in): each of 17 activation rows multiplied alone at 1 thread is the reference;
 // every batch of 2..17 rows (a window sliding over the 17, so a row sits at every tile position) at
 // 1, 2 and 3 threads must reproduce it bit for bit. 301 x 1536 takes the parallel path.

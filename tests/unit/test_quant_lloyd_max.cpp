@@ -11,7 +11,8 @@
 namespace mpkv {
 namespace {
 
-// The acceptance limit: within 1% of the published unit-Gaussian MSEs.
+// Acceptance limit: within 1% of the published unit-Gaussian MSEs (Max's 1960 table;
+// docs/algorithms.md section 7).
 constexpr double kPublishedRelTol = 0.01;
 
 TEST(LloydMax, UnitGaussianMseMatchesPublishedValues) {

@@ -124,13 +124,13 @@ TEST(EquivalentShift, BlockShrinkOfEveryCodeInEveryVariant) {
   }
 }
 
-// Issue 12's exact-ladder claim, over every 16-bit code value in every kernel variant: after each
-// shrink 16 -> 8 -> 4 -> 2 -> 1 the block (codes, stored params, layout) is the block one gets by
-// requantizing the 16-bit codes straight to that width (X_b = round_half_up(X_16 / M),
-// M = (2^16 - 1) / (2^b - 1), scale S_16 * M, zero Z_16), built here from integers alone; its
-// dequantized values equal that definition bit for bit (the _ref dequantizer) and the exact
-// (double) value within fp32 rounding. With the old scheme (scale stored as fp16(S * (2^b + 1)))
-// the values were off by up to 2^-11 relative and this test fails.
+// The exact-ladder claim of docs/numerics.md ("Exact ladder scales"), over every 16-bit code value
+// in every kernel variant: after each shrink 16 -> 8 -> 4 -> 2 -> 1 the block (codes, stored
+// params, layout) is the block one gets by requantizing the 16-bit codes straight to that width
+// (X_b = round_half_up(X_16 / M), M = (2^16 - 1) / (2^b - 1), scale S_16 * M, zero Z_16), built
+// here from integers alone; its dequantized values equal that definition bit for bit (the _ref
+// dequantizer) and the exact (double) value within fp32 rounding. With the old scheme (scale stored
+// as fp16(S * (2^b + 1))) the values were off by up to 2^-11 relative and this test fails.
 TEST(EquivalentShift, LadderDequantizesAsDirectRequantizationOfEveryCode) {
   constexpr double kFp32Rel = 2 * 1.1920929e-07;  // S * M rounded, then code * S + Z: two roundings
   const int d = 24, P = 2731;                         // 65544 codes: every uint16 value
