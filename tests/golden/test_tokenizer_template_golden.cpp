@@ -19,7 +19,9 @@
 
 namespace mpkv {
 namespace {
-using json = nlohmann::json;
+// Ordered, as the script sends cases.json to llama-server: a tool schema's keys reach the template in
+// the order they were written (llama.cpp keeps JSON key order).
+using json = nlohmann::ordered_json;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
