@@ -107,8 +107,16 @@ def main():
           f"KV budget {budget} MiB (4 sequences at 16 bits)", flush=True)
     sample = None
     for label, srv, slots in servers(a, budget):
-        with srv:
-            answers, wall, samples = asyncio.run(drive(srv.url, questions, a.max_tokens))
+        try:
+            with srv:
+                answers, wall, samples = asyncio.run(drive(srv.url, questions, a.max_tokens))
+        except serve_servers.ServerError as e:
+            if label.startswith("mpkv"):
+                raise
+            # The optional peer failing (a crash at start-up, say) leaves mpkv's rows standing: said
+            # here with its log, its row left out, and the demo goes on.
+            print(f"{label:<25} failed, row left out: {str(e).splitlines()[0]}", flush=True)
+            continue
         report(label, answers, wall, samples, slots)
         if label.startswith("mpkv"):
             sample = answers[0][0]

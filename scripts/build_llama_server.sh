@@ -29,11 +29,15 @@ if [ ! -f "$SRC/llama.cpp/CMakeLists.txt" ]; then
   rm -rf "$SRC" && mv "$SRC.tmp" "$SRC"
 fi
 
+# AMX off: on the Sapphire Rapids VMs here llama.cpp's AMX matmul (picked by -march=native where
+# the CPU reports amx_int8) crashes the server at its first graph (SIGSEGV in
+# ggml_backend_amx_mul_mat); mpkv uses no AMX either, so the peer runs its AVX-512 VNNI kernels.
+NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 echo "build_llama_server: configuring in $BUILD" >&2
 cmake -S "$SRC/llama.cpp" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
-  -DGGML_NATIVE=ON >"$PEER_DIR/configure.log" 2>&1 ||
+  -DGGML_NATIVE=ON -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" >"$PEER_DIR/configure.log" 2>&1 ||
   { tail -30 "$PEER_DIR/configure.log" >&2; exit 1; }
 echo "build_llama_server: building ${TARGETS[*]} (log: $PEER_DIR/build.log)" >&2
 start=$(date +%s)

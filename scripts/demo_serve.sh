@@ -7,7 +7,8 @@
 # case the cache is for), go to the server at once through the openai client, and one line says how
 # many ran at once, the output tok/s, the peak KV bytes and the lowest effective bits
 # (bench/demo_serve.py). When scripts/build_llama_server.sh has built llama.cpp's llama-server, it
-# runs the same requests at the same KV bytes (f16 and q4_0 KV) for comparison.
+# runs the same requests at the same KV bytes (f16 and q4_0 KV) for comparison; a llama-server that
+# fails to start is said on its row (with its log) and left out, mpkv's rows standing.
 # A few minutes on 2 idle cores once built. DEMO_PLAN=FILE skips calibration; DEMO_REQUESTS (16),
 # DEMO_MAX_TOKENS (512), DEMO_THREADS (2), LLAMA_SERVER (the built binary, if any).
 # Outputs (plan, calibration and server logs) in out/demo_serve/.
