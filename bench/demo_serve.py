@@ -7,8 +7,9 @@ answers (--max-tokens, default 512), N requests at once. For each cache it start
 loopback under the same --kv-budget-mib, sends the N requests at once through the official `openai`
 client (AsyncOpenAI, streaming, temperature 0.6, top_p 0.95), polls /metrics while they run, stops
 the server and prints one line: requests running at once (most seen in vllm:num_requests_running;
-llama-server: its slots), output tok/s (tokens in usage / wall time), peak KV bytes
-(mpkv:kv_bytes_used) and the lowest effective bits per K/V element (mpkv:kv_effective_bits).
+llama-server: its slots, at most the requests), output tok/s (tokens in usage / wall time), peak KV
+bytes (mpkv:kv_bytes_used; llama-server: the KV it allocates at start-up) and the lowest effective
+bits per K/V element (mpkv:kv_effective_bits; '-' for llama-server, which has no such metric).
 Every answer is exactly --max-tokens tokens (`ignore_eos`, an extra body field both servers read).
 The budget holds 4 sequences of prompt + max_tokens at 16 bits.
 """
@@ -55,24 +56,31 @@ async def drive(url, passages, max_tokens):
     return answers, wall, poller.samples
 
 
-def report(label, answers, wall, samples, slots=None):
+def report(label, answers, wall, samples, peer=None):
+    """One result line. mpkv's figures come from its /metrics samples; llama-server (peer: its
+    facts from serve_servers.llama_server) has no such metrics: its slots bound how many run at once
+    and its KV is allocated whole at start-up, so those are printed and the rest is '-'."""
     def peak(key):
         vals = [s[key] for s in samples if s.get(key) is not None]
         return max(vals) if vals else None
 
-    bits = [s["effective_bits"] for s in samples if s.get("effective_bits")]
     tokens = sum(t for _, t in answers)
+    if peer is not None:
+        print(f"{label:<22} {min(peer['n_parallel'], len(answers)):>4d} at once   {tokens / wall:7.1f} output tok/s   "
+              f"KV {peer['kv_bytes'] / 2**20:6.1f} MiB allocated ({peer['n_parallel']} slots)   effective bits -   "
+              f"preemptions -", flush=True)
+        return
+    bits = [s["effective_bits"] for s in samples if s.get("effective_bits")]
     used = peak("kv_bytes_used")
     budget = samples[-1].get("kv_budget_bytes") if samples else None
-    at_once = slots if slots is not None else (peak("running") or 0)
-    print(f"{label:<22} {at_once:>4.0f} at once   {tokens / wall:7.1f} output tok/s   "
+    print(f"{label:<22} {peak('running') or 0:>4.0f} at once   {tokens / wall:7.1f} output tok/s   "
           f"peak KV {(used or 0) / 2**20:6.1f} of {(budget or 0) / 2**20:.1f} MiB   "
           f"effective bits {min(bits) if bits else float('nan'):5.2f} (lowest)   "
           f"preemptions {samples[-1].get('preemptions_total') if samples else '-'}", flush=True)
 
 
 def servers(a, budget):
-    """(label, server, slots) for each configuration of the demo: mpkv f16, mpkv with the plan, and
+    """(label, server, peer facts or None) for each configuration of the demo: mpkv f16, mpkv with the plan, and
     llama-server at f16 / q4_0 KV when --llama-server names a binary."""
     ctx = a.prompt_tokens + a.max_tokens + 64
     for label, kv in (("mpkv f16", ["--kv-method", "f16"]),
@@ -85,7 +93,7 @@ def servers(a, budget):
             log = os.path.join(a.out_dir, f"server_llama-server_{kv_type}.log")
             srv, facts = serve_servers.llama_server(a.llama_server, a.model, a.mpkv, kv_type, budget * 2**20, ctx,
                                                     a.threads, log)
-            yield f"llama-server {kv_type}", srv, facts["n_parallel"]
+            yield f"llama-server {kv_type}", srv, facts
 
 
 def main():
@@ -106,7 +114,7 @@ def main():
     print(f"{a.requests} reasoning chat requests at once, {a.max_tokens} tokens each; "
           f"KV budget {budget} MiB (4 sequences at 16 bits)", flush=True)
     sample = None
-    for label, srv, slots in servers(a, budget):
+    for label, srv, peer in servers(a, budget):
         try:
             with srv:
                 answers, wall, samples = asyncio.run(drive(srv.url, questions, a.max_tokens))
@@ -117,7 +125,7 @@ def main():
             # here with its log, its row left out, and the demo goes on.
             print(f"{label:<25} failed, row left out: {str(e).splitlines()[0]}", flush=True)
             continue
-        report(label, answers, wall, samples, slots)
+        report(label, answers, wall, samples, peer)
         if label.startswith("mpkv"):
             sample = answers[0][0]
     print(f"\nfirst answer under the plan: {sample[:300]!r}...")
