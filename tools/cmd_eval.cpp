@@ -11,6 +11,7 @@
 #include "eval/eval_methods.h"
 #include "eval/eval_protocols.h"
 #include "eval_report.h"
+#include "eval_task.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -29,7 +30,25 @@ struct EvalArgs {
   std::vector<double> drift_bits;
   int n_ctx = 2048, windows = 2, threads = 0, drift_tokens = 0, drift_bucket = 256;
   BootstrapOptions ci;
+  TaskEvalArgs task;  // --task mode (eval_task.h)
 };
+
+// --task mode: the task options and the shared ones (model, methods, bits, plans, threads, outputs).
+void run_task_mode(const EvalArgs& a, const CLI::App* sub) {
+  MPKV_CHECK(a.file.empty() && a.drift_tokens == 0, "eval: --task does not combine with -f or --drift-tokens");
+  MPKV_CHECK(!given(sub, "--protocols") && !given(sub, "--windows") && !given(sub, "--ctx"),
+             "eval: --protocols, --windows and -c are for -f; --task takes each item's own length");
+  TaskEvalArgs t = a.task;
+  t.model = a.model;
+  t.plan_dir = a.plan_dir;
+  t.methods = a.methods;
+  t.bits = a.bits;
+  t.json = a.json;
+  t.md = a.md;
+  t.threads = apply_threads(a.threads);
+  t.command = command_line();
+  run_task_eval(t);
+}
 
 // The matrix without f16 (the reference of every protocol), with model identity for plan checks.
 EvalMatrix methods_for(const std::vector<std::string>& names, const std::vector<double>& bits, const EvalArgs& a,
@@ -73,10 +92,22 @@ void register_eval(CLI::App& app) {
       ->capture_default_str()->check(integer_in(1, 1 << 20, ">= 1"));
   sub->add_option("--ci-resamples", a->ci.resamples, "bootstrap resamples of the 95% intervals")
       ->capture_default_str()->check(integer_in(10, 1000000, "in [10, 1000000]"));
+  sub->add_option("--task", a->task.tasks, "task files (JSONL, scripts/make_tasks.py): exact-match accuracy instead of -f")
+      ->delimiter(',');
+  sub->add_option("--task-items", a->task.items, "first N items of each task file (0: all)")
+      ->capture_default_str()->check(integer_in(0, 1 << 24, ">= 0"));
+  sub->add_option("--budget-method", a->task.budget_method, "--task: the method whose byte bound is every row's KV budget")
+      ->capture_default_str();
+  sub->add_option("--parallel", a->task.parallel, "--task: items decoding at once")
+      ->capture_default_str()->check(integer_in(1, 4096, "in [1, 4096]"));
+  sub->add_option("--evict-sink", a->task.sink, "--task: tokens f16-evict keeps at the start of the prompt")
+      ->capture_default_str()->check(integer_in(0, 1 << 20, ">= 0"));
+  sub->add_option("--outputs", a->task.outputs, "--task: write every item's generated text and score (JSONL)");
   add_threads_option(sub, a->threads);
   sub->add_option("--json", a->json, "write the results as JSON");
   sub->add_option("--md", a->md, "write the markdown report to this file too");
-  sub->callback([a] {
+  sub->callback([a, sub] {
+    if (!a->task.tasks.empty()) return run_task_mode(*a, sub);
     const auto t0 = std::chrono::steady_clock::now();
     MPKV_CHECK(!a->file.empty() || a->drift_tokens > 0, "eval: give a text with -f, or --drift-tokens N, or both");
     bool decode = false, fake = false;

@@ -1,0 +1,113 @@
+// End-to-end `mpkv eval --task` on a tiny synthetic model (the CI smoke run of the accuracy
+// harness, docs/accuracy_tasks.md): f16, f16 cut at the budget and a quantized method over a task
+// file write a report whose counts agree with the per-item outputs; bad input is a clear error
+// that writes nothing.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fixtures/tiny_model.h"
+#include "test_support.h"
+
+namespace mpkv {
+namespace {
+
+using test::run_cli;
+
+std::string dir() { return test::temp_dir(); }
+
+std::string tiny_model() {
+  const std::string p = dir() + "/eval_task_tiny.gguf";
+  if (!std::filesystem::exists(p)) {
+    test::TinyModelSpec spec;
+    spec.n_layer = 2;
+    test::write_tiny_model(p, spec);
+  }
+  return p;
+}
+
+// Six items of ~200 byte-level tokens (the tiny model's context is 256), the key at depths 0, 0.2, ..., 1.
+std::string task_file() {
+  const std::string p = dir() + "/eval_task.jsonl";
+  std::ofstream f(p);
+  for (int i = 0; i < 6; ++i) {
+    std::string prompt;
+    for (int k = 0; k < 9; ++k) prompt += (k == i * 8 / 5 ? "the key is 4" + std::to_string(i) + ". " : "the lazy dog sleeps. ");
+    nlohmann::json j{{"id", "t" + std::to_string(i)}, {"task", "passkey"}, {"prompt", prompt + "The key is"},
+                     {"answer", "4" + std::to_string(i)}, {"max_tokens", 6}, {"rule", "first_number"},
+                     {"depth", i / 5.0}, {"length", 200}};
+    f << j.dump() << "\n";
+  }
+  return p;
+}
+
+TEST(CliEvalTask, ReportAgreesWithOutputs) {
+  const std::string m = tiny_model(), tasks = task_file();
+  const std::string json = dir() + "/eval_task.json", outs = dir() + "/eval_task_out.jsonl";
+  auto r = run_cli("eval -m " + m + " --task " + tasks + " --methods f16,f16-evict,f16-trunc,kivi:2 --budget-method kivi:2 "
+                   "--parallel 4 -t 1 --json " + json + " --outputs " + outs);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("| f16 | 16 | - |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Accuracy % by depth"), std::string::npos) << r.out;
+  std::ifstream f(json);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  ASSERT_EQ(j["files"].size(), 1u);
+  const auto& rows = j["files"][0]["rows"];
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0]["method"], "f16");
+  EXPECT_EQ(rows[1]["method"], "f16-evict");
+  EXPECT_EQ(rows[2]["method"], "f16-trunc");
+  EXPECT_EQ(rows[3]["method"], "kivi-2");
+  EXPECT_FALSE(rows[0].contains("paired_vs_f16"));
+  // The per-item outputs: 4 methods x 6 items, their "correct" summing to each row's count.
+  std::ifstream o(outs);
+  std::map<std::string, int> right, seen;
+  for (std::string line; std::getline(o, line);) {
+    const auto it = nlohmann::json::parse(line);
+    ++seen[it["method"]];
+    right[it["method"]] += it["correct"].get<bool>();
+    if (it["method"] == "f16") EXPECT_EQ(it["kept_tokens"], it["prompt_tokens"]);
+    if (it["method"] == "f16-evict") EXPECT_LT(it["kept_tokens"], it["prompt_tokens"]);  // the 2-bit budget holds less f16
+  }
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["n"], 6);
+    EXPECT_EQ(seen[row["method"]], 6);
+    EXPECT_EQ(row["right"], right[row["method"]]);
+    const double lo = row["wilson95"][0], hi = row["wilson95"][1], acc = row["accuracy"];
+    EXPECT_LE(lo, acc);
+    EXPECT_GE(hi, acc);
+    if (row["method"] != "f16") {
+      const auto& p = row["paired_vs_f16"];
+      EXPECT_NEAR(p["difference"].get<double>(), (row["right"].get<int>() - rows[0]["right"].get<int>()) / 6.0, 1e-12);
+      EXPECT_GT(row["budget_bits_per_elem"].get<double>(), 0.0);
+    }
+  }
+  // kivi-2 is the budget itself: its peak stays within it; the f16 row holds 16-bit rows.
+  EXPECT_LE(rows[3]["peak_bits_per_elem"].get<double>(), rows[3]["budget_bits_per_elem"].get<double>() + 1e-9);
+  EXPECT_GT(rows[0]["peak_bits_per_elem"].get<double>(), 16.0);
+}
+
+TEST(CliEvalTask, BadInputIsAnErrorAndWritesNothing) {
+  const std::string m = tiny_model(), tasks = task_file(), json = dir() + "/eval_task_bad.json";
+  auto r = run_cli("eval -m " + m + " --task " + dir() + "/no_such_tasks.jsonl --methods f16 -t 1 --json " + json);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  r = run_cli("eval -m " + m + " --task " + tasks + " -f " + tasks + " --methods f16 -t 1 --json " + json);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("does not combine"), std::string::npos) << r.out;
+  const std::string bad = dir() + "/eval_task_bad.jsonl";
+  std::ofstream(bad) << "{\"id\": \"x\", \"prompt\": \"p\"}\n";
+  r = run_cli("eval -m " + m + " --task " + bad + " --methods f16 --budget-method kivi:2 -t 1 --json " + json);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("eval_task_bad.jsonl:1: missing"), std::string::npos) << r.out;
+  r = run_cli("eval -m " + m + " --task " + tasks + " --methods f16 --budget-method kivi:2,uniform:2 -t 1 --json " + json);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(json));
+}
+
+}  // namespace
+}  // namespace mpkv
