@@ -12,11 +12,13 @@
 // Side by side: per context, every method's cache is built first, then each repetition times one
 // step of every method in turn (so a busy neighbour slows all methods alike), and the table shows
 // medians, with each method's time as a ratio of f16's (when f16 is among the methods) and its
-// read rate against the probe (median of 5 probes taken right before the context's runs). Wall
+// read rate against the probe (read_bandwidth_gbs of matvec/machine_limits.h, the probe `mpkv bench`
+// uses: median of 5 passes over 256 MiB right before the context's runs). Wall
 // time and process CPU time are both shown (on a shared machine the second is the steadier one).
 //
 // Usage: bench_kv_attention [--ctx 1024,4096,8192,32768] [--layers 8] [--threads 1,2] [--reps 9]
 //                           [--methods f16,uniform16,uniform8,uniform4,uniform2,kivi4,kivi2,progressive2]
+//                           (a method may end in gN: kivi2g64 = KIVI 2-bit with key groups of 64 tokens)
 //                           [--shrink 1|0]
 #include <omp.h>
 
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "kvcache/kv_cache_factory.h"
+#include "matvec/machine_limits.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
 
@@ -57,44 +60,27 @@ std::vector<std::string> split(const std::string& s) {
   return v;
 }
 
-volatile float g_sink;
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Read bandwidth with `threads` threads: each sums its share of a 512 MiB buffer (8 accumulators);
-// the median of `reps` passes.
-double read_probe_gbs(const std::vector<float>& buf, int threads, int reps) {
-  const size_t n = buf.size();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    float total = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : total)
-    {
-      float a[8] = {};
-#pragma omp for schedule(static)
-      for (size_t i = 0; i < n; i += 8)
-        for (int k = 0; k < 8; ++k) a[k] += buf[i + k];
-      for (float x : a) total += x;
-    }
-    g_sink = total;
-    t.push_back(seconds_since(t0));
-  }
-  return (double)n * sizeof(float) / median(t) / 1e9;
-}
-
-// "uniform4" -> method uniform, bits 4; "progressive2" -> progressive, final bits 2; "f16".
+// "uniform4" -> method uniform, bits 4; "progressive2" -> progressive, final bits 2; "f16";
+// "kivi2g64" -> KIVI at 2 bits with key groups of 64 tokens (--kv-group 64).
 KvCacheOptions options_of(const std::string& name) {
   KvCacheOptions o;
   if (name == "f16") return o;
-  size_t i = name.size();
-  while (i > 0 && std::isdigit((unsigned char)name[i - 1])) --i;
-  o.method = mpkv::parse_kv_method(name.substr(0, i));
-  if (i < name.size()) o.bits = std::stoi(name.substr(i));
+  std::string base = name;
+  if (const size_t g = name.find('g', 1); g != std::string::npos && g + 1 < name.size() && std::isdigit((unsigned char)name[g + 1]) &&
+                                         std::isdigit((unsigned char)name[g - 1])) {
+    o.group = std::stoi(name.substr(g + 1));
+    base = name.substr(0, g);
+  }
+  size_t i = base.size();
+  while (i > 0 && std::isdigit((unsigned char)base[i - 1])) --i;
+  o.method = mpkv::parse_kv_method(base.substr(0, i));
+  if (i < base.size()) o.bits = std::stoi(base.substr(i));
   return o;
 }
 
@@ -171,7 +157,6 @@ int main(int argc, char** argv) {
     const KvDims dims{layers, 9, 3, 64};
     std::printf("bench_kv_attention: isa %s, %d layers x (9 q heads, 3 KV heads, head_dim 64), median of %d\n",
                 isa_name(active_isa()), layers, reps);
-    const std::vector<float> probe_buf((512ull << 20) / sizeof(float), 1.0f);
     std::printf("\n%-14s %7s %4s %8s %9s %7s %9s %7s %7s %8s\n", "method", "context", "thr", "KV MiB", "wall ms",
                 "x f16", "cpu ms", "x f16", "GB/s", "% probe");
     for (int ctx : contexts) {
@@ -182,7 +167,7 @@ int main(int argc, char** argv) {
       std::normal_distribution<float> nd(0.0f, 1.0f);
       for (float& x : q) x = nd(rng);
       for (int t : threads) {
-        const double probe = read_probe_gbs(probe_buf, t, 5);
+        const double probe = read_bandwidth_gbs(t);
         omp_set_num_threads(t);
         std::vector<std::vector<double>> wall(caches.size()), cpu(caches.size());
         for (int r = 0; r < reps; ++r) {
