@@ -13,8 +13,10 @@
 // step of every method in turn (so a busy neighbour slows all methods alike), and the table shows
 // medians, with each method's time as a ratio of f16's (when f16 is among the methods) and its
 // read rate against the probe (read_bandwidth_gbs of matvec/machine_limits.h, the probe `mpkv bench`
-// uses: median of 5 passes over 256 MiB right before the context's runs). Wall
-// time and process CPU time are both shown (on a shared machine the second is the steadier one).
+// uses: median of 5 passes over 256 MiB right before the context's runs), and its multiply-adds
+// against one core's int8 peak times the threads (int8_peak_probes, probed once): the roofline
+// columns of docs/results/speed.md section 10. Wall time and process CPU time are both shown (on a
+// shared machine the second is the steadier one).
 //
 // Usage: bench_kv_attention [--ctx 1024,4096,8192,32768] [--layers 8] [--threads 1,2] [--reps 9]
 //                           [--methods f16,uniform16,uniform8,uniform4,uniform2,kivi4,kivi2,progressive2]
@@ -157,8 +159,12 @@ int main(int argc, char** argv) {
     const KvDims dims{layers, 9, 3, 64};
     std::printf("bench_kv_attention: isa %s, %d layers x (9 q heads, 3 KV heads, head_dim 64), median of %d\n",
                 isa_name(active_isa()), layers, reps);
-    std::printf("\n%-14s %7s %4s %8s %9s %7s %9s %7s %7s %8s\n", "method", "context", "thr", "KV MiB", "wall ms",
-                "x f16", "cpu ms", "x f16", "GB/s", "% probe");
+    // The int8 multiply-add peak of one core (the best loop int8_peak_probes() finds), times the threads.
+    const std::vector<Int8PeakProbe> peaks = int8_peak_probes();
+    const double core_peak = peaks.empty() ? 0.0 : peaks.front().macs_per_s;
+    std::printf("int8 peak: %s %.1f GMAC/s per core\n", peaks.empty() ? "none" : peaks.front().name, core_peak / 1e9);
+    std::printf("\n%-14s %7s %4s %8s %9s %7s %9s %7s %7s %8s %7s\n", "method", "context", "thr", "KV MiB", "wall ms",
+                "x f16", "cpu ms", "x f16", "GB/s", "% probe", "% int8");
     for (int ctx : contexts) {
       std::vector<FilledCache> caches;
       for (const std::string& m : methods) caches.push_back(fill_cache(m, dims, ctx));
@@ -187,8 +193,14 @@ int main(int argc, char** argv) {
           char rw[16] = "-", rc[16] = "-";
           if (f16_wall > 0) std::snprintf(rw, sizeof rw, "%.2f", w / f16_wall);
           if (f16_cpu > 0) std::snprintf(rc, sizeof rc, "%.2f", c / f16_cpu);
-          std::printf("%-14s %7d %4d %8.1f %9.3f %7s %9.3f %7s %7.2f %7.0f%%\n", caches[mi].method.c_str(), ctx, t,
-                      caches[mi].bytes / 1048576.0, 1e3 * w, rw, 1e3 * c, rc, gbs, 100.0 * gbs / probe);
+          // Multiply-adds of the step: every query head's scores and weighted values over every row
+          // (ctx x layers x n_head x head_dim x 2), against the int8 peak (the packed pages' q8 kernels
+          // do them in int8; f16's are fp32 FMAs, shown against the same peak for scale).
+          const double macs = (double)ctx * layers * dims.n_head * dims.head_dim * 2;
+          char ri[16] = "-";
+          if (core_peak > 0) std::snprintf(ri, sizeof ri, "%.0f%%", 100.0 * macs / w / (core_peak * t));
+          std::printf("%-14s %7d %4d %8.1f %9.3f %7s %9.3f %7s %7.2f %7.0f%% %7s\n", caches[mi].method.c_str(), ctx, t,
+                      caches[mi].bytes / 1048576.0, 1e3 * w, rw, 1e3 * c, rc, gbs, 100.0 * gbs / probe, ri);
         }
         std::printf("%-14s %7d %4d %8s %9s %7s %9s %7s %7.2f %7s\n", "(read probe)", ctx, t, "", "", "", "", "", probe, "100%");
       }
