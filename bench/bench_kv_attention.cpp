@@ -12,11 +12,15 @@
 // Side by side: per context, every method's cache is built first, then each repetition times one
 // step of every method in turn (so a busy neighbour slows all methods alike), and the table shows
 // medians, with each method's time as a ratio of f16's (when f16 is among the methods) and its
-// read rate against the probe (median of 5 probes taken right before the context's runs). Wall
-// time and process CPU time are both shown (on a shared machine the second is the steadier one).
+// read rate against the probe (read_bandwidth_gbs of matvec/machine_limits.h, the probe `mpkv bench`
+// uses: median of 5 passes over 256 MiB right before the context's runs), and its multiply-adds
+// against one core's int8 peak times the threads (int8_peak_probes, probed once): the roofline
+// columns of docs/results/speed.md section 10. Wall time and process CPU time are both shown (on a
+// shared machine the second is the steadier one).
 //
 // Usage: bench_kv_attention [--ctx 1024,4096,8192,32768] [--layers 8] [--threads 1,2] [--reps 9]
 //                           [--methods f16,uniform16,uniform8,uniform4,uniform2,kivi4,kivi2,progressive2]
+//                           (a method may end in gN: kivi2g64 = KIVI 2-bit with key groups of 64 tokens)
 //                           [--shrink 1|0]
 #include <omp.h>
 
@@ -32,6 +36,7 @@
 #include <vector>
 
 #include "kvcache/kv_cache_factory.h"
+#include "matvec/machine_limits.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
 
@@ -57,44 +62,27 @@ std::vector<std::string> split(const std::string& s) {
   return v;
 }
 
-volatile float g_sink;
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Read bandwidth with `threads` threads: each sums its share of a 512 MiB buffer (8 accumulators);
-// the median of `reps` passes.
-double read_probe_gbs(const std::vector<float>& buf, int threads, int reps) {
-  const size_t n = buf.size();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    float total = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : total)
-    {
-      float a[8] = {};
-#pragma omp for schedule(static)
-      for (size_t i = 0; i < n; i += 8)
-        for (int k = 0; k < 8; ++k) a[k] += buf[i + k];
-      for (float x : a) total += x;
-    }
-    g_sink = total;
-    t.push_back(seconds_since(t0));
-  }
-  return (double)n * sizeof(float) / median(t) / 1e9;
-}
-
-// "uniform4" -> method uniform, bits 4; "progressive2" -> progressive, final bits 2; "f16".
+// "uniform4" -> method uniform, bits 4; "progressive2" -> progressive, final bits 2; "f16";
+// "kivi2g64" -> KIVI at 2 bits with key groups of 64 tokens (--kv-group 64).
 KvCacheOptions options_of(const std::string& name) {
   KvCacheOptions o;
   if (name == "f16") return o;
-  size_t i = name.size();
-  while (i > 0 && std::isdigit((unsigned char)name[i - 1])) --i;
-  o.method = mpkv::parse_kv_method(name.substr(0, i));
-  if (i < name.size()) o.bits = std::stoi(name.substr(i));
+  std::string base = name;
+  if (const size_t g = name.find('g', 1); g != std::string::npos && g + 1 < name.size() && std::isdigit((unsigned char)name[g + 1]) &&
+                                         std::isdigit((unsigned char)name[g - 1])) {
+    o.group = std::stoi(name.substr(g + 1));
+    base = name.substr(0, g);
+  }
+  size_t i = base.size();
+  while (i > 0 && std::isdigit((unsigned char)base[i - 1])) --i;
+  o.method = mpkv::parse_kv_method(base.substr(0, i));
+  if (i < base.size()) o.bits = std::stoi(base.substr(i));
   return o;
 }
 
@@ -171,9 +159,12 @@ int main(int argc, char** argv) {
     const KvDims dims{layers, 9, 3, 64};
     std::printf("bench_kv_attention: isa %s, %d layers x (9 q heads, 3 KV heads, head_dim 64), median of %d\n",
                 isa_name(active_isa()), layers, reps);
-    const std::vector<float> probe_buf((512ull << 20) / sizeof(float), 1.0f);
-    std::printf("\n%-14s %7s %4s %8s %9s %7s %9s %7s %7s %8s\n", "method", "context", "thr", "KV MiB", "wall ms",
-                "x f16", "cpu ms", "x f16", "GB/s", "% probe");
+    // The int8 multiply-add peak of one core (the best loop int8_peak_probes() finds), times the threads.
+    const std::vector<Int8PeakProbe> peaks = int8_peak_probes();
+    const double core_peak = peaks.empty() ? 0.0 : peaks.front().macs_per_s;
+    std::printf("int8 peak: %s %.1f GMAC/s per core\n", peaks.empty() ? "none" : peaks.front().name, core_peak / 1e9);
+    std::printf("\n%-14s %7s %4s %8s %9s %7s %9s %7s %7s %8s %7s\n", "method", "context", "thr", "KV MiB", "wall ms",
+                "x f16", "cpu ms", "x f16", "GB/s", "% probe", "% int8");
     for (int ctx : contexts) {
       std::vector<FilledCache> caches;
       for (const std::string& m : methods) caches.push_back(fill_cache(m, dims, ctx));
@@ -182,7 +173,7 @@ int main(int argc, char** argv) {
       std::normal_distribution<float> nd(0.0f, 1.0f);
       for (float& x : q) x = nd(rng);
       for (int t : threads) {
-        const double probe = read_probe_gbs(probe_buf, t, 5);
+        const double probe = read_bandwidth_gbs(t);
         omp_set_num_threads(t);
         std::vector<std::vector<double>> wall(caches.size()), cpu(caches.size());
         for (int r = 0; r < reps; ++r) {
@@ -202,8 +193,14 @@ int main(int argc, char** argv) {
           char rw[16] = "-", rc[16] = "-";
           if (f16_wall > 0) std::snprintf(rw, sizeof rw, "%.2f", w / f16_wall);
           if (f16_cpu > 0) std::snprintf(rc, sizeof rc, "%.2f", c / f16_cpu);
-          std::printf("%-14s %7d %4d %8.1f %9.3f %7s %9.3f %7s %7.2f %7.0f%%\n", caches[mi].method.c_str(), ctx, t,
-                      caches[mi].bytes / 1048576.0, 1e3 * w, rw, 1e3 * c, rc, gbs, 100.0 * gbs / probe);
+          // Multiply-adds of the step: every query head's scores and weighted values over every row
+          // (ctx x layers x n_head x head_dim x 2), against the int8 peak (the packed pages' q8 kernels
+          // do them in int8; f16's are fp32 FMAs, shown against the same peak for scale).
+          const double macs = (double)ctx * layers * dims.n_head * dims.head_dim * 2;
+          char ri[16] = "-";
+          if (core_peak > 0) std::snprintf(ri, sizeof ri, "%.0f%%", 100.0 * macs / w / (core_peak * t));
+          std::printf("%-14s %7d %4d %8.1f %9.3f %7s %9.3f %7s %7.2f %7.0f%% %7s\n", caches[mi].method.c_str(), ctx, t,
+                      caches[mi].bytes / 1048576.0, 1e3 * w, rw, 1e3 * c, rc, gbs, 100.0 * gbs / probe, ri);
         }
         std::printf("%-14s %7d %4d %8s %9s %7s %9s %7s %7.2f %7s\n", "(read probe)", ctx, t, "", "", "", "", "", probe, "100%");
       }

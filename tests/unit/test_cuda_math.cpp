@@ -76,7 +76,7 @@ struct LayoutCase {
   int group;
 };
 const LayoutCase kLayouts[] = {{GroupAxis::token, 64}, {GroupAxis::token, 32}, {GroupAxis::token, 8},
-                               {GroupAxis::channel, 32}, {GroupAxis::channel, 8}};
+                               {GroupAxis::channel, 64}, {GroupAxis::channel, 32}, {GroupAxis::channel, 8}};
 
 TEST(CudaMath, QuantizedBlocksMatchQuantizeRefBitForBit) {
   const int d = 64, P = 64;
@@ -95,7 +95,7 @@ TEST(CudaMath, QuantizedBlocksMatchQuantizeRefBitForBit) {
 }
 
 TEST(CudaMath, DequantizedValuesMatchDequantizeRefIncludingLadderScales) {
-  const int d = 64, P = 32;
+  const int d = 64, P = 64;  // P: a multiple of every group of kLayouts (KIVI groups up to 64 tokens)
   const std::vector<float> x = half_values((size_t)P * d, 5);
   for (const LayoutCase& lc : kLayouts) {
     KvBlockLayout H = make_kv_block_layout(Codec::uniform, lc.axis, 16, d, P, lc.group);
