@@ -185,8 +185,7 @@ double ActivationBackward<Real>::forward(const std::vector<int32_t>& tokens, dou
 template <typename Real>
 void ActivationBackward<Real>::layer_positions(int l, int T) {
   pos_.resize(T);
-  const double scale = pos_scale_ / config_.attn(l).rope_scale;
-  for (int t = 0; t < T; ++t) pos_[t] = (double)t * scale;
+  for (int t = 0; t < T; ++t) pos_[t] = (double)t * pos_scale_;
 }
 
 template <typename Real>
@@ -233,10 +232,9 @@ void ActivationBackward<Real>::qkv_forward(int l, int T, Saved& s, bool keep) {
     rmsnorm_forward(s.k.data(), W.k_norm.data(), s.k.data(), s.rk.data(), T * c.n_head_kv, hd, c.rms_eps);
   }
   layer_positions(l, T);
-  const double base = c.attn(l).rope_base;
-  const float* ff = model_.weights().rope_freqs.data;
-  rope_rotate(s.q.data(), pos_.data(), T, c.n_head, hd, c.rope_style, base, ff, +1);
-  rope_rotate(s.k.data(), pos_.data(), T, c.n_head_kv, hd, c.rope_style, base, ff, +1);
+  const RopePairTable rope = rope_pair_table(layer_rope(c, l, model_.weights().rope_freqs.data), hd);
+  rope_rotate(s.q.data(), pos_.data(), T, c.n_head, hd, c.rope_style, rope, +1);
+  rope_rotate(s.k.data(), pos_.data(), T, c.n_head_kv, hd, c.rope_style, rope, +1);
   if (c.query_scale != 1.0f)
     for (Real& x : s.q) x *= (Real)c.query_scale;
 }
@@ -548,10 +546,9 @@ void ActivationBackward<Real>::qkv_backward(int l, int T) {
   if (c.query_scale != 1.0f)
     for (Real& x : dq_) x *= (Real)c.query_scale;
   layer_positions(l, T);
-  const double base = c.attn(l).rope_base;
-  const float* ff = model_.weights().rope_freqs.data;
-  rope_rotate(dq_.data(), pos_.data(), T, c.n_head, hd, c.rope_style, base, ff, -1);
-  rope_rotate(dk_.data(), pos_.data(), T, c.n_head_kv, hd, c.rope_style, base, ff, -1);
+  const RopePairTable rope = rope_pair_table(layer_rope(c, l, model_.weights().rope_freqs.data), hd);
+  rope_rotate(dq_.data(), pos_.data(), T, c.n_head, hd, c.rope_style, rope, -1);
+  rope_rotate(dk_.data(), pos_.data(), T, c.n_head_kv, hd, c.rope_style, rope, -1);
   if (c.qk_norm) {
     rmsnorm_backward(s.q_pre.data(), W.q_norm.data(), s.rq.data(), dq_.data(), dq_.data(), T * c.n_head, hd, false);
     rmsnorm_backward(s.k_pre.data(), W.k_norm.data(), s.rk.data(), dk_.data(), dk_.data(), T * c.n_head_kv, hd,

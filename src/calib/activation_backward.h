@@ -136,7 +136,7 @@ class ActivationBackward {
   // (in dproj_), else dy itself.
   const Real* post_norm_backward(const std::vector<Real>& proj, const std::vector<Real>& w,
                                  const std::vector<Real>& inv_rms, const Real* dy, int T);
-  // pos_ = layer l's RoPE positions t * pos_scale_ / its rope_scale.
+  // pos_ = the RoPE positions t * pos_scale_ (the layer's scaling is in its RopePairTable).
   void layer_positions(int l, int T);
   // dV_q, dK_q contributions of one (head, query block) task: P and dS [nr, nk] (column j = key
   // key0 + j) masked to the quantized pairs of each query.

@@ -71,17 +71,18 @@ void rmsnorm_backward(const Real* x, const Real* w, const Real* inv_rms, const R
 }
 
 template <typename Real>
-void rope_rotate(Real* x, const double* pos, int n, int n_heads, int head_dim, RopeStyle style, double base,
-                 const float* freq_factors, int direction) {
+void rope_rotate(Real* x, const double* pos, int n, int n_heads, int head_dim, RopeStyle style,
+                 const RopePairTable& table, int direction) {
   const int half = head_dim / 2;
-  std::vector<double> inv_freq(half);
+  std::vector<double> rate(half);
   for (int j = 0; j < half; ++j)
-    inv_freq[j] = std::pow(base, -2.0 * j / head_dim) / (freq_factors ? (double)freq_factors[j] : 1.0);
+    rate[j] = (double)table.inv_scale * table.inv_freq[j] * (1.0 - table.mix[j]) + (double)table.inv_freq[j] * table.mix[j];
+  const double m = table.mscale;
 #pragma omp parallel for if (n > 16)
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < half; ++j) {
-      const double theta = pos[i] * inv_freq[j];
-      const Real c = (Real)std::cos(theta), s = (Real)(direction * std::sin(theta));
+      const double theta = pos[i] * rate[j];
+      const Real c = (Real)(m * std::cos(theta)), s = (Real)(direction * m * std::sin(theta));
       const int a = style == RopeStyle::adjacent ? 2 * j : j;
       const int b = style == RopeStyle::adjacent ? 2 * j + 1 : j + half;
       for (int h = 0; h < n_heads; ++h) {
@@ -159,7 +160,7 @@ void gated_backward(FfnActivation act, const Real* g, const Real* u, const Real*
   template void gemm_rows_parallel<Real>(bool, int, int, int, Real, const Real*, int, const Real*, int, Real, Real*, int); \
   template void rmsnorm_forward<Real>(const Real*, const Real*, Real*, Real*, int, int, double);                   \
   template void rmsnorm_backward<Real>(const Real*, const Real*, const Real*, const Real*, Real*, int, int, bool); \
-  template void rope_rotate<Real>(Real*, const double*, int, int, int, RopeStyle, double, const float*, int);        \
+  template void rope_rotate<Real>(Real*, const double*, int, int, int, RopeStyle, const RopePairTable&, int);        \
   template void swiglu_forward<Real>(const Real*, const Real*, Real*, int64_t);                                    \
   template void swiglu_backward<Real>(const Real*, const Real*, const Real*, Real*, Real*, int64_t);            \
   template void geglu_tanh_forward<Real>(const Real*, const Real*, Real*, int64_t);                                \

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "model/model_config.h"
+#include "model/ops.h"
 
 namespace mpkv::calib {
 
@@ -51,14 +52,16 @@ template <typename Real>
 void rmsnorm_backward(const Real* x, const Real* w, const Real* inv_rms, const Real* dy, Real* dx, int n, int d,
                       bool accumulate);
 
-// Rotates x [n, n_heads, head_dim] in place by angle pos[i] * base^(-2j / head_dim) / freq_factors[j]
-// for pair j (pairs as RopeStyle says; freq_factors [head_dim / 2] or null for all 1: the model's
-// rope_freqs.weight, docs/models.md "RoPE"). direction -1 rotates back by the same angle: that is the
-// backward (the transpose of a rotation is its inverse), and also undoes a forward. Angles are
-// computed in double whatever Real is.
+// Rotates x [n, n_heads, head_dim] in place as the engine's RoPE does (model/ops.h, RopeParams;
+// docs/models.md "RoPE"): pair j (pairs as RopeStyle says) by theta_j = pos[i] * (inv_scale *
+// inv_freq[j] * (1 - mix[j]) + inv_freq[j] * mix[j]), scaled by mscale, with the table's terms
+// (rope_pair_table: frequency factors, linear / YaRN scaling, attention factor); pos[i] is the
+// position times any positional-interpolation scale. direction -1 applies the transpose, mscale
+// R(-theta): that is the backward, and with mscale 1 it also undoes a forward. Angles are computed
+// in double whatever Real is.
 template <typename Real>
-void rope_rotate(Real* x, const double* pos, int n, int n_heads, int head_dim, RopeStyle style, double base,
-                 const float* freq_factors, int direction);
+void rope_rotate(Real* x, const double* pos, int n, int n_heads, int head_dim, RopeStyle style,
+                 const RopePairTable& table, int direction);
 
 // h = silu(g) * u elementwise, n elements.
 template <typename Real>

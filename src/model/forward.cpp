@@ -116,7 +116,6 @@ void Forward::append_and_attend(KvCache& cache, const std::vector<BatchToken>& b
 void Forward::attention_block(KvCache& cache, const std::vector<BatchToken>& batch, int l) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = model_.weights().layers[l];
-  const LayerAttention& la = c.attn(l);
   const int n = (int)batch.size();
   rmsnorm_forward(x_.data(), L.attn_norm.data, xn_.data(), n, c.d_model, c.rms_eps);
   linear_forward_shared({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), n);
@@ -130,7 +129,7 @@ void Forward::attention_block(KvCache& cache, const std::vector<BatchToken>& bat
     rmsnorm_forward(k_.data(), L.k_norm.data, k_.data(), n * c.n_head_kv, c.head_dim, c.rms_eps);
   }
   if (!qk_lambda_.empty() && !qk_lambda_[l].empty()) apply_qk_smoothing(l, n);
-  const RopeParams rope{c.rope_style, la.rope_base, la.rope_scale, model_.weights().rope_freqs.data};
+  const RopeParams rope = layer_rope(c, l, model_.weights().rope_freqs.data);
   rope_forward_qk(q_.data(), c.n_head, k_.data(), c.n_head_kv, pos_.data(), n, c.head_dim, rope, pos_scale_);
   if (c.query_scale != 1.0f) scale_inplace(q_.data(), (int64_t)n * c.q_dim(), c.query_scale);
   if (observer_) observer_(l, n, k_.data(), v_.data());

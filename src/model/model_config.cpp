@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 
 #include "util/error.h"
@@ -14,6 +15,7 @@ const char* arch_name(Arch a) {
     case Arch::qwen2: return "qwen2";
     case Arch::qwen3: return "qwen3";
     case Arch::gemma3: return "gemma3";
+    case Arch::phi3: return "phi3";
   }
   return "?";
 }
@@ -41,10 +43,27 @@ void read_gemma3(const GgufReader& g, ModelConfig& c) {
     if (l % kPattern < kPattern - 1) c.layer_attn[l] = LayerAttention{window, 10000.0f, 1.0f};
 }
 
+// YaRN's parameters and attention factor as llama.cpp derives them (llama_context's constructor,
+// docs/models.md "YaRN"): ext_factor 1, beta_fast 32 / beta_slow 1 (the architectures here read no
+// `rope.scaling.yarn_*` key), the original context from `rope.scaling.original_context_length`, and
+// an attention factor get_mscale(f) / (1 + 0.1 ln f) that cancels the mscale ggml's rope multiplies
+// in again (ops.h, RopeParams), all in float as llama.cpp computes them.
+void derive_yarn(const GgufReader& g, ModelConfig& c) {
+  const std::string a = c.arch_name + ".";
+  c.rope_yarn.ext_factor = 1.0f;
+  c.rope_yarn.n_ctx_orig = (int)g.get_int(a + "rope.scaling.original_context_length", c.n_ctx_train);
+  MPKV_CHECK(c.rope_yarn.n_ctx_orig > 0, "model " + g.path() + " has " + a +
+                                             "rope.scaling.original_context_length = " +
+                                             std::to_string(c.rope_yarn.n_ctx_orig) + "; it must be > 0");
+  const float factor = 1.0f / (1.0f / c.rope_scale);  // llama.cpp: 1 / cparams.rope_freq_scale
+  const float mscale = factor <= 1.0f ? 1.0f : 0.1f * std::log(factor) + 1.0f;
+  c.rope_attn_factor = mscale * (1.0f / (1.0f + 0.1f * std::log(factor)));
+}
+
 // The RoPE scaling keys as llama.cpp reads them (docs/models.md, "RoPE"): `rope.scaling.type`
 // defaults to linear; the factor is `rope.scaling.factor`, else the older `rope.scale_linear`, and 0
-// or absent means 1; type none ignores the factor. yarn and longrope are refused, as is an attention
-// factor (`rope.scaling.attn_factor`, which scales RoPE's cos / sin) other than 1.
+// or absent means 1; type none ignores the factor. longrope is refused. `rope.scaling.attn_factor`
+// (default 1) multiplies RoPE's cos / sin under every type.
 void read_rope_scaling(const GgufReader& g, ModelConfig& c) {
   const std::string a = c.arch_name + ".";
   const std::string type_key = a + "rope.scaling.type";
@@ -53,23 +72,38 @@ void read_rope_scaling(const GgufReader& g, ModelConfig& c) {
     c.rope_scaling = RopeScaling::none;
   } else if (type == "linear") {
     c.rope_scaling = RopeScaling::linear;
-  } else if (type == "yarn" || type == "longrope") {
+  } else if (type == "yarn") {
+    c.rope_scaling = RopeScaling::yarn;
+  } else if (type == "longrope") {
     throw Error("model " + g.path() + " has " + type_key + " = '" + type +
-                "', which mpkv does not support (supported: none, linear)");
+                "', which mpkv does not support (supported: none, linear, yarn)");
   } else {
     throw Error("model " + g.path() + " has unknown " + type_key + " = '" + type +
-                "' (llama.cpp knows none, linear, yarn, longrope; mpkv supports none, linear)");
+                "' (llama.cpp knows none, linear, yarn, longrope; mpkv supports none, linear, yarn)");
   }
   std::string factor_key = a + "rope.scaling.factor";
   if (!g.has(factor_key)) factor_key = a + "rope.scale_linear";
   const double factor = g.get_float(factor_key, 0.0);
   MPKV_CHECK(std::isfinite(factor) && factor >= 0.0,
              "model " + g.path() + " has " + factor_key + " = " + std::to_string(factor) + "; it must be >= 0");
-  if (c.rope_scaling == RopeScaling::linear && factor != 0.0) c.rope_scale = (float)factor;
+  if (c.rope_scaling != RopeScaling::none && factor != 0.0) c.rope_scale = (float)factor;
+  if (c.rope_scaling == RopeScaling::yarn) derive_yarn(g, c);
   const std::string attn_key = a + "rope.scaling.attn_factor";
   const double attn_factor = g.get_float(attn_key, 1.0);
-  MPKV_CHECK(attn_factor == 1.0, "model " + g.path() + " has " + attn_key + " = " + std::to_string(attn_factor) +
-                                     ", which mpkv does not support (only 1)");
+  MPKV_CHECK(std::isfinite(attn_factor) && attn_factor > 0.0,
+             "model " + g.path() + " has " + attn_key + " = " + std::to_string(attn_factor) + "; it must be > 0");
+  c.rope_attn_factor *= (float)attn_factor;
+}
+
+// `<arch>.attention.sliding_window` of llama / phi3: llama.cpp does not apply it (its llama graph
+// builds no sliding-window mask; its phi3 loader sets the window to 0, "Phi SWA is currently
+// disabled"), so neither does mpkv; the value is kept for `mpkv info` (docs/models.md).
+void read_unapplied_window(const GgufReader& g, ModelConfig& c) {
+  const std::string key = c.arch_name + ".attention.sliding_window";
+  const int64_t w = g.get_int(key, 0);
+  MPKV_CHECK(w >= 0 && w <= INT32_MAX, "model " + g.path() + " has " + key + " = " + std::to_string(w) +
+                                           "; it must be >= 0");
+  c.unapplied_sliding_window = (int)w;
 }
 
 }  // namespace
@@ -78,6 +112,7 @@ const char* rope_scaling_name(RopeScaling s) {
   switch (s) {
     case RopeScaling::none: return "none";
     case RopeScaling::linear: return "linear";
+    case RopeScaling::yarn: return "yarn";
   }
   return "?";
 }
@@ -97,9 +132,10 @@ ModelConfig ModelConfig::from_gguf(const GgufReader& g) {
   else if (c.arch_name == "qwen2") c.arch = Arch::qwen2;
   else if (c.arch_name == "qwen3") c.arch = Arch::qwen3;
   else if (c.arch_name == "gemma3") c.arch = Arch::gemma3;
+  else if (c.arch_name == "phi3") c.arch = Arch::phi3;
   else
     throw Error("unsupported model architecture '" + c.arch_name + "' in " + g.path() +
-                " (mpkv supports llama, qwen2, qwen3, gemma3)");
+                " (mpkv supports llama, qwen2, qwen3, gemma3, phi3)");
   const std::string a = c.arch_name + ".";
   auto req = [&](const std::string& key) -> int64_t {
     if (!g.has(a + key)) throw Error("model " + g.path() + " lacks metadata key '" + a + key + "'");
@@ -133,8 +169,13 @@ ModelConfig ModelConfig::from_gguf(const GgufReader& g) {
     c.qkv_bias = c.arch == Arch::qwen2;
     c.qk_norm = c.arch == Arch::qwen3 || c.arch == Arch::gemma3;
   }
+  // phi3's attention output is [d_model, d_model] in llama.cpp: its queries are d_model wide.
+  MPKV_CHECK(c.arch != Arch::phi3 || c.q_dim() == c.d_model,
+             "model " + g.path() + " is phi3 with head_count x key_length = " + std::to_string(c.q_dim()) +
+                 " != embedding_length " + std::to_string(c.d_model) + " (llama.cpp requires them equal)");
   c.layer_attn.assign(c.n_layer, LayerAttention{0, c.rope_base, c.rope_scale});
   if (c.arch == Arch::gemma3) read_gemma3(g, c);
+  if (c.arch == Arch::llama || c.arch == Arch::phi3) read_unapplied_window(g, c);
   // vocab size: metadata key when present, else the token list.
   if (g.has(a + "vocab_size")) c.n_vocab = (int)g.get(a + "vocab_size").as_int();
   else if (g.has("tokenizer.ggml.tokens")) c.n_vocab = (int)g.get("tokenizer.ggml.tokens").as_array().size();
@@ -154,8 +195,18 @@ std::string ModelConfig::describe() const {
     << "context        " << n_ctx_train << "\n"
     << "rope           base " << rope_base << ", scaling " << rope_scaling_name(rope_scaling) << " (scale "
     << rope_scale << "), "
-    << (rope_style == RopeStyle::adjacent ? "adjacent pairs" : "neox pairs") << "\n"
-    << "rms eps        " << rms_eps << "\n";
+    << (rope_style == RopeStyle::adjacent ? "adjacent pairs" : "neox pairs") << "\n";
+  if (rope_scaling == RopeScaling::yarn)
+    o << "rope yarn      original context " << rope_yarn.n_ctx_orig << ", ext_factor " << rope_yarn.ext_factor
+      << ", beta_fast " << rope_yarn.beta_fast << ", beta_slow " << rope_yarn.beta_slow
+      << " (llama.cpp's, not the file's rope.scaling.yarn_* keys)\n";
+  if (rope_attn_factor != 1.0f || rope_scaling == RopeScaling::yarn)
+    o << "rope mscale    cos and sin x " << rope_attn_factor
+      << (rope_scaling == RopeScaling::yarn ? " x (1 + 0.1 ln scale) on scaled layers" : "") << "\n";
+  o << "rms eps        " << rms_eps << "\n";
+  if (unapplied_sliding_window > 0)
+    o << "sliding window " << arch_name << ".attention.sliding_window = " << unapplied_sliding_window
+      << " not applied: every layer is global, as llama.cpp runs " << arch_name << " (docs/models.md)\n";
   int n_local = 0;
   for (const LayerAttention& la : layer_attn) n_local += la.window > 0;
   if (n_local > 0) {

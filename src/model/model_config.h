@@ -8,17 +8,29 @@
 
 namespace mpkv {
 
-enum class Arch { llama, qwen2, qwen3, gemma3 };
+enum class Arch { llama, qwen2, qwen3, gemma3, phi3 };
 
 // Which channels RoPE rotates together.
 //   adjacent: pairs (2j, 2j+1) — llama GGUFs, whose Q/K rows were permuted at conversion;
-//   neox:     pairs (j, j + d/2) — qwen2, qwen3.
+//   neox:     pairs (j, j + d/2) — qwen2, qwen3, gemma3, phi3.
 enum class RopeStyle { adjacent, neox };
 
-// `<arch>.rope.scaling.type` values mpkv runs (docs/models.md, "RoPE"); yarn and longrope are refused.
+// `<arch>.rope.scaling.type` values mpkv runs (docs/models.md, "RoPE"); longrope is refused.
 //   none:   positions as they are, whatever the factor says;
-//   linear: positions divided by the factor (rope_scale).
-enum class RopeScaling { none, linear };
+//   linear: positions divided by the factor (rope_scale);
+//   yarn:   per pair a mix of the divided (interpolated) and undivided (extrapolated) angle, with
+//           cos / sin scaled up (RopeYarn).
+enum class RopeScaling { none, linear, yarn };
+
+// YaRN as llama.cpp derives it for these architectures (docs/models.md, "YaRN"): it reads none of
+// the file's `rope.scaling.yarn_*` keys, so ext_factor is 1, beta_fast 32, beta_slow 1, and the
+// original context is `rope.scaling.original_context_length` (absent: context_length).
+struct RopeYarn {
+  float ext_factor = 0.0f;  // 0: no YaRN (every scaling type but yarn)
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  int n_ctx_orig = 0;
+};
 
 // The activation of the gated feed-forward: down(act(gate(x)) * up(x)).
 //   silu:      SwiGLU (llama, qwen)
@@ -48,11 +60,19 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
   RopeScaling rope_scaling = RopeScaling::linear;  // llama.cpp's default when the key is absent
-  float rope_scale = 1.0f;  // linear RoPE scaling: position ids are divided by this
+  float rope_scale = 1.0f;  // linear / yarn RoPE scaling factor: position ids are divided by this
+  RopeYarn rope_yarn;       // ext_factor 0 unless rope_scaling is yarn
+  // The attn_factor llama.cpp passes to ggml_rope_ext (its cparams.yarn_attn_factor): RoPE's cos
+  // and sin are multiplied by it (docs/models.md, "RoPE"). `rope.scaling.attn_factor`, times YaRN's
+  // own correction.
+  float rope_attn_factor = 1.0f;
   int rope_dim = 0;         // channels rotated per head (== head_dim for supported models)
   RopeStyle rope_style = RopeStyle::adjacent;
   bool qkv_bias = false;    // qwen2
   bool qk_norm = false;     // qwen3, gemma3: RMSNorm over each head of q and k before RoPE
+  // `<arch>.attention.sliding_window` of a llama or phi3 file, which llama.cpp does not apply to
+  // these architectures (docs/models.md, "Sliding window"): every layer stays global; kept to say so.
+  int unapplied_sliding_window = 0;
   // gemma3 (all neutral for llama / qwen):
   float embd_scale = 1.0f;  // token embeddings are multiplied by this (gemma3: sqrt(d_model))
   FfnActivation ffn_act = FfnActivation::silu;

@@ -80,6 +80,44 @@ VectorWeight rope_freq_factors(Loader& ld, const ModelConfig& c) {
   return f;
 }
 
+// Rows [r0, r0 + n) of m: a view of the same GGUF rows (each row is encoded on its own).
+WeightMatrix row_slice(const WeightMatrix& m, int64_t r0, int64_t n) {
+  WeightMatrix s = m;
+  s.rows = n;
+  s.data = m.data + (size_t)r0 * m.row_bytes;
+  return s;
+}
+
+// phi3's fused tensors as llama.cpp splits them (docs/models.md, "phi3"): `attn_qkv` holds the
+// rows of Q, then K, then V (its build_qkv views at offsets 0, q_dim, q_dim + kv_dim; a file with
+// separate attn_q / attn_k / attn_v is read as llama's); `ffn_up` holds 2 x d_ffn rows, the gate
+// first (ggml_swiglu: silu of the first half times the second half).
+void load_phi3_fused(Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  if (ld.has(p + "attn_qkv.weight")) {
+    const WeightMatrix qkv = ld.matrix(p + "attn_qkv.weight", c.q_dim() + 2 * c.kv_dim(), c.d_model);
+    L.wq = row_slice(qkv, 0, c.q_dim());
+    L.wk = row_slice(qkv, c.q_dim(), c.kv_dim());
+    L.wv = row_slice(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+  } else {
+    L.wq = ld.matrix(p + "attn_q.weight", c.q_dim(), c.d_model);
+    L.wk = ld.matrix(p + "attn_k.weight", c.kv_dim(), c.d_model);
+    L.wv = ld.matrix(p + "attn_v.weight", c.kv_dim(), c.d_model);
+  }
+  const WeightMatrix up = ld.matrix(p + "ffn_up.weight", 2 * (int64_t)c.d_ffn, c.d_model);
+  L.w_gate = row_slice(up, 0, c.d_ffn);
+  L.w_up = row_slice(up, c.d_ffn, c.d_ffn);
+}
+
+// phi3's longrope factors: llama.cpp uses rope_factors_long.weight when the context it is given
+// exceeds rope.scaling.original_context_length and rope_factors_short.weight otherwise (a choice
+// by the run's context size, which a loaded mpkv model does not have): refused, naming the tensor.
+void refuse_longrope_factors(const GgufReader& g, const std::string& name) {
+  if (!g.find_tensor(name)) return;
+  throw Error("model " + g.path() + " has tensor '" + name +
+              "' (longrope factors: llama.cpp picks rope_factors_long or rope_factors_short by the context size "
+              "it runs with), which mpkv does not support (docs/models.md, \"phi3\")");
+}
+
 }  // namespace
 
 ModelWeights ModelWeights::from_gguf(const GgufReader& g, const ModelConfig& c) {
@@ -95,14 +133,22 @@ ModelWeights ModelWeights::from_gguf(const GgufReader& g, const ModelConfig& c) 
   }
   // llama.cpp reads rope_freqs.weight for llama (not for qwen2, qwen3, gemma3): docs/models.md, "RoPE".
   if (c.arch == Arch::llama && ld.has("rope_freqs.weight")) w.rope_freqs = rope_freq_factors(ld, c);
+  if (c.arch == Arch::phi3)
+    for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) refuse_longrope_factors(g, name);
   w.layers.resize(c.n_layer);
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& L = w.layers[l];
     L.attn_norm = ld.vec(p + "attn_norm.weight", c.d_model);
-    L.wq = ld.matrix(p + "attn_q.weight", c.q_dim(), c.d_model);
-    L.wk = ld.matrix(p + "attn_k.weight", c.kv_dim(), c.d_model);
-    L.wv = ld.matrix(p + "attn_v.weight", c.kv_dim(), c.d_model);
+    if (c.arch == Arch::phi3) {
+      load_phi3_fused(ld, c, p, L);
+    } else {
+      L.wq = ld.matrix(p + "attn_q.weight", c.q_dim(), c.d_model);
+      L.wk = ld.matrix(p + "attn_k.weight", c.kv_dim(), c.d_model);
+      L.wv = ld.matrix(p + "attn_v.weight", c.kv_dim(), c.d_model);
+      L.w_gate = ld.matrix(p + "ffn_gate.weight", c.d_ffn, c.d_model);
+      L.w_up = ld.matrix(p + "ffn_up.weight", c.d_ffn, c.d_model);
+    }
     L.wo = ld.matrix(p + "attn_output.weight", c.d_model, c.q_dim());
     if (c.qkv_bias) {
       L.bq = ld.vec(p + "attn_q.bias", c.q_dim());
@@ -118,8 +164,6 @@ ModelWeights ModelWeights::from_gguf(const GgufReader& g, const ModelConfig& c) 
       L.ffn_post_norm = ld.vec(p + "post_ffw_norm.weight", c.d_model);
     }
     L.ffn_norm = ld.vec(p + "ffn_norm.weight", c.d_model);
-    L.w_gate = ld.matrix(p + "ffn_gate.weight", c.d_ffn, c.d_model);
-    L.w_up = ld.matrix(p + "ffn_up.weight", c.d_ffn, c.d_model);
     L.w_down = ld.matrix(p + "ffn_down.weight", c.d_model, c.d_ffn);
   }
   ld.check_all_used(c);

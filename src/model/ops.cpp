@@ -1,5 +1,6 @@
 #include "model/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -47,24 +48,55 @@ void rope_row(float* x, int n_heads, int head_dim, RopeStyle style, const float*
 }
 }  // namespace
 
+RopeParams layer_rope(const ModelConfig& c, int l, const float* freq_factors) {
+  const LayerAttention& la = c.attn(l);
+  return RopeParams{c.rope_style, la.rope_base, la.rope_scale, freq_factors, c.rope_yarn, c.rope_attn_factor};
+}
+
+RopePairTable rope_pair_table(const RopeParams& rope, int head_dim) {
+  const int half = head_dim / 2;
+  RopePairTable t;
+  t.inv_freq.resize(half);
+  t.mix.assign(half, 0.0f);
+  for (int j = 0; j < half; ++j) {
+    t.inv_freq[j] = std::pow(rope.base, -2.0f * (float)j / (float)head_dim);
+    if (rope.freq_factors) t.inv_freq[j] /= rope.freq_factors[j];
+  }
+  const float freq_scale = 1.0f / rope.scale;
+  t.inv_scale = freq_scale;
+  t.mscale = rope.attn_factor;
+  const RopeYarn& y = rope.yarn;
+  if (y.ext_factor == 0.0f) return t;
+  // ggml_rope_yarn_corr_dims and rope_yarn_ramp, in float as ggml computes them.
+  const float pi = 3.14159265358979323846f;
+  auto corr = [&](float beta) {
+    return (float)head_dim * std::log((float)y.n_ctx_orig / (beta * 2.0f * pi)) / (2.0f * std::log(rope.base));
+  };
+  const float low = std::max(0.0f, std::floor(corr(y.beta_fast)));
+  const float high = std::min((float)(head_dim - 1), std::ceil(corr(y.beta_slow)));
+  for (int j = 0; j < half; ++j) {
+    const float r = ((float)j - low) / std::max(0.001f, high - low);
+    t.mix[j] = (1.0f - std::min(1.0f, std::max(0.0f, r))) * y.ext_factor;
+  }
+  t.mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
+  return t;
+}
+
 void rope_forward_qk(float* q, int n_q_heads, float* k, int n_k_heads, const int* pos, int n, int head_dim,
                      const RopeParams& rope, float pos_scale) {
   const int half = head_dim / 2;
   const RopeStyle style = rope.style;
-  std::vector<float> inv_freq(half);
-  for (int j = 0; j < half; ++j) {
-    inv_freq[j] = std::pow(rope.base, -2.0f * (float)j / (float)head_dim);
-    if (rope.freq_factors) inv_freq[j] /= rope.freq_factors[j];
-  }
+  const RopePairTable t = rope_pair_table(rope, head_dim);
   parallel_for(n, n > 4 ? kRowsPerChunk : n, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> cs;
     cs.resize(2 * (size_t)half);
     for (int64_t i = i0; i < i1; ++i) {
-      const float p = (float)pos[i] * pos_scale / rope.scale;
+      const float p_extrap = (float)pos[i] * pos_scale;
+      const float p_interp = p_extrap * t.inv_scale;
       for (int j = 0; j < half; ++j) {
-        const float theta = p * inv_freq[j];
-        cs[2 * j] = std::cos(theta);
-        cs[2 * j + 1] = std::sin(theta);
+        const float theta = p_interp * t.inv_freq[j] * (1.0f - t.mix[j]) + p_extrap * t.inv_freq[j] * t.mix[j];
+        cs[2 * j] = std::cos(theta) * t.mscale;
+        cs[2 * j + 1] = std::sin(theta) * t.mscale;
       }
       rope_row(q + (size_t)i * n_q_heads * head_dim, n_q_heads, head_dim, style, cs.data());
       if (k) rope_row(k + (size_t)i * n_k_heads * head_dim, n_k_heads, head_dim, style, cs.data());

@@ -230,14 +230,22 @@ TEST(CliFlags, InfoNamesTheTensorOrKeyThatStopsAModel) {
   EXPECT_TRUE(has(r, "error: mpkv cannot run this model: model " + p +
                          " has tensor 'blk.0.attn_q.bias' that mpkv does not use for architecture llama"))
       << r.out;
-  const std::string q = test::temp_dir() + "/flags_yarn.gguf";
+  const std::string q = test::temp_dir() + "/flags_longrope.gguf";
   spec.extra_tensors.clear();
-  spec.rope_scaling_type = "yarn";
+  spec.rope_scaling_type = "longrope";
   test::write_tiny_model(q, spec);
   r = run_cli("info -m " + q);
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_TRUE(has(r, "llama.rope.scaling.type                  'yarn'")) << r.out;
-  EXPECT_TRUE(has(r, "has llama.rope.scaling.type = 'yarn', which mpkv does not support")) << r.out;
+  EXPECT_TRUE(has(r, "llama.rope.scaling.type                  'longrope'")) << r.out;
+  EXPECT_TRUE(has(r, "has llama.rope.scaling.type = 'longrope', which mpkv does not support")) << r.out;
+  // phi3 with longrope factors (Phi-3.5-mini): the tensor that stops it.
+  test::TinyModelSpec phi = test::tiny_variant_spec("phi3");
+  phi.extra_tensors = {"rope_factors_long.weight"};
+  const std::string l = test::temp_dir() + "/flags_phi3_longrope.gguf";
+  test::write_tiny_model(l, phi);
+  r = run_cli("info -m " + l);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(has(r, "error: mpkv cannot run this model: model " + l + " has tensor 'rope_factors_long.weight'")) << r.out;
   // A model it runs shows its RoPE factors.
   const std::string f = test::temp_dir() + "/flags_rope_freqs.gguf";
   spec.rope_scaling_type.clear();
@@ -246,6 +254,24 @@ TEST(CliFlags, InfoNamesTheTensorOrKeyThatStopsAModel) {
   r = run_cli("info -m " + f);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(has(r, "rope factors   rope_freqs.weight, 8 pairs, 1 .. 8")) << r.out;
+}
+
+// What info says of the variants it runs the way llama.cpp does: YaRN's derived parameters and
+// cos / sin scale, and a sliding-window key llama.cpp does not apply (docs/models.md).
+TEST(CliFlags, InfoShowsYarnAndAnUnappliedWindow) {
+  const std::string y = test::temp_dir() + "/flags_yarn.gguf";
+  test::write_tiny_model(y, test::tiny_variant_spec("qwen2_yarn"));
+  auto r = run_cli("info -m " + y);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(has(r, "scaling yarn (scale 4)")) << r.out;
+  EXPECT_TRUE(has(r, "rope yarn      original context 100, ext_factor 1, beta_fast 32, beta_slow 1")) << r.out;
+  EXPECT_TRUE(has(r, "rope mscale    cos and sin x 1 x (1 + 0.1 ln scale)")) << r.out;
+  const std::string w = test::temp_dir() + "/flags_phi3.gguf";
+  test::write_tiny_model(w, test::tiny_variant_spec("phi3"));
+  r = run_cli("info -m " + w);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(has(r, "architecture   phi3")) << r.out;
+  EXPECT_TRUE(has(r, "sliding window phi3.attention.sliding_window = 5 not applied")) << r.out;
 }
 
 TEST(CliFlags, TokenizeShowsPiecesAndReadsAFile) {

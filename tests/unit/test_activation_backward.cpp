@@ -48,10 +48,13 @@ constexpr double kFloatVsDoubleRel = 1e-3;
 constexpr double kEngineLossRel = 2e-3;
 
 // gemma3: the tiny model of test_forward_reference with a window of 4 positions (shorter than every
-// sequence below).
+// sequence below). A name with '_' is a variant of test::tiny_variant_spec (llama_yarn: YaRN's mixed
+// angles and cos / sin scale, whose transpose the backward applies).
 std::unique_ptr<Model> tiny(const std::string& arch, uint64_t seed = 7) {
-  test::TinyModelSpec spec = arch == "gemma3" ? test::tiny_gemma3_spec(4) : test::TinyModelSpec{};
-  spec.arch = arch;
+  test::TinyModelSpec spec = arch == "gemma3"                        ? test::tiny_gemma3_spec(4)
+                             : arch.find('_') != std::string::npos ? test::tiny_variant_spec(arch)
+                                                                     : test::TinyModelSpec{};
+  spec.arch = arch.substr(0, arch.find('_'));
   spec.seed = seed;
   const std::string path = test::temp_dir() + "/calib_tiny_" + arch + ".gguf";
   test::write_tiny_model(path, spec);
@@ -211,7 +214,9 @@ TEST_P(BackwardTiny, LossMatchesEngineForward) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, BackwardTiny, ::testing::Values("llama", "qwen2", "qwen3", "gemma3"));
+// phi3 differs from llama in its NEOX pairs (qwen2 covers them) and split weight views (checked by
+// BackwardRecomputesEngine below), so only YaRN adds a backward path here.
+INSTANTIATE_TEST_SUITE_P(Archs, BackwardTiny, ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "llama_yarn"));
 
 // gemma3 with a query scale != 1: model_config.cpp sets it for the 62-layer (27B) shape, to
 // sqrt(head_dim / (d_model / n_head)) = sqrt(32 / 16) on the tiny gemma3 (window 4 as above).
@@ -324,7 +329,7 @@ TEST_P(BackwardRecomputesEngine, KeysValuesAndLossMatchTheEngine) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, BackwardRecomputesEngine,
                          ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "gemma3_query_scale",
-                                           "llama_rope_freqs"));
+                                           "llama_rope_freqs", "llama_yarn", "phi3"));
 
 TEST(BackwardErrors, RejectsBadInput) {
   auto model = tiny("llama");

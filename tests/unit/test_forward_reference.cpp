@@ -3,6 +3,7 @@
 // consistency of prefill, chunked prefill, token-by-token decode and batched multi-sequence decode.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "gguf/dequant.h"
 #include "kvcache/f16_kv_cache.h"
 #include "model/forward.h"
+#include "support/rope_reference.h"
 #include "test_support.h"
 #include "util/error.h"
 
@@ -32,12 +34,27 @@ Mat dequant(const WeightMatrix& w) {
   return Mat(f.begin(), f.end());
 }
 
-// y[r] = sum_c W[r,c] x[c]
-std::vector<double> mv(const WeightMatrix& w, const Mat& W, const std::vector<double>& x) {
-  std::vector<double> y(w.rows, 0.0);
-  for (int64_t r = 0; r < w.rows; ++r)
-    for (int64_t c = 0; c < w.cols; ++c) y[r] += W[r * w.cols + c] * x[c];
+// y[r] = sum_c W[r,c] x[c]; W has x.size() columns.
+std::vector<double> mv(const Mat& W, const std::vector<double>& x) {
+  const size_t cols = x.size(), rows = W.size() / cols;
+  std::vector<double> y(rows, 0.0);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t c = 0; c < cols; ++c) y[r] += W[r * cols + c] * x[c];
   return y;
+}
+
+// A whole 2-D tensor of the file, dequantized: [dims[1] rows][dims[0] columns].
+Mat dequant_tensor(const GgufReader& g, const std::string& name) {
+  const GgufTensorInfo& t = g.tensor(name);
+  const int64_t cols = t.dims[0], rows = t.dims[1];
+  const size_t row_bytes = ggml_row_bytes(t.type, cols);
+  std::vector<float> f((size_t)rows * cols);
+  for (int64_t r = 0; r < rows; ++r) dequantize_row(t.type, t.data + r * row_bytes, f.data() + r * cols, cols);
+  return Mat(f.begin(), f.end());
+}
+
+Mat rows_of(const Mat& m, size_t cols, size_t r0, size_t n) {
+  return Mat(m.begin() + r0 * cols, m.begin() + (r0 + n) * cols);
 }
 
 std::vector<double> rmsnorm(const std::vector<double>& x, const float* w, int off, int n, double eps) {
@@ -49,35 +66,27 @@ std::vector<double> rmsnorm(const std::vector<double>& x, const float* w, int of
   return y;
 }
 
-// Pair j of a token at position pos turns by pos / scale * base^(-2j / hd) / ff[j] (ff empty: 1):
-// llama.cpp's ggml_rope_ext with freq_scale = 1 / scale and freq_factors = rope_freqs.weight.
-void rope(std::vector<double>& x, int n_heads, int hd, int pos, bool adjacent, double base, double scale,
-          const std::vector<double>& ff) {
-  for (int h = 0; h < n_heads; ++h)
-    for (int j = 0; j < hd / 2; ++j) {
-      const double th = pos / scale * std::pow(base, -2.0 * j / hd) / (ff.empty() ? 1.0 : ff[j]);
-      const int a = adjacent ? 2 * j : j, b = adjacent ? 2 * j + 1 : j + hd / 2;
-      const double x0 = x[h * hd + a], x1 = x[h * hd + b];
-      x[h * hd + a] = x0 * std::cos(th) - x1 * std::sin(th);
-      x[h * hd + b] = x0 * std::sin(th) + x1 * std::cos(th);
-    }
-}
-
 // What the reference knows of an architecture beyond the shapes: taken from the spec the test
 // wrote and the architecture definitions (docs/gemma3.md), never from the config under test.
 struct RefArch {
   bool adjacent_rope = false;  // llama
   bool gemma = false;          // x sqrt(d) embeddings, GeGLU (tanh GELU), post-norms
-  int window = 0;              // gemma: layers l % 6 < 5 see the last `window` positions (0: none)
+  int window = 0;              // gemma: layers l % 6 < 5 see the last `window` positions (0: none);
+                               // llama / phi3 files' windows are not applied (llama.cpp does not)
   double rope_base = 10000.0;  // global layers (gemma local layers: 10000)
   double softcap = 0.0;        // logits -> cap * tanh(logits / cap)
   double rope_scale = 1.0;     // global layers: positions divided by it (linear scaling)
   std::vector<double> rope_freqs;  // every layer: pair j's frequency divided by rope_freqs[j]
+  int yarn_n_ctx_orig = 0;     // > 0: YaRN (test::RefRope)
+  double attn_factor = 1.0;    // rope.scaling.attn_factor: RoPE's cos and sin multiplied by it
+  bool phi3 = false;           // Q, K, V rows of one attn_qkv tensor; gate then up rows of one ffn_up
+  bool phi3_up_first = false;  // the wrong order of ffn_up's halves (to show the check can fail)
 };
 
 RefArch ref_arch(const test::TinyModelSpec& s) {
   RefArch r;
   r.adjacent_rope = s.arch == "llama";
+  r.phi3 = s.arch == "phi3";
   r.gemma = s.arch == "gemma3";
   r.window = r.gemma ? s.sliding_window : 0;
   r.rope_base = s.rope_base;
@@ -85,10 +94,13 @@ RefArch ref_arch(const test::TinyModelSpec& s) {
   // llama.cpp: an absent scaling type is linear; none ignores the factor; factor 0 / absent is 1.
   if (s.rope_scaling_type != "none" && s.rope_scaling_factor != 0.0f) r.rope_scale = s.rope_scaling_factor;
   r.rope_freqs.assign(s.rope_freqs.begin(), s.rope_freqs.end());
+  if (s.rope_scaling_type == "yarn") r.yarn_n_ctx_orig = s.rope_orig_ctx > 0 ? s.rope_orig_ctx : 256;
+  if (s.rope_attn_factor != 0.0f) r.attn_factor = s.rope_attn_factor;
   return r;
 }
 
-bool ref_layer_is_local(const RefArch& a, int l) { return a.window > 0 && l % 6 < 5; }
+// gemma3: layers l % 6 < 5 see the window; any other architecture given a window: every layer.
+bool ref_layer_is_local(const RefArch& a, int l) { return a.window > 0 && (!a.gemma || l % 6 < 5); }
 
 double ref_gelu_tanh(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
 
@@ -124,6 +136,22 @@ std::vector<double> ref_attention(const ModelConfig& c, const std::vector<double
   return att;
 }
 
+struct RefLayer { Mat q, k, v, o, g, u, d; };
+
+// phi3's layer matrices read from the file's fused tensors and split here: attn_qkv is the rows of
+// Q, then K, then V; ffn_up is the gate rows, then the up rows (llama.cpp's build_qkv views and
+// ggml_swiglu halves).
+RefLayer phi3_layer_matrices(const Model& m, int l, bool up_first) {
+  const ModelConfig& c = m.config();
+  const std::string p = "blk." + std::to_string(l) + ".";
+  const Mat qkv = dequant_tensor(m.gguf(), p + "attn_qkv.weight"), up = dequant_tensor(m.gguf(), p + "ffn_up.weight");
+  const size_t d = c.d_model, qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
+  return {rows_of(qkv, d, 0, qd), rows_of(qkv, d, qd, kvd), rows_of(qkv, d, qd + kvd, kvd),
+          dequant_tensor(m.gguf(), p + "attn_output.weight"), rows_of(up, d, up_first ? c.d_ffn : 0, c.d_ffn),
+          rows_of(up, d, up_first ? 0 : c.d_ffn, c.d_ffn),
+          dequant_tensor(m.gguf(), p + "ffn_down.weight")};
+}
+
 // Logits [T, n_vocab] for one sequence, computed token by token with exact attention.
 std::vector<std::vector<double>> reference_logits(const Model& m, const std::vector<int32_t>& toks, const RefArch& a) {
   const ModelConfig& c = m.config();
@@ -131,9 +159,12 @@ std::vector<std::vector<double>> reference_logits(const Model& m, const std::vec
   const int hd = c.head_dim;
   const double eps = c.rms_eps;
   const Mat emb = dequant(w.token_embd), out_w = dequant(w.output);
-  struct L { Mat q, k, v, o, g, u, d; };
-  std::vector<L> Ls;
-  for (const auto& lw : w.layers) Ls.push_back({dequant(lw.wq), dequant(lw.wk), dequant(lw.wv), dequant(lw.wo), dequant(lw.w_gate), dequant(lw.w_up), dequant(lw.w_down)});
+  std::vector<RefLayer> Ls;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    if (a.phi3) Ls.push_back(phi3_layer_matrices(m, l, a.phi3_up_first));
+    else Ls.push_back({dequant(lw.wq), dequant(lw.wk), dequant(lw.wv), dequant(lw.wo), dequant(lw.w_gate), dequant(lw.w_up), dequant(lw.w_down)});
+  }
   std::vector<std::vector<std::vector<double>>> K(c.n_layer), V(c.n_layer);  // [layer][t][kv_dim]
   std::vector<std::vector<double>> logits;
   for (size_t t = 0; t < toks.size(); ++t) {
@@ -144,7 +175,7 @@ std::vector<std::vector<double>> reference_logits(const Model& m, const std::vec
       const LayerWeights& lw = w.layers[l];
       const bool local = ref_layer_is_local(a, l);
       auto xn = rmsnorm(x, lw.attn_norm.data, 0, c.d_model, eps);
-      auto q = mv(lw.wq, Ls[l].q, xn), k = mv(lw.wk, Ls[l].k, xn), v = mv(lw.wv, Ls[l].v, xn);
+      auto q = mv(Ls[l].q, xn), k = mv(Ls[l].k, xn), v = mv(Ls[l].v, xn);
       if (c.qkv_bias) {
         for (int i = 0; i < c.q_dim(); ++i) q[i] += lw.bq.data[i];
         for (int i = 0; i < c.kv_dim(); ++i) k[i] += lw.bk.data[i], v[i] += lw.bv.data[i];
@@ -154,23 +185,24 @@ std::vector<std::vector<double>> reference_logits(const Model& m, const std::vec
         rmsnorm_heads(k, lw.k_norm.data, c.n_head_kv, hd, eps);
       }
       const double base = local ? 10000.0 : a.rope_base, scale = local ? 1.0 : a.rope_scale;
-      rope(q, c.n_head, hd, (int)t, a.adjacent_rope, base, scale, a.rope_freqs);
-      rope(k, c.n_head_kv, hd, (int)t, a.adjacent_rope, base, scale, a.rope_freqs);
+      const test::RefRope rr{a.adjacent_rope, base, scale, a.rope_freqs, a.yarn_n_ctx_orig, a.attn_factor};
+      test::rope_reference(q.data(), c.n_head, hd, (double)t, rr);
+      test::rope_reference(k.data(), c.n_head_kv, hd, (double)t, rr);
       K[l].push_back(k);
       V[l].push_back(v);
       const size_t lo = local && (int)t >= a.window ? t - a.window + 1 : 0;
-      auto o = mv(lw.wo, Ls[l].o, ref_attention(c, q, K[l], V[l], lo, t));
+      auto o = mv(Ls[l].o, ref_attention(c, q, K[l], V[l], lo, t));
       if (a.gemma) o = rmsnorm(o, lw.attn_post_norm.data, 0, c.d_model, eps);
       for (int i = 0; i < c.d_model; ++i) x[i] += o[i];
       xn = rmsnorm(x, lw.ffn_norm.data, 0, c.d_model, eps);
-      auto g = mv(lw.w_gate, Ls[l].g, xn), u = mv(lw.w_up, Ls[l].u, xn);
+      auto g = mv(Ls[l].g, xn), u = mv(Ls[l].u, xn);
       for (int i = 0; i < c.d_ffn; ++i) g[i] = (a.gemma ? ref_gelu_tanh(g[i]) : g[i] / (1 + std::exp(-g[i]))) * u[i];
-      auto dn = mv(lw.w_down, Ls[l].d, g);
+      auto dn = mv(Ls[l].d, g);
       if (a.gemma) dn = rmsnorm(dn, lw.ffn_post_norm.data, 0, c.d_model, eps);
       for (int i = 0; i < c.d_model; ++i) x[i] += dn[i];
     }
     auto xn = rmsnorm(x, w.output_norm.data, 0, c.d_model, eps);
-    logits.push_back(mv(w.output, out_w, xn));
+    logits.push_back(mv(out_w, xn));
     if (a.softcap > 0)
       for (double& e : logits.back()) e = a.softcap * std::tanh(e / a.softcap);
   }
@@ -205,21 +237,8 @@ double max_err(const std::vector<float>& lg, const std::vector<std::vector<doubl
 
 class ForwardReference : public ::testing::TestWithParam<std::string> {};
 
-// The tiny model of each architecture. gemma3: one KV head of head_dim 32 != d_model / n_head,
-// 6 layers (0-4 sliding-window, 5 global), a window of 5 positions (shorter than the 24-token
-// sequence), a global RoPE base of 1e6 and a final logit softcap. llama_rope_freqs: llama with a
-// rope_freqs.weight (docs/models.md, "RoPE") whose factors are far from 1 on the fast pairs, which
-// turn most over 24 positions (Llama 3.1's are 1 there and up to 8 on the slow ones: this moves the
-// logits more). llama_linear: llama with `rope.scaling.type` linear, factor 4.
-test::TinyModelSpec reference_spec(const std::string& variant) {
-  if (variant == "gemma3") return test::tiny_gemma3_spec(5);
-  test::TinyModelSpec spec;
-  spec.arch = variant.substr(0, variant.find('_'));
-  spec.tied_output = variant != "qwen2";
-  if (variant == "llama_rope_freqs") spec.rope_freqs = {1.0f, 1.5f, 2.5f, 0.7f, 4.0f, 8.0f, 3.0f, 1.25f};
-  if (variant == "llama_linear") spec.rope_scaling_type = "linear", spec.rope_scaling_factor = 4.0f;
-  return spec;
-}
+// The tiny model of each variant: test::tiny_variant_spec (tests/fixtures/tiny_model.h).
+test::TinyModelSpec reference_spec(const std::string& variant) { return test::tiny_variant_spec(variant); }
 
 TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
   const test::TinyModelSpec spec = reference_spec(GetParam());
@@ -270,26 +289,36 @@ TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardReference,
-                         ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "llama_rope_freqs", "llama_linear"));
+                         ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "llama_rope_freqs", "llama_linear",
+                                           "llama_yarn", "qwen2_yarn", "llama_attn_factor", "phi3", "llama_window"));
 
-// The two RoPE variants above can fail on what they test: the same weights without the frequency
-// factors (or without the linear scaling) move the reference by more than twice the bound (measured:
-// 9.5% and 14% of the largest logit, against mpkv's 0.7% and 0.9% from the right reference), and the
-// model mpkv loads misses that reference.
-TEST(ForwardReference, RopeFactorsAndLinearScalingAreObservable) {
-  for (const std::string variant : {"llama_rope_freqs", "llama_linear"}) {
+// The RoPE and architecture variants above can fail on what they test: the same weights computed
+// without the feature (frequency factors, linear scaling, YaRN run as plain linear scaling, the
+// attention factor; phi3 with ffn_up's halves swapped; llama_window with its window applied) move
+// the reference by more than twice the bound, and the model mpkv loads misses that reference.
+// Measured (moved / mpkv from the right reference): docs/models.md.
+RefArch without_feature(const std::string& variant, RefArch a) {
+  if (variant == "llama_rope_freqs") a.rope_freqs.clear();
+  if (variant == "llama_linear") a.rope_scale = 1.0;
+  if (variant == "llama_yarn" || variant == "qwen2_yarn") a.yarn_n_ctx_orig = 0;
+  if (variant == "llama_attn_factor") a.attn_factor = 1.0;
+  if (variant == "phi3") a.phi3_up_first = true;
+  if (variant == "llama_window") a.window = 5;
+  return a;
+}
+
+TEST(ForwardReference, RopeVariantsAndPhi3AreObservable) {
+  for (const std::string variant :
+       {"llama_rope_freqs", "llama_linear", "llama_yarn", "qwen2_yarn", "llama_attn_factor", "phi3", "llama_window"}) {
     const test::TinyModelSpec spec = reference_spec(variant);
-    ASSERT_EQ(spec.arch, "llama");
     auto model = test::load_tiny_model("tiny_observable_" + variant, spec);
     const ModelConfig& c = model->config();
     const int T = 24;
     std::vector<int32_t> toks(T);
     for (int i = 0; i < T; ++i) toks[i] = (i * 37 + 11) % c.n_vocab;
-    RefArch arch = ref_arch(spec);
+    const RefArch arch = ref_arch(spec);
     const auto ref = reference_logits(*model, toks, arch);
-    arch.rope_freqs.clear();
-    arch.rope_scale = 1.0;
-    const auto ref_plain = reference_logits(*model, toks, arch);
+    const auto ref_plain = reference_logits(*model, toks, without_feature(variant, arch));
     double moved = 0;
     for (int i = 0; i < T; ++i)
       for (int v = 0; v < c.n_vocab; ++v) moved = std::max(moved, std::fabs(ref[i][v] - ref_plain[i][v]));
@@ -298,7 +327,7 @@ TEST(ForwardReference, RopeFactorsAndLinearScalingAreObservable) {
                 variant.c_str(), moved / max_abs(ref), max_err(lg, ref) / max_abs(ref), max_err(lg, ref_plain) / max_abs(ref_plain));
     EXPECT_GT(moved / max_abs(ref), 2 * kDecodeVsReferenceRel) << variant;
     EXPECT_GT(max_err(lg, ref_plain) / max_abs(ref_plain), kDecodeVsReferenceRel)
-        << variant << ": mpkv's logits must not be those of the model without its RoPE scaling";
+        << variant << ": mpkv's logits must not be those of the model without the feature";
   }
 }
 

@@ -1,7 +1,8 @@
 // What Model::load refuses, and that the error names the key or tensor that stops it
-// (docs/models.md): RoPE scaling types mpkv does not run, an unknown one, an attention factor,
-// bad rope_freqs.weight, and any tensor the architecture does not use. Also what it accepts: the
-// scaling keys as llama.cpp reads them (absent type = linear, none ignores the factor).
+// (docs/models.md): RoPE scaling types mpkv does not run, an unknown one, a non-positive attention
+// factor, bad rope_freqs.weight, phi3's longrope factors, and any tensor the architecture does not
+// use. Also what it accepts: the scaling keys as llama.cpp reads them (absent type = linear, none
+// ignores the factor, YaRN's derived parameters) and the sliding-window keys it does not apply.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -25,15 +26,42 @@ std::string load_error(const std::string& name, const test::TinyModelSpec& spec)
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-TEST(LoadRefusals, YarnAndLongropeAreRefusedNamingTheKeyAndValue) {
-  for (const std::string type : {"yarn", "longrope"}) {
-    test::TinyModelSpec spec;
-    spec.rope_scaling_type = type;
-    spec.rope_scaling_factor = 4.0f;
-    const std::string e = load_error("refuse_" + type, spec);
-    EXPECT_TRUE(contains(e, "llama.rope.scaling.type = '" + type + "'")) << e;
-    EXPECT_TRUE(contains(e, "does not support")) << e;
-  }
+TEST(LoadRefusals, LongropeIsRefusedNamingTheKeyAndValue) {
+  test::TinyModelSpec spec;
+  spec.rope_scaling_type = "longrope";
+  spec.rope_scaling_factor = 4.0f;
+  const std::string e = load_error("refuse_longrope", spec);
+  EXPECT_TRUE(contains(e, "llama.rope.scaling.type = 'longrope'")) << e;
+  EXPECT_TRUE(contains(e, "does not support")) << e;
+}
+
+// YaRN's parameters as llama.cpp derives them for llama / qwen: ext_factor 1, beta 32 / 1 whatever
+// the file's yarn_beta_fast says, the original context from its key (else context_length 256), and
+// an attention factor get_mscale(4) / (1 + 0.1 ln 4) = 1 (to float rounding) times the file's.
+TEST(LoadRefusals, YarnParametersAsLlamaCppDerivesThem) {
+  test::TinyModelSpec spec;
+  spec.arch = "qwen2";
+  spec.rope_scaling_type = "yarn";
+  spec.rope_scaling_factor = 4.0f;
+  spec.rope_yarn_beta_fast = 8.0f;
+  auto m = test::load_tiny_model("yarn_default_ctx", spec);
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.rope_scaling, RopeScaling::yarn);
+  EXPECT_EQ(c.rope_scale, 4.0f);
+  EXPECT_EQ(c.rope_yarn.ext_factor, 1.0f);
+  EXPECT_EQ(c.rope_yarn.beta_fast, 32.0f);
+  EXPECT_EQ(c.rope_yarn.beta_slow, 1.0f);
+  EXPECT_EQ(c.rope_yarn.n_ctx_orig, 256);
+  EXPECT_NEAR(c.rope_attn_factor, 1.0f, 1e-6f);
+  spec.rope_orig_ctx = 100;
+  spec.rope_attn_factor = 0.5f;
+  m = test::load_tiny_model("yarn_orig_ctx", spec);
+  EXPECT_EQ(m->config().rope_yarn.n_ctx_orig, 100);
+  EXPECT_NEAR(m->config().rope_attn_factor, 0.5f, 1e-6f);
+  spec.rope_scaling_type = "linear";  // other types: no YaRN, the attention factor as it is
+  m = test::load_tiny_model("yarn_linear", spec);
+  EXPECT_EQ(m->config().rope_yarn.ext_factor, 0.0f);
+  EXPECT_EQ(m->config().rope_attn_factor, 0.5f);
 }
 
 TEST(LoadRefusals, UnknownScalingTypeIsNamed) {
@@ -105,13 +133,50 @@ TEST(LoadRefusals, UnusedTensorIsAnErrorNamingIt) {
   EXPECT_EQ(load_error("unused_none_gemma3", test::tiny_gemma3_spec(4)), "");
 }
 
-TEST(LoadRefusals, AttentionFactorOtherThanOneIsRefused) {
+TEST(LoadRefusals, AttentionFactorMustBePositive) {
   test::TinyModelSpec spec;
-  spec.rope_attn_factor = 1.0f;
-  EXPECT_EQ(load_error("attn_factor_one", spec), "");
   spec.rope_attn_factor = 0.5f;
-  const std::string e = load_error("attn_factor_half", spec);
-  EXPECT_TRUE(contains(e, "llama.rope.scaling.attn_factor = 0.5")) << e;
+  EXPECT_EQ(load_error("attn_factor_half", spec), "");
+  spec.rope_attn_factor = -0.5f;
+  const std::string e = load_error("attn_factor_negative", spec);
+  EXPECT_TRUE(contains(e, "llama.rope.scaling.attn_factor = -0.5")) << e;
+}
+
+// phi3: fused attn_qkv / gate-up ffn_up; llama's separate ffn_gate is a tensor it does not use;
+// longrope factor tensors are refused by name; the sliding window key is kept but not applied.
+TEST(LoadRefusals, Phi3TensorsAndLongropeFactors) {
+  test::TinyModelSpec spec;
+  spec.arch = "phi3";
+  spec.sliding_window = 7;
+  auto m = test::load_tiny_model("phi3_ok", spec);
+  EXPECT_EQ(m->config().rope_style, RopeStyle::neox);
+  EXPECT_EQ(m->config().unapplied_sliding_window, 7);
+  EXPECT_TRUE(m->config().kv_dims().window.empty());
+  EXPECT_EQ(m->weights().layers[1].wk.rows, m->config().kv_dim());
+  EXPECT_EQ(m->weights().layers[1].w_up.rows, m->config().d_ffn);
+  spec.extra_tensors = {"blk.0.ffn_gate.weight"};
+  std::string e = load_error("phi3_gate", spec);
+  EXPECT_TRUE(contains(e, "has tensor 'blk.0.ffn_gate.weight' that mpkv does not use for architecture phi3")) << e;
+  for (const std::string t : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+    spec.extra_tensors = {t};
+    e = load_error("phi3_longrope", spec);
+    EXPECT_TRUE(contains(e, "has tensor '" + t + "' (longrope factors")) << e;
+  }
+  spec.extra_tensors = {};
+  spec.n_head = 8;  // q_dim 8 x 8 = 64 = d_model still; a key_length that breaks it is refused
+  spec.head_dim = 16;
+  e = load_error("phi3_qdim", spec);
+  EXPECT_TRUE(contains(e, "head_count x key_length = 128 != embedding_length 64")) << e;
+}
+
+// llama.cpp does not apply llama.attention.sliding_window: mpkv keeps every layer global.
+TEST(LoadRefusals, LlamaSlidingWindowIsNotApplied) {
+  test::TinyModelSpec spec;
+  spec.sliding_window = 4096;
+  auto m = test::load_tiny_model("llama_window_key", spec);
+  EXPECT_EQ(m->config().unapplied_sliding_window, 4096);
+  EXPECT_TRUE(m->config().kv_dims().window.empty());
+  for (int l = 0; l < m->config().n_layer; ++l) EXPECT_EQ(m->config().attn(l).window, 0);
 }
 
 }  // namespace

@@ -2,16 +2,18 @@
 // rotating the queries and the keys in separate calls gives (one pool job and one cos/sin per
 // angle instead of two), for both pair styles, below and above the row count that splits into
 // pool chunks, and 1 / 2 threads, with and without per-pair frequency factors (rope_freqs.weight);
-// and both match the rotation computed here in double.
+// and both match the rotation computed here in double; so does YaRN's (mixed angles, scaled cos / sin).
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "model/ops.h"
+#include "support/rope_reference.h"
 
 namespace mpkv {
 namespace {
@@ -23,20 +25,12 @@ std::vector<float> randoms(std::mt19937& g, size_t n) {
   return v;
 }
 
-// x [n, heads, hd] rotated in double: pair j of token i by pos[i] * ps / rs * base^(-2j / hd) / ff[j]
-// (ff empty: 1), llama.cpp's ggml_rope_ext with freq_factors (docs/models.md, "RoPE").
-std::vector<double> rotated(const std::vector<float>& x, const std::vector<int>& pos, int heads, int hd, RopeStyle st,
-                            float base, float rs, float ps, const std::vector<float>& ff) {
+// x [n, heads, hd] rotated in double by test::rope_reference (docs/models.md, "RoPE"), token i at
+// position pos[i] * ps.
+std::vector<double> rotated(const std::vector<float>& x, const std::vector<int>& pos, int heads, int hd, double ps,
+                            const test::RefRope& r) {
   std::vector<double> y(x.begin(), x.end());
-  for (size_t i = 0; i < pos.size(); ++i)
-    for (int h = 0; h < heads; ++h)
-      for (int j = 0; j < hd / 2; ++j) {
-        const double t = (double)pos[i] * ps / rs * std::pow((double)base, -2.0 * j / hd) / (ff.empty() ? 1.0 : ff[j]);
-        const size_t o = (i * heads + h) * hd;
-        const size_t a = o + (st == RopeStyle::adjacent ? 2 * j : j), b = o + (st == RopeStyle::adjacent ? 2 * j + 1 : j + hd / 2);
-        y[a] = x[a] * std::cos(t) - x[b] * std::sin(t);
-        y[b] = x[a] * std::sin(t) + x[b] * std::cos(t);
-      }
+  for (size_t i = 0; i < pos.size(); ++i) test::rope_reference(y.data() + i * heads * hd, heads, hd, pos[i] * ps, r);
   return y;
 }
 
@@ -62,12 +56,43 @@ TEST(RopeForwardQk, EqualsSeparateCallsAndTheDoubleRotation) {
           rope_forward(ks.data(), pos.data(), n, hk, hd, rope, 0.5f);
           ASSERT_EQ(std::memcmp(q.data(), qs.data(), q.size() * 4), 0) << "n " << n;
           ASSERT_EQ(std::memcmp(k.data(), ks.data(), k.size() * 4), 0) << "n " << n;
-          const std::vector<double> qd = rotated(q0, pos, hq, hd, st, 10000.0f, 2.0f, 0.5f, ff);
-          const std::vector<double> kd = rotated(k0, pos, hk, hd, st, 10000.0f, 2.0f, 0.5f, ff);
+          const test::RefRope rr{st == RopeStyle::adjacent, 10000.0, 2.0, std::vector<double>(ff.begin(), ff.end())};
+          const std::vector<double> qd = rotated(q0, pos, hq, hd, 0.5, rr);
+          const std::vector<double> kd = rotated(k0, pos, hk, hd, 0.5, rr);
           for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(q[i], qd[i], 2e-5) << i << (ff.empty() ? "" : " with factors");
           for (size_t i = 0; i < k.size(); ++i) ASSERT_NEAR(k[i], kd[i], 2e-5) << i;
         }
   omp_set_num_threads(1);
+}
+
+// YaRN (docs/models.md, "YaRN"): with n_ctx_orig 4096, base 1e4, head_dim 64, beta 32 / 1 the
+// correction dims are floor(10.47) = 10 and ceil(22.5) = 23, away from the integers, so float and
+// double agree on them.
+TEST(RopeForwardQk, YarnMatchesTheDoubleRotation) {
+  std::mt19937 g(7);
+  const int hq = 4, hk = 2, hd = 64, n = 16;
+  RopeYarn yarn;
+  yarn.ext_factor = 1.0f;
+  yarn.n_ctx_orig = 4096;
+  for (RopeStyle st : {RopeStyle::adjacent, RopeStyle::neox}) {
+    const RopeParams rope{st, 10000.0f, 4.0f, nullptr, yarn, 0.9f};
+    std::vector<int> pos(n);
+    for (int i = 0; i < n; ++i) pos[i] = 3 + 37 * i;
+    const std::vector<float> q0 = randoms(g, (size_t)n * hq * hd), k0 = randoms(g, (size_t)n * hk * hd);
+    std::vector<float> q = q0, k = k0;
+    rope_forward_qk(q.data(), hq, k.data(), hk, pos.data(), n, hd, rope, 0.5f);
+    const test::RefRope rr{st == RopeStyle::adjacent, 10000.0, 4.0, {}, 4096, 0.9};
+    const std::vector<double> qd = rotated(q0, pos, hq, hd, 0.5, rr);
+    const std::vector<double> kd = rotated(k0, pos, hk, hd, 0.5, rr);
+    for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(q[i], qd[i], 5e-5) << i;
+    for (size_t i = 0; i < k.size(); ++i) ASSERT_NEAR(k[i], kd[i], 5e-5) << i;
+    // Plain linear scaling (the same scale, no mix, no mscale) is far from it: the check can fail.
+    std::vector<float> ql = q0;
+    rope_forward_qk(ql.data(), hq, nullptr, 0, pos.data(), n, hd, RopeParams{st, 10000.0f, 4.0f}, 0.5f);
+    double far = 0;
+    for (size_t i = 0; i < q.size(); ++i) far = std::max(far, std::fabs(ql[i] - qd[i]));
+    EXPECT_GT(far, 0.1);
+  }
 }
 
 }  // namespace

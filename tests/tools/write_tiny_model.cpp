@@ -1,0 +1,21 @@
+// Writes one tiny model of tests/fixtures (test::tiny_variant_spec) as a GGUF file: the models
+// scripts/make_arch_golden.sh has llama.cpp compute golden logits on (tests/golden/archs/).
+// Usage: write_tiny_model VARIANT OUT.gguf
+#include <cstdio>
+
+#include "fixtures/tiny_model.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: write_tiny_model VARIANT OUT.gguf\n");
+    return 2;
+  }
+  try {
+    mpkv::test::write_tiny_model(argv[2], mpkv::test::tiny_variant_spec(argv[1]));
+  } catch (const mpkv::Error& e) {
+    std::fprintf(stderr, "write_tiny_model: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
