@@ -37,11 +37,12 @@ const json kTools = json::parse(R"([{"type": "function", "function": {"name": "g
 const std::string kCall = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"b\": 1, \"a\": 2}}\n</tool_call>";
 
 struct Served {
-  explicit Served(const std::string& tmpl) : backend(tmpl.empty() ? "" : read_template(tmpl), 4096, 8, /*immediate=*/true) {
+  explicit Served(const std::string& tmpl, HandlerOptions opts = {})
+      : backend(tmpl.empty() ? "" : read_template(tmpl), 4096, 8, /*immediate=*/true), handler(opts) {
     handler.set_backend(&backend);
   }
   ScriptBackend backend;
-  ApiHandler handler{HandlerOptions{}};
+  ApiHandler handler;
 
   HttpResponse post(const json& body) { return handler.handle({"POST", "/v1/chat/completions", "", body.dump(), nullptr}); }
   json answer(const json& body) {
@@ -247,6 +248,19 @@ TEST(ServerReasoning, EnableThinkingFalseAndBudgetZero) {
   body["reasoning_budget_tokens"] = 0;  // no thinking: the template's switch
   s.answer(body);
   EXPECT_EQ(s.backend.last_prompt(), off);
+  // The server's default (--reasoning-budget 0) does the same; a request's -1 means that default.
+  HandlerOptions zero;
+  zero.reasoning_budget = 0;
+  Served z(kQwen3, zero);
+  body = user("Hello there.");
+  z.answer(body);
+  EXPECT_EQ(z.backend.last_prompt(), off);
+  body["reasoning_budget_tokens"] = -1;
+  z.answer(body);
+  EXPECT_EQ(z.backend.last_prompt(), off);
+  body["reasoning_budget_tokens"] = 100;  // a budget, thinking on
+  z.answer(body);
+  EXPECT_NE(z.backend.last_prompt(), off);
 }
 
 TEST(ServerReasoning, FormatNoneAndIncludeReasoningFalse) {
