@@ -1,11 +1,14 @@
 #include "server/chat_output.h"
 
 #include "server/json_scan.h"
+#include "server/tool_schema.h"
+#include "util/error.h"
 
 namespace mpkv::server {
 
 ChatOutputParser::ChatOutputParser(ChatOutputOptions opts)
-    : opts_(std::move(opts)), phase_(opts_.thinking && opts_.starts_in_thinking ? Phase::thinking : Phase::start) {}
+    : opts_(std::move(opts)),
+      phase_(opts_.forced ? Phase::forced : opts_.thinking && opts_.starts_in_thinking ? Phase::thinking : Phase::start) {}
 
 ChatDelta ChatOutputParser::push(std::string_view text) {
   pending_.append(text);
@@ -65,7 +68,8 @@ void ChatOutputParser::step(ChatDelta& out) {
         phase_ = Phase::tool_block;
         break;
       }
-      case Phase::tool_block: return;  // parsed whole, by finish()
+      case Phase::tool_block:
+      case Phase::forced: return;  // parsed whole, by finish()
     }
   }
 }
@@ -77,6 +81,14 @@ ChatDelta ChatOutputParser::finish() {
     case Phase::start:
     case Phase::content: release_content(pending_, out); break;
     case Phase::thinking: out.reasoning.append(pending_); break;  // thinking the answer never closed
+    case Phase::forced:
+      try {
+        out.tool_calls = tool_calls_from_forced_output(*opts_.forced, pending_, opts_.call_id_prefix);
+        n_calls_ = out.tool_calls.size();
+      } catch (const Error&) {
+        release_content(pending_, out);  // not complete calls (a length stop inside the JSON)
+      }
+      break;
     case Phase::tool_block: {
       std::optional<ParsedBlock> block = parse_tool_call_block(opts_.tools, pending_);
       if (!block) {

@@ -7,11 +7,13 @@
 // later turns out to be a call. A non-streaming answer is the same calls: everything pushed, then
 // finish(), the deltas summed.
 #pragma once
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "server/tool_call_parse.h"
+#include "server/tool_request.h"
 
 namespace mpkv::server {
 
@@ -21,6 +23,10 @@ struct ChatOutputOptions {
   bool thinking = false;                        // the template has <think> ... </think>
   bool starts_in_thinking = false;              // the prompt opened <think> (prompt_opens_thinking)
   std::string call_id_prefix = "call_";         // calls without the model's own id get prefix + index
+  // tool_choice required / named: the answer was generated under forced_tool_call_schema(*forced)
+  // (tool_schema.h) and is read whole by tool_calls_from_forced_output at finish(); nothing is
+  // released before (output that is not complete calls, e.g. cut by max_tokens, is content then).
+  std::shared_ptr<const ToolRequest> forced;
 };
 
 struct ChatDelta {
@@ -37,7 +43,7 @@ class ChatOutputParser {
   bool has_tool_calls() const { return n_calls_ > 0; }
 
  private:
-  enum class Phase : uint8_t { start, thinking, content, tool_block };
+  enum class Phase : uint8_t { start, thinking, content, tool_block, forced };
   void step(ChatDelta& out);  // releases what pending_ makes certain in the current phase
   void release_content(std::string_view text, ChatDelta& out);
 

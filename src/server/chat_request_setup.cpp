@@ -22,6 +22,10 @@ ChatTemplateInputs chat_template_inputs(const CompletionRequest& r, int default_
 std::optional<ChatOutputOptions> chat_output_options(const CompletionRequest& r, std::string_view template_source,
                                                      std::string_view prompt) {
   ChatOutputOptions o;
+  if (r.tools.choice == ToolChoice::required || r.tools.choice == ToolChoice::named) {
+    o.forced = std::make_shared<const ToolRequest>(r.tools);  // the output is the schema's JSON
+    return o;
+  }
   o.thinking = r.reasoning.format != ReasoningFormat::none && template_has_thinking(template_source);
   o.starts_in_thinking = o.thinking && prompt_opens_thinking(prompt);
   if (r.tools.choice == ToolChoice::automatic) o.tools = detect_tool_call_format(template_source);

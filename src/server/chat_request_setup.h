@@ -16,7 +16,8 @@ namespace mpkv::server {
 ChatTemplateInputs chat_template_inputs(const CompletionRequest& r, int default_budget);
 
 // nullopt when nothing is to be split: no thinking in the template (or reasoning_format none) and
-// no tool calls to read (no tools, or tool_choice none).
+// no tool calls to read (no tools, or tool_choice none). tool_choice required / named: the answer
+// is read as output of the forced-call schema (ChatOutputOptions::forced).
 std::optional<ChatOutputOptions> chat_output_options(const CompletionRequest& r, std::string_view template_source,
                                                      std::string_view prompt);
 

@@ -190,3 +190,35 @@ TEST(ChatOutput, AnySplitGivesTheSameAnswer) {
   expect_same_split(tools(ToolCallFormat::llama3_json), "Plain answer {with braces}.");
   expect_same_split(tools(ToolCallFormat::mistral), "A [TOOL_CALL [TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]");
 }
+
+TEST(ChatOutput, ForcedCallsAreReadWholeAtTheEnd) {
+  ChatOutputOptions o;
+  auto r = std::make_shared<ToolRequest>();
+  r->tools = {{"add", "", ""}, {"ping", "", ""}};
+  r->choice = ToolChoice::required;
+  o.forced = r;
+  o.call_id_prefix = "c_";
+  const std::string out = R"([{"name": "add", "parameters": {"b": 1, "a": 2}}])";
+  ChatOutputParser p(o);
+  EXPECT_TRUE(p.push(out.substr(0, 10)).empty());  // nothing released before the end
+  EXPECT_TRUE(p.push(out.substr(10)).empty());
+  ChatDelta d = p.finish();
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].name, "add");
+  EXPECT_EQ(d.tool_calls[0].arguments, R"({"b":1,"a":2})");
+  EXPECT_EQ(d.tool_calls[0].id, "c_0");
+  EXPECT_TRUE(p.has_tool_calls());
+  ChatOutputParser cut(o);  // cut by max_tokens inside the JSON: content
+  cut.push(out.substr(0, 20));
+  d = cut.finish();
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, out.substr(0, 20));
+  r->choice = ToolChoice::named;
+  r->named = "ping";
+  ChatOutputParser named(o);
+  named.push(R"({"host": "x"})");
+  d = named.finish();
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].name, "ping");
+  EXPECT_EQ(d.tool_calls[0].arguments, R"({"host":"x"})");
+}
