@@ -125,6 +125,10 @@ void register_serve(CLI::App& app) {
   add_http_options(sub, a->http);
   sub->add_option("--max-body-kib", a->max_body_kib, "request bodies above this get 413")->capture_default_str()
       ->check(integer_in(1, 1 << 20, ">= 1"));
+  sub->add_option("--reasoning-budget", a->api.reasoning_budget,
+                  "thinking tokens per chat request before </think> is forced (-1: unlimited, 0: no thinking; "
+                  "a request's reasoning_budget_tokens overrides it)")
+      ->capture_default_str()->check(integer_in(-1, 1 << 24, "in [-1, 16777216]"));
   sub->add_option("--shutdown-timeout", a->shutdown_timeout_s, "seconds in-flight requests may finish after SIGINT/SIGTERM")
       ->capture_default_str()->check(number_in(0.0, 3600.0, "in [0, 3600]"));
   add_threads_option(sub, a->threads);

@@ -66,7 +66,11 @@ void Engine::sample_and_emit(const std::vector<BatchEntry>& batch) {
     for (int64_t i = begin; i < end; ++i) {
       Sequence& s = *emitting[i];
       const float* logits = logits_.data() + rows[i] * n_vocab;
-      sampled[i].token = s.sampler.sample(logits, n_vocab);
+      // A spent thinking budget forces its end tag (reasoning_budget.h); the sampler's penalty
+      // history takes the forced token too.
+      const std::optional<int32_t> forced = s.reasoning_budget.forced();
+      if (forced) s.sampler.accept(*forced);
+      sampled[i].token = forced ? *forced : s.sampler.sample(logits, n_vocab);
       if (s.params.top_logprobs >= 0)
         sampled[i].logprobs.push_back(token_logprobs(logits, n_vocab, sampled[i].token, s.params.top_logprobs));
     }
@@ -82,6 +86,7 @@ void Engine::emit_token(Sequence& s, Sampled sampled) {
   out.tokens = {t};
   out.logprobs = std::move(sampled.logprobs);
   s.tokens.push_back(t);
+  s.reasoning_budget.accept(t);
   totals_.generation_tokens_total++;
   if (!s.produced_token) {
     s.produced_token = true;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/reasoning_budget.h"
 #include "engine/sampler.h"
 
 namespace mpkv {
@@ -56,6 +57,7 @@ struct RequestParams {
   int prompt_logprobs = -1;         // -1: off; 0..kMaxTopLogprobs: each prompt token's logprob given
                                     // the tokens before it, and that many alternatives, in the first
                                     // event (vLLM's prompt_logprobs; costs a logits row per prompt token)
+  ReasoningBudgetParams reasoning_budget;  // thinking budget (reasoning_budget.h); off by default
 };
 inline constexpr int kMaxTopLogprobs = 20;
 

@@ -5,7 +5,8 @@
 namespace mpkv {
 
 Sequence::Sequence(uint64_t id_, RequestParams p, OutputCallback cb)
-    : id(id_), params(std::move(p)), on_output(std::move(cb)), sampler(params.sampling), text(params.stop),
+    : id(id_), params(std::move(p)), on_output(std::move(cb)), sampler(params.sampling),
+      reasoning_budget(params.reasoning_budget), text(params.stop),
       tokens(params.prompt), n_prompt((int)params.prompt.size()), arrived(Clock::now()) {
   stats.n_prompt_tokens = n_prompt;
   // The prompt joins the repetition-penalty history, as in llama.cpp (llama-cli and llama-server

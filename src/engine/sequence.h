@@ -26,6 +26,7 @@ struct Sequence {
   RequestParams params;
   OutputCallback on_output;
   Sampler sampler;
+  ReasoningBudget reasoning_budget;  // forces the end of thinking (params.reasoning_budget)
   TextStream text;
   std::vector<int32_t> tokens;
   int n_prompt = 0;

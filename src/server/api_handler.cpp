@@ -5,6 +5,7 @@
 
 #include "engine/request.h"
 #include "server/auth.h"
+#include "server/chat_request_setup.h"
 
 namespace mpkv::server {
 
@@ -78,6 +79,18 @@ RequestParams request_params(const CompletionRequest& r, uint64_t seed) {
   p.top_logprobs = r.top_logprobs;
   if (r.echo && r.top_logprobs >= 0) p.prompt_logprobs = r.top_logprobs;  // the echoed prompt's logprobs
   p.priority = r.priority;
+  return p;
+}
+
+// The thinking budget of a chat request whose template thinks (reasoning_budget.h): the tags as
+// this model's tokens. Off without thinking or with an unlimited budget.
+ReasoningBudgetParams reasoning_budget_params(const Backend& b, const std::optional<ChatOutputOptions>& out, int budget) {
+  ReasoningBudgetParams p;
+  if (!out || !out->thinking || budget < 0) return p;
+  p.budget = budget;
+  p.start = b.encode_special(std::string(kThinkStart));
+  p.end = b.encode_special(std::string(kThinkEnd));
+  p.starts_inside = out->starts_in_thinking;
   return p;
 }
 
@@ -202,7 +215,14 @@ std::vector<ChoiceRequest> ApiHandler::choice_requests(Backend& b, const Complet
   check_token_ids(r.stop_token_ids, b.n_vocab(), "stop_token_ids");
   for (const auto& [id, bias] : r.logit_bias) check_token_ids({id}, b.n_vocab(), "logit_bias");
   std::vector<std::pair<std::vector<int32_t>, std::string>> prompts;  // tokens, echoed text
-  if (r.endpoint == Endpoint::chat) prompts.emplace_back(b.encode_chat(r.messages, r.chat_template_kwargs), "");
+  std::optional<ChatOutputOptions> chat_output;
+  ReasoningBudgetParams budget;
+  if (r.endpoint == Endpoint::chat) {
+    Backend::ChatPrompt prompt = b.chat_prompt(chat_template_inputs(r, opts_.reasoning_budget));
+    chat_output = chat_output_options(r, b.chat_template_source(), prompt.text);
+    budget = reasoning_budget_params(b, chat_output, effective_reasoning_budget(r, opts_.reasoning_budget));
+    prompts.emplace_back(std::move(prompt.tokens), "");
+  }
   for (const PromptInput& in : r.prompts) prompts.emplace_back(in.is_tokens ? in.tokens : b.encode_prompt(in.text), "");
   // Every prompt is checked before any echo is decoded (an id outside the vocabulary has no text)
   // and before any choice starts.
@@ -216,8 +236,17 @@ std::vector<ChoiceRequest> ApiHandler::choice_requests(Backend& b, const Complet
   std::vector<ChoiceRequest> out;
   for (auto& [tokens, echo] : prompts)
     for (int j = 0; j < r.n; ++j) {
-      out.push_back({request_params(r, r.seed ? *r.seed + static_cast<uint64_t>(j) : random_seed()), echo, j == 0});
+      ChoiceRequest& c = out.emplace_back();
+      c.params = request_params(r, r.seed ? *r.seed + static_cast<uint64_t>(j) : random_seed());
+      c.echo = echo;
+      c.counts_prompt = j == 0;
       out.back().params.prompt = tokens;
+      out.back().params.reasoning_budget = budget;
+      if (chat_output) {
+        out.back().chat_output = chat_output;
+        out.back().chat_output->call_id_prefix = new_id("call_") + "_";
+      }
+      out.back().include_reasoning = r.reasoning.include_reasoning;
     }
   return out;
 }

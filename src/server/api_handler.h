@@ -32,6 +32,7 @@ struct HandlerOptions {
   std::string api_key;               // "": no authentication
   size_t max_body_bytes = 1 << 20;
   int retry_after_seconds = 1;       // Retry-After of 503 answers
+  int reasoning_budget = -1;         // --reasoning-budget: thinking tokens per chat request (-1: unlimited)
 };
 
 class ApiHandler {

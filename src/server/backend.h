@@ -10,16 +10,36 @@
 #include "engine/engine.h"
 #include "engine/request.h"
 #include "tokenizer/chat_format.h"
+#include "tokenizer/chat_template.h"
 
 namespace mpkv::server {
 
 class Backend {
  public:
   virtual ~Backend() = default;
-  // The prompt of a chat request (chat template + generation prompt; kwargs: chat_template_kwargs,
-  // name -> JSON text) and of a raw completion. Throws Error when the template refuses the messages.
-  virtual std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages,
-                                           const std::vector<std::pair<std::string, std::string>>& kwargs) const = 0;
+  // The prompt of a chat request: the chat template rendered with the messages, tools and kwargs
+  // (chat_template_kwargs, name -> JSON text) and a generation prompt, as text (what the output
+  // parsers look at: whether it opened a <think> block) and tokens. Throws Error when the template
+  // refuses the inputs.
+  struct ChatPrompt {
+    std::string text;
+    std::vector<int32_t> tokens;
+  };
+  virtual ChatPrompt chat_prompt(const ChatTemplateInputs& inputs) const = 0;
+  // The chat prompt's tokens without tools (/tokenize).
+  std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages,
+                                   const std::vector<std::pair<std::string, std::string>>& kwargs) const {
+    ChatTemplateInputs in;
+    in.messages = messages;
+    in.kwargs = kwargs;
+    return chat_prompt(in).tokens;
+  }
+  // The model's tokenizer.chat_template ("" without one): how it writes tool calls and thinking
+  // (tool_call_format.h).
+  virtual std::string chat_template_source() const = 0;
+  // Text with special-token text parsed as the tokens (a thinking tag, for the reasoning budget).
+  virtual std::vector<int32_t> encode_special(const std::string& text) const = 0;
+  // The raw completion prompt.
   // add_special: the model's BOS (when it uses one), as /v1/completions does; /tokenize may omit it.
   virtual std::vector<int32_t> encode_prompt(const std::string& text, bool add_special = true) const = 0;
   // The bytes one token stands for (logprobs' "token"), and the text of a token sequence.

@@ -31,6 +31,8 @@ void Completion::start(std::vector<ChoiceRequest> requests) {
     c.n_prompt = r.counts_prompt ? static_cast<int>(r.params.prompt.size()) : 0;
     c.result.text = std::move(r.echo);
     if (r.params.prompt_logprobs >= 0) c.first_prompt_token = r.params.prompt.front();
+    if (r.chat_output) c.parser.emplace(*r.chat_output);
+    c.include_reasoning = r.include_reasoning;
     // The callback may outlive this object (an aborted request's final event comes at the next
     // step), so it holds the channel and the timing by shared_ptr; metrics outlive the engine loop.
     auto timing = std::make_shared<RequestTiming>();
@@ -70,10 +72,21 @@ Completion::Choice& Completion::choice_of(uint64_t id) {
   throw InternalError("Completion: an event for request " + std::to_string(id) + ", which is not one of its choices");
 }
 
-int Completion::apply(const RequestOutput& e, bool collect, std::vector<LogprobEntry>& entries) {
+int Completion::apply(const RequestOutput& e, bool collect, std::vector<LogprobEntry>& entries, ChatDelta& delta) {
   Choice& c = choice_of(e.id);
   MPKV_ASSERT(!c.finished, "Completion: an event after a request's final event");
   entries.clear();
+  delta = ChatDelta{};
+  if (c.parser) {
+    delta = c.parser->push(e.text_delta);
+    if (e.finished) {
+      ChatDelta end = c.parser->finish();
+      delta.reasoning += end.reasoning;
+      delta.content += end.content;
+      delta.tool_calls = std::move(end.tool_calls);
+    }
+    if (!c.include_reasoning) delta.reasoning.clear();
+  }
   if (c.first_prompt_token >= 0 && !e.tokens.empty()) {  // the first generated token's event
     entries.push_back({backend_.token_text(c.first_prompt_token), std::nullopt, {}});
     append_entries(e.prompt_logprobs, entries);
@@ -81,7 +94,9 @@ int Completion::apply(const RequestOutput& e, bool collect, std::vector<LogprobE
   }
   append_entries(e.logprobs, entries);
   if (collect) {
-    c.result.text += e.text_delta;
+    c.result.text += c.parser ? delta.content : e.text_delta;
+    c.result.reasoning += delta.reasoning;
+    c.result.tool_calls.insert(c.result.tool_calls.end(), delta.tool_calls.begin(), delta.tool_calls.end());
     c.result.logprobs.insert(c.result.logprobs.end(), entries.begin(), entries.end());
   }
   if (e.finished) {
@@ -111,7 +126,8 @@ HttpResponse Completion::wait_response() {
     events.clear();
     channel_->pop(events, std::chrono::milliseconds(1000));
     std::vector<LogprobEntry> entries;
-    for (const RequestOutput& e : events) apply(e, /*collect=*/true, entries);
+    ChatDelta delta;
+    for (const RequestOutput& e : events) apply(e, /*collect=*/true, entries, delta);
   }
   HttpResponse r;
   if (aborted_) {
@@ -131,11 +147,18 @@ HttpResponse Completion::wait_response() {
 std::string Completion::stream_piece(const RequestOutput& e) {
   const bool with_echo = choice_of(e.id).first_prompt_token >= 0 && !e.tokens.empty();
   std::vector<LogprobEntry> entries;
-  const int index = apply(e, /*collect=*/false, entries);
-  const std::string text = with_echo ? choices_[index].result.text + e.text_delta : e.text_delta;
+  ChatDelta delta;
+  const int index = apply(e, /*collect=*/false, entries, delta);
   std::string piece;
-  if (!text.empty() || !entries.empty()) piece += fmt_.delta(index, text, entries);
-  if (e.finished && e.reason != FinishReason::abort) piece += fmt_.last(index, e.reason);
+  if (choices_[index].parser) {  // a split chat answer: content / thinking deltas, then the calls
+    if (!delta.content.empty() || !delta.reasoning.empty() || !entries.empty()) piece += fmt_.chat_delta(index, delta, entries);
+    piece += fmt_.tool_call_deltas(index, delta.tool_calls, 0);
+  } else {
+    const std::string text = with_echo ? choices_[index].result.text + e.text_delta : e.text_delta;
+    if (!text.empty() || !entries.empty()) piece += fmt_.delta(index, text, entries);
+  }
+  if (e.finished && e.reason != FinishReason::abort)
+    piece += fmt_.last(index, e.reason, choices_[index].parser && choices_[index].parser->has_tool_calls());
   return piece;
 }
 

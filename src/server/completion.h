@@ -7,6 +7,7 @@
 #pragma once
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,10 +23,14 @@ namespace mpkv::server {
 // One choice's engine request and the text its answer starts with (the prompt, for echo).
 // counts_prompt: usage counts its prompt tokens (only the first of a prompt's n choices, as
 // OpenAI counts a prompt once however many choices it has).
+// chat_output: a chat answer split into thinking, content and tool calls (chat_output.h); absent:
+// the text as generated. include_reasoning false: the thinking is left out of the answer.
 struct ChoiceRequest {
   RequestParams params;
   std::string echo;
   bool counts_prompt = true;
+  std::optional<ChatOutputOptions> chat_output;
+  bool include_reasoning = true;
 };
 
 class Completion : public ResponseStream {
@@ -59,12 +64,15 @@ class Completion : public ResponseStream {
     // Echo with logprobs: the prompt's first token (its entry has no logprob) until the event of
     // the first generated token brings the prompt's logprobs; a stream sends the echo then.
     int32_t first_prompt_token = -1;
+    std::optional<ChatOutputParser> parser;  // ChoiceRequest::chat_output
+    bool include_reasoning = true;
   };
   void append_entries(const std::vector<TokenLogprobs>& lps, std::vector<LogprobEntry>& out) const;
   Choice& choice_of(uint64_t id);
   // Applies one event to its choice (appending text and logprobs when `collect`); returns the
-  // choice's index and sets `entries` to the event's logprob entries (the echoed prompt's first).
-  int apply(const RequestOutput& e, bool collect, std::vector<LogprobEntry>& entries);
+  // choice's index, sets `entries` to the event's logprob entries (the echoed prompt's first) and
+  // `delta` to what the choice's parser released (with a parser only).
+  int apply(const RequestOutput& e, bool collect, std::vector<LogprobEntry>& entries, ChatDelta& delta);
   std::string stream_piece(const RequestOutput& e);
   bool all_finished() const { return n_finished_ == choices_.size(); }
   Usage usage() const;

@@ -2,14 +2,12 @@
 
 namespace mpkv::server {
 
-std::vector<int32_t> EngineBackend::encode_chat(const std::vector<ChatMessage>& messages,
-                                                const std::vector<std::pair<std::string, std::string>>& kwargs) const {
+Backend::ChatPrompt EngineBackend::chat_prompt(const ChatTemplateInputs& inputs) const {
   const Tokenizer& tok = engine_.tokenizer();
-  ChatTemplateInputs in;
-  in.messages = messages;
-  in.add_generation_prompt = true;
-  in.kwargs = kwargs;
-  return tok.encode(tok.format_chat(in), tok.add_bos(), /*parse_special=*/true);
+  ChatPrompt p;
+  p.text = tok.format_chat(inputs);
+  p.tokens = tok.encode(p.text, tok.add_bos(), /*parse_special=*/true);
+  return p;
 }
 
 std::vector<int32_t> EngineBackend::encode_prompt(const std::string& text, bool add_special) const {

@@ -10,8 +10,11 @@ namespace mpkv::server {
 class EngineBackend : public Backend {
  public:
   explicit EngineBackend(Engine& engine) : engine_(engine) {}
-  std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages,
-                                   const std::vector<std::pair<std::string, std::string>>& kwargs) const override;
+  ChatPrompt chat_prompt(const ChatTemplateInputs& inputs) const override;
+  std::string chat_template_source() const override { return engine_.tokenizer().chat_template_source(); }
+  std::vector<int32_t> encode_special(const std::string& text) const override {
+    return engine_.tokenizer().encode(text, /*add_bos=*/false, /*parse_special=*/true);
+  }
   std::vector<int32_t> encode_prompt(const std::string& text, bool add_special) const override;
   std::string token_text(int32_t id) const override;
   std::string decode(const std::vector<int32_t>& ids) const override { return engine_.tokenizer().decode(ids); }

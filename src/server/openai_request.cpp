@@ -19,7 +19,9 @@ constexpr std::string_view kKnownFields[] = {
     "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed",
     "stop", "stream", "stream_options", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
     "logit_bias", "n", "best_of", "echo", "suffix", "tools", "functions", "response_format", "ignore_eos",
-    "min_tokens", "repetition_penalty", "min_p", "stop_token_ids", "priority", "chat_template_kwargs"};
+    "min_tokens", "repetition_penalty", "min_p", "stop_token_ids", "priority", "chat_template_kwargs",
+    "tool_choice", "parallel_tool_calls", "function_call", "reasoning_format", "include_reasoning",
+    "reasoning_budget_tokens", "thinking_budget_tokens"};
 
 ApiError bad(const std::string& param, const std::string& message) { return ApiError(400, message, param); }
 
@@ -72,11 +74,10 @@ void reject_unsupported(const json& body, Endpoint endpoint, int n) {
       throw bad("best_of", "only best_of = n is supported (no choices are generated to be dropped)");
     if (auto s = get_string(body, "suffix"); s && !s->empty())
       throw bad("suffix", "'suffix' is not supported by this server");
+    for (const char* name : {"tools", "tool_choice", "functions", "function_call"})
+      if (field(body, name)) throw bad(name, std::string("'") + name + "' is only read by /v1/chat/completions");
   } else {
     if (get_bool(body, "echo").value_or(false)) throw bad("echo", "'echo' is only supported by /v1/completions");
-    for (const char* name : {"tools", "functions"})
-      if (const json* v = field(body, name); v && !(v->is_array() && v->empty()))
-        throw bad(name, std::string("'") + name + "' (tool calling) is not supported by this server");
     if (const json* v = field(body, "response_format")) {
       if (!v->is_object() || v->value("type", json()) != "text")
         throw bad("response_format", "only response_format {\"type\": \"text\"} is supported");
@@ -121,8 +122,8 @@ std::vector<ChatMessage> parse_messages(const json& body) {
     if (!r || !r->is_string()) throw bad(p + ".role", "'" + p + ".role' must be a string");
     std::string role = r->get<std::string>();
     if (role == "developer") role = "system";  // OpenAI's newer name for system instructions
-    if (role != "system" && role != "user" && role != "assistant")
-      throw bad(p + ".role", "unsupported role '" + r->get<std::string>() + "' (system, developer, user, assistant)");
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+      throw bad(p + ".role", "unsupported role '" + r->get<std::string>() + "' (system, developer, user, assistant, tool)");
     out.push_back({role, message_content(msg, role, p + ".content")});
   }
   return out;
@@ -297,6 +298,18 @@ void parse_streaming(const json& body, CompletionRequest& r) {
   }
 }
 
+// The tool and reasoning fields (tool_request.h, reasoning_request.h), read from the body parsed
+// again with key order kept: tool schemas and call arguments reach the template as written.
+void parse_chat_tool_fields(std::string_view body_text, CompletionRequest& r) {
+  const nlohmann::ordered_json body = nlohmann::ordered_json::parse(body_text);  // valid: parsed once already
+  r.tools = parse_tool_request(body);
+  require_served_tool_choice(r.tools);
+  r.reasoning = parse_reasoning_request(body);
+  const auto& messages = body["messages"];
+  for (size_t i = 0; i < r.messages.size(); ++i)
+    parse_message_tool_fields(messages[i], r.messages[i].role, "messages[" + std::to_string(i) + "]", r.messages[i]);
+}
+
 json parse_object(std::string_view body_text) {
   json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
@@ -315,6 +328,7 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
   if (endpoint == Endpoint::chat) {
     r.messages = parse_messages(body);
     r.chat_template_kwargs = parse_chat_template_kwargs(body);
+    parse_chat_tool_fields(body_text, r);
   } else {
     if (field(body, "chat_template_kwargs"))
       throw bad("chat_template_kwargs", "'chat_template_kwargs' is only read by /v1/chat/completions");

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "server/reasoning_request.h"
+#include "server/tool_request.h"
 #include "tokenizer/chat_format.h"
 
 namespace mpkv::server {
@@ -36,7 +38,7 @@ struct PromptInput {
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::chat;
   std::string model;                  // as sent ("" when absent); any name is accepted
-  std::vector<ChatMessage> messages;  // chat: roles system / user / assistant ("developer" -> system)
+  std::vector<ChatMessage> messages;  // chat: roles system / user / assistant / tool ("developer" -> system)
   std::vector<PromptInput> prompts;   // completions: 1..kMaxPrompts, n choices each
   int n = 1;                          // choices per prompt, 1..kMaxN (prompts x n <= kMaxChoices)
   bool echo = false;                  // completions: the prompt's text starts each choice's text
@@ -62,6 +64,8 @@ struct CompletionRequest {
   // chat: chat_template_kwargs, an object whose entries become variables of the model's chat
   // template (docs/chat_templates.md); name -> the value's JSON text, sorted by name.
   std::vector<std::pair<std::string, std::string>> chat_template_kwargs;
+  ToolRequest tools;            // chat: tools, tool_choice, parallel_tool_calls (tool_request.h)
+  ReasoningRequest reasoning;   // chat: reasoning_format, include_reasoning, budget (reasoning_request.h)
   std::vector<std::string> unknown_fields;  // top-level names not in the known table (sorted)
 };
 

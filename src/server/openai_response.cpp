@@ -35,6 +35,22 @@ json chat_logprobs(const std::vector<LogprobEntry>& lps) {
 
 // Completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"};
 // an entry without a logprob (the first echoed prompt token) has null in both lists.
+json tool_call_json(const ParsedToolCall& c) {
+  return {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+// message (non-streaming): content null when the answer is only tool calls, as OpenAI writes it;
+// the thinking under both names (llama-server's reasoning_content, vLLM's reasoning).
+json chat_message(const ChoiceResult& c) {
+  json m = {{"role", "assistant"}, {"content", c.text.empty() && !c.tool_calls.empty() ? json(nullptr) : json(c.text)}};
+  if (!c.reasoning.empty()) m["reasoning_content"] = m["reasoning"] = c.reasoning;
+  if (!c.tool_calls.empty()) {
+    m["tool_calls"] = json::array();
+    for (const ParsedToolCall& t : c.tool_calls) m["tool_calls"].push_back(tool_call_json(t));
+  }
+  return m;
+}
+
 json completion_logprobs(const std::vector<LogprobEntry>& lps, size_t& offset) {
   json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
   for (const LogprobEntry& e : lps) {
@@ -50,9 +66,9 @@ json completion_logprobs(const std::vector<LogprobEntry>& lps, size_t& offset) {
 }
 }  // namespace
 
-const char* openai_finish_reason(FinishReason r) {
+const char* openai_finish_reason(FinishReason r, bool tool_calls) {
   switch (r) {
-    case FinishReason::stop: return "stop";
+    case FinishReason::stop: return tool_calls ? "tool_calls" : "stop";
     case FinishReason::length:
     case FinishReason::context: return "length";
     case FinishReason::abort: return "abort";
@@ -73,10 +89,10 @@ std::string ResponseFormatter::full(const std::vector<ChoiceResult>& choices, Us
   json out = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceResult& c = choices[i];
-    json choice = {{"index", i}, {"finish_reason", openai_finish_reason(c.reason)}};
+    json choice = {{"index", i}, {"finish_reason", openai_finish_reason(c.reason, !c.tool_calls.empty())}};
     size_t offset = 0;
     if (chat)
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      choice["message"] = chat_message(c);
     else
       choice["text"] = c.text;
     choice["logprobs"] = !logprobs_ ? json(nullptr) : chat ? chat_logprobs(c.logprobs) : completion_logprobs(c.logprobs, offset);
@@ -121,8 +137,31 @@ std::string ResponseFormatter::delta(int index, const std::string& text, const s
   return chunk(choice);
 }
 
-std::string ResponseFormatter::last(int index, FinishReason reason) const {
-  json choice = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(reason)}};
+std::string ResponseFormatter::chat_delta(int index, const ChatDelta& d, const std::vector<LogprobEntry>& logprobs) {
+  json delta = json::object();
+  if (!d.content.empty()) delta["content"] = d.content;
+  if (!d.reasoning.empty()) delta["reasoning_content"] = delta["reasoning"] = d.reasoning;
+  json choice = {{"index", index}, {"delta", delta}, {"finish_reason", nullptr}};
+  choice["logprobs"] = logprobs_ ? chat_logprobs(logprobs) : json(nullptr);
+  return chunk(choice);
+}
+
+std::string ResponseFormatter::tool_call_deltas(int index, const std::vector<ParsedToolCall>& calls, size_t first_call) const {
+  std::string out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const ParsedToolCall& c = calls[i];
+    const size_t k = first_call + i;
+    json head = {{"index", k}, {"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", ""}}}};
+    json args = {{"index", k}, {"function", {{"arguments", c.arguments}}}};
+    for (json* tc : {&head, &args})
+      out += chunk({{"index", index}, {"delta", {{"tool_calls", json::array({*tc})}}}, {"logprobs", nullptr},
+                    {"finish_reason", nullptr}});
+  }
+  return out;
+}
+
+std::string ResponseFormatter::last(int index, FinishReason reason, bool tool_calls) const {
+  json choice = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(reason, tool_calls)}};
   if (endpoint_ == Endpoint::chat)
     choice["delta"] = json::object();
   else

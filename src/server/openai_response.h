@@ -13,12 +13,14 @@
 
 #include "engine/request.h"
 #include "server/api_error.h"
+#include "server/chat_output.h"
 #include "server/openai_request.h"
 
 namespace mpkv::server {
 
-// OpenAI's finish_reason: stop -> "stop"; length and context -> "length"; abort -> "abort".
-const char* openai_finish_reason(FinishReason r);
+// OpenAI's finish_reason: stop -> "stop"; length and context -> "length"; abort -> "abort"; a chat
+// answer that stopped with tool calls: "tool_calls".
+const char* openai_finish_reason(FinishReason r, bool tool_calls = false);
 
 // Totals over the choices; cached_tokens: prompt tokens the engine read from its prefix cache
 // (usage.prompt_tokens_details.cached_tokens; docs/serving.md "Prefix cache").
@@ -37,9 +39,11 @@ struct LogprobEntry {
 
 // One finished choice of a non-streaming response.
 struct ChoiceResult {
-  std::string text;
+  std::string text;  // chat: the content (thinking and tool calls taken out, chat_output.h)
   std::vector<LogprobEntry> logprobs;
   FinishReason reason = FinishReason::none;
+  std::string reasoning;                   // chat: message.reasoning_content and message.reasoning
+  std::vector<ParsedToolCall> tool_calls;  // chat: message.tool_calls
 };
 
 class ResponseFormatter {
@@ -59,7 +63,13 @@ class ResponseFormatter {
   // usage(): the chunk with "choices": [] and the usage (only when include_usage).
   std::string first() const;
   std::string delta(int index, const std::string& text, const std::vector<LogprobEntry>& logprobs);
-  std::string last(int index, FinishReason reason) const;
+  std::string last(int index, FinishReason reason, bool tool_calls = false) const;
+  // Chat streams whose answer is split (chat_output.h): a delta with content and/or
+  // reasoning_content + reasoning (and the tokens' logprobs); and each tool call as OpenAI streams
+  // it, {"index", "id", "type", "function": {"name", "arguments": ""}} then {"index", "function":
+  // {"arguments"}} (first_call: the index of calls[0] among the choice's calls).
+  std::string chat_delta(int index, const ChatDelta& d, const std::vector<LogprobEntry>& logprobs);
+  std::string tool_call_deltas(int index, const std::vector<ParsedToolCall>& calls, size_t first_call) const;
   std::string usage(Usage usage) const;
   static std::string done() { return "data: [DONE]\n\n"; }
   static std::string error_event(const ApiError& e);

@@ -121,6 +121,8 @@ class Tokenizer {
   std::string format_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
   std::string format_chat(const ChatTemplateInputs& inputs) const;
   bool has_chat_template() const { return chat_template_ != nullptr || !chat_template_error_.empty(); }
+  // The template's source ("" without one, or when it does not parse).
+  std::string chat_template_source() const { return chat_template_ ? chat_template_->source() : std::string(); }
   // What format_chat uses, for a one-line note: "the model's chat template (Jinja)", "built-in ChatML", ...
   std::string chat_format_description() const;
   // The built-in format a model without a template gets (and what detect_chat_format says of a template).

@@ -11,7 +11,8 @@ namespace {
 
 TEST(CliServeFlags, OutOfRangeConnectionOptionsAreErrorsBeforeListening) {
   for (const std::string opt : {"--header-timeout 0", "--body-timeout 0", "--write-timeout 3601",
-                                "--max-connections 0", "--max-streams-per-client 0", "--http-threads 0"}) {
+                                "--max-connections 0", "--max-streams-per-client 0", "--http-threads 0",
+                                "--reasoning-budget -2"}) {
     SCOPED_TRACE(opt);
     const test::CliResult r = test::run_cli("serve -m no_such_model.gguf --port 0 " + opt);
     EXPECT_EQ(r.exit_code, 1) << r.out;

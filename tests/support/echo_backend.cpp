@@ -11,12 +11,18 @@ std::vector<int32_t> EchoBackend::encode_prompt(const std::string& text, bool /*
   return ids;
 }
 
-std::vector<int32_t> EchoBackend::encode_chat(const std::vector<ChatMessage>& messages,
-                                              const std::vector<std::pair<std::string, std::string>>& kwargs) const {
+Backend::ChatPrompt EchoBackend::chat_prompt(const ChatTemplateInputs& in) const {
   std::string text;
-  for (const ChatMessage& m : messages) text += m.role + ": " + m.content + "\n";
-  for (const auto& [name, value] : kwargs) text += name + "=" + value + "\n";
-  return encode_prompt(text + "assistant: ");
+  for (const ChatMessage& m : in.messages) {
+    text += m.role + ": " + m.content;
+    for (const ChatToolCall& c : m.tool_calls) text += " [call " + c.name + "(" + c.arguments + ")]";
+    if (!m.tool_call_id.empty()) text += " [for " + m.tool_call_id + "]";
+    text += "\n";
+  }
+  for (const ChatTool& t : in.tools) text += "tool=" + t.name + "\n";
+  for (const auto& [name, value] : in.kwargs) text += name + "=" + value + "\n";
+  text += "assistant: ";
+  return {text, encode_prompt(text)};
 }
 
 std::string EchoBackend::token_text(int32_t id) const {
@@ -78,7 +84,7 @@ RequestOutput EchoBackend::advance(uint64_t id, Held& h) const {
     }
     ++h.generated;
     const auto& st = h.params.stop_token_ids;
-    if (std::find(st.begin(), st.end(), tok) != st.end()) {
+    if (tok == kEchoEnd || std::find(st.begin(), st.end(), tok) != st.end()) {
       out.finished = true;
       out.reason = FinishReason::stop;
       out.stats.n_prompt_tokens = static_cast<int>(p.size());

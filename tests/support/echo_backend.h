@@ -22,9 +22,12 @@ class EchoBackend : public Backend {
   EchoBackend(int n_ctx, int max_queue, bool immediate = false)
       : n_ctx_(n_ctx), max_queue_(max_queue), immediate_(immediate) {}
 
-  // "role: content\n" per message, then "name=value\n" per chat_template_kwargs entry, then "assistant: ".
-  std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages,
-                                   const std::vector<std::pair<std::string, std::string>>& kwargs) const override;
+  // "role: content\n" per message (an assistant's tool calls as " [call name(arguments)]", a tool
+  // message's id as " [for id]"), then "tool=name\n" per tool, "name=value\n" per
+  // chat_template_kwargs entry, then "assistant: ". No template (chat_template_source() is "").
+  ChatPrompt chat_prompt(const ChatTemplateInputs& inputs) const override;
+  std::string chat_template_source() const override { return ""; }
+  std::vector<int32_t> encode_special(const std::string& text) const override { return encode_prompt(text); }
   std::vector<int32_t> encode_prompt(const std::string& text, bool add_special = true) const override;
   std::string token_text(int32_t id) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;

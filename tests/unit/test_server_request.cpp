@@ -94,7 +94,7 @@ TEST(ServerRequest, MissingOrBadMessages) {
   EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": "hi"})"), "messages");
   EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [1]})"), "messages[0]");
   EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [{"content": "x"}]})"), "messages[0].role");
-  EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [{"role": "tool", "content": "x"}]})"), "messages[0].role");
+  EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [{"role": "tool", "content": "x"}]})"), "messages[0].tool_call_id");
   EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [{"role": "user"}]})"), "messages[0].content");
   EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [{"role": "user", "content": 5}]})"), "messages[0].content");
   EXPECT_EQ(error_param(Endpoint::chat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"),
@@ -173,7 +173,7 @@ TEST(ServerRequest, UnsupportedFeaturesAreRefusedNotIgnored) {
   EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "n": 4, "best_of": 5})"), "best_of");
   EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": ["a", "b", "c", "d"], "n": 16, "best_of": 16})"), "<no error>");
   EXPECT_EQ(chat(chat_with(R"("n": 16)")).n, 16);
-  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("tools": [{"type": "function"}])")), "tools");
+  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("tools": [{"type": "function"}])")), "tools[0].function");
   EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("response_format": {"type": "json_object"})")), "response_format");
   EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("echo": true)")), "echo");  // completions only
   EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "best_of": 3})"), "best_of");

@@ -1,7 +1,9 @@
 // libFuzzer entry: any bytes as the body of any route must give an answer, never a crash, an
 // ASan report, an escaped exception or a 500 (an internal error). The model is an EchoBackend
-// that finishes each request inside add_request, so streams are drained right here. Built only
-// with -DMPKV_FUZZ=ON (clang).
+// that finishes each request inside add_request, so streams are drained right here; or, for the
+// tool-call and thinking parsers, a ScriptBackend with a small template that has Hermes tool
+// calls and <think> (its "model" says the last user message, so fuzzed text reaches the parsers).
+// Built only with -DMPKV_FUZZ=ON (clang).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -9,17 +11,28 @@
 
 #include "server/api_handler.h"
 #include "support/echo_backend.h"
+#include "support/script_backend.h"
 
 namespace {
 
+mpkv::server::HandlerOptions options() {
+  mpkv::server::HandlerOptions o;
+  o.api_key = "k";
+  o.max_body_bytes = 1 << 16;
+  return o;
+}
+
 mpkv::server::ApiHandler& handler() {
   static mpkv::server::EchoBackend backend(/*n_ctx=*/512, /*max_queue=*/4, /*immediate=*/true);
-  static mpkv::server::ApiHandler h = [] {
-    mpkv::server::HandlerOptions o;
-    o.api_key = "k";
-    o.max_body_bytes = 1 << 16;
-    return mpkv::server::ApiHandler(o);
-  }();
+  static mpkv::server::ApiHandler h(options());
+  static bool ready = (h.set_backend(&backend), true);
+  (void)ready;
+  return h;
+}
+
+mpkv::server::ApiHandler& tool_handler() {
+  static mpkv::server::ScriptBackend backend(mpkv::server::kSmallToolTemplate, /*n_ctx=*/512, /*max_queue=*/4, /*immediate=*/true);
+  static mpkv::server::ApiHandler h(options());
   static bool ready = (h.set_backend(&backend), true);
   (void)ready;
   return h;
@@ -27,9 +40,10 @@ mpkv::server::ApiHandler& handler() {
 
 }  // namespace
 
-// data[0] picks the route (% 8), the method (/ 8 % 4 == 3: GET, else POST) and the key (/ 32 % 2:
-// the right one), so a seed " {json}" is an authorized chat POST, "!" completions, "&" /tokenize
-// and "'" /detokenize (scripts/fuzz_request.sh seeds the corpus so).
+// data[0] picks the route (% 8), the method (/ 8 % 4 == 3: GET, else POST), the key (/ 32 % 2:
+// the right one) and the backend (/ 64 % 2: the tool-template one), so a seed " {json}" is an
+// authorized chat POST, "`" the same to the tool template, "!" completions, "&" /tokenize and "'"
+// /detokenize (scripts/fuzz_request.sh seeds the corpus so).
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const char* const kPaths[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/metrics", "/health",
                                        "/nope", "/tokenize", "/detokenize"};
@@ -39,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   req.method = (data[0] / 8) % 4 == 3 ? "GET" : "POST";
   req.authorization = (data[0] / 32) % 2 ? "Bearer k" : "Bearer x";
   req.body.assign(reinterpret_cast<const char*>(data) + 1, size - 1);
-  mpkv::server::HttpResponse r = handler().handle(req);
+  mpkv::server::HttpResponse r = ((data[0] / 64) % 2 ? tool_handler() : handler()).handle(req);
   if (r.status >= 500 && r.status != 503) std::abort();
   if (r.stream) {
     std::string piece;
