@@ -29,7 +29,7 @@ all_rows() {
   echo "${rows%,}"
 }
 ROWS2K=${ROWS2K:-$(all_rows)}
-ROWS8K=${ROWS8K:-plan:kivi-w32_2,plan:kivi-w128_2,plan:progressive-w32_2,plan:progressive-w128_2}
+ROWS8K=${ROWS8K:-plan:kivi-w32_2,plan:kivi-w64_2,plan:kivi-w128_2,plan:progressive-w32_2,plan:progressive-w64_2,plan:progressive-w128_2}
 export OMP_WAIT_POLICY=passive
 
 if [[ " $STAGES " == *" plans "* ]]; then
