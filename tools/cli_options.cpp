@@ -232,11 +232,11 @@ void cap_kv_sizes(KvCacheOptions& o, int n_ctx) {
 }
 
 void warn_if_nothing_quantized(const KvPlan& plan, int n_ctx) {
-  if (plan.method == KvPlanMethod::f16 || n_ctx > plan.sink + plan.window) return;
+  if (plan.method == KvPlanMethod::f16 || n_ctx > plan.sink + plan.min_fp16_window()) return;
   std::fprintf(stderr,
                "warning: the context (%d tokens) is not longer than the fp16 sink + window (%d + %d): no position will "
                "be quantized; raise -c or lower --kv-window\n",
-               n_ctx, plan.sink, plan.window);
+               n_ctx, plan.sink, plan.min_fp16_window());
 }
 
 std::string format_number(double x) {

@@ -53,6 +53,7 @@ struct Args {
   int64_t max_len = 0;
   int calib_n = 16, calib_len = 512, window = kDefaultKvWindow, sink = kDefaultKvSink, threads = 0;
   int k_bits = 0, v_bits = 0;  // --method fixed: an explicit K/V split
+  std::vector<int> layer_windows;  // per-layer fp16 windows (empty: --window everywhere)
   double force_beta = 0;
   bool smooth = true, per_head = false, progress = true, all_pairs = false, progressive = false, direct = false;
 };
@@ -89,6 +90,7 @@ calib::PlanRequest plan_request(const Args& a, CLI::App* sub, const ModelConfig&
   r.max_len = a.max_len > 0 ? a.max_len : 4096;
   r.window = a.window;
   r.sink = a.sink;
+  r.layer_windows = a.layer_windows;
   r.budget_bytes = by_budget ? (int64_t)std::floor(a.budget_mib * 1048576.0) : 0;
   r.avg_bits = a.avg_bits;
   r.progressive = a.progressive;
@@ -284,6 +286,9 @@ void register_calibrate(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--quantizer", a->quantizer, "uniform | kivi | rotated | turbo")->capture_default_str();
   sub->add_option("--window", a->window, "recent tokens kept at fp16")->capture_default_str();
+  sub->add_option("--layer-windows", a->layer_windows,
+                  "each layer's fp16 window, one per layer (the plan's layer_windows; replaces --window)")
+      ->delimiter(',');
   sub->add_option("--sink", a->sink, "first tokens kept at fp16")->capture_default_str();
   sub->add_flag("--smooth,!--no-smooth", a->smooth, "key smoothing (default on)");
   sub->add_flag("--per-head", a->per_head, "pmkvq: one width per (layer, KV head) instead of per layer");

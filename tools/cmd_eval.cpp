@@ -129,7 +129,7 @@ void register_eval(CLI::App& app) {
     for (const auto* mm : {&text_m, &drift_m})
       for (const EvalMethod& e : mm->methods) {
         const KvPlan plan = make_kv_plan(e.kv, dims);
-        if (!warned && mm == &text_m && !a->file.empty() && plan.method != KvPlanMethod::f16 && a->n_ctx <= plan.sink + plan.window) {
+        if (!warned && mm == &text_m && !a->file.empty() && plan.method != KvPlanMethod::f16 && a->n_ctx <= plan.sink + plan.min_fp16_window()) {
           warn_if_nothing_quantized(plan, a->n_ctx);
           warned = true;
         }

@@ -275,6 +275,10 @@ void validate(const PlanRequest& r) {
   MPKV_CHECK(!r.per_head || r.method == PlanMethod::pmkvq, "--per-head applies to --method pmkvq only");
   MPKV_CHECK(r.max_len >= 1 && r.max_len <= (1 << 24), "--max-len must be in [1, 2^24]");
   MPKV_CHECK(r.window >= 0 && r.sink >= 0, "--window and --sink must be >= 0");
+  MPKV_CHECK(r.layer_windows.empty() || (int)r.layer_windows.size() == r.dims.n_layer,
+             "--layer-windows has " + std::to_string(r.layer_windows.size()) + " windows, the model has " +
+                 std::to_string(r.dims.n_layer) + " layers");
+  for (int w : r.layer_windows) MPKV_CHECK(w >= 0, "--layer-windows must be >= 0, got " + std::to_string(w));
   MPKV_CHECK(r.budget_bytes >= 0, "the budget must be positive");
   if (r.budget_bytes == 0 && r.k_bits == 0) {
     const std::vector<int> cb = plan_candidate_bits(r.method, r.quantizer);
@@ -292,6 +296,7 @@ KvPlan request_plan(const PlanRequest& r, int bits) {
   o.window = r.window;
   o.sink = r.sink;
   KvPlan p = make_kv_plan(o, r.dims);
+  p.layer_windows = r.layer_windows;
   p.progressive = is_progressive(r);
   p.model = r.model;
   validate(p, r.dims, r.model);

@@ -44,6 +44,7 @@ struct PlanRequest {
   KvModelIdentity model;
   int64_t max_len = 4096;  // tokens of the one sequence the budget is solved for
   int window = kDefaultKvWindow, sink = kDefaultKvSink;
+  std::vector<int> layer_windows;  // per-layer fp16 windows (KvPlan::layer_windows; empty: window everywhere)
   int64_t budget_bytes = 0;  // > 0: the budget; 0: the bytes of every component at avg_bits
   double avg_bits = 0;
   bool progressive = false;  // fixed only: pages start at 16 bits and shrink to the finals
@@ -61,7 +62,8 @@ double budget_avg_bits(const PlanRequest& r, int64_t budget);
 std::vector<int> plan_candidate_bits(PlanMethod m, QuantMethod q);
 // Error unless the request can be solved: a min-max quantizer for the progressive methods,
 // per_head only with pmkvq, avg_bits within the candidate widths (when no budget), a K/V split only
-// for fixed (both widths ones the quantizer has), max_len in [1, 2^24], window and sink >= 0.
+// for fixed (both widths ones the quantizer has), max_len in [1, 2^24], window and sink >= 0,
+// layer_windows empty or one window >= 0 per layer.
 void validate(const PlanRequest& r);
 // The request's plan with every component at `bits` (progressive for pmkvq and combined), page
 // size and defaults as `--kv-method <quantizer>` would build them.

@@ -21,11 +21,13 @@ KvBlockLayout layout_at(const KvPlan& plan, const KvComponentPlan& c, KvRole rol
 }  // namespace
 
 KvByteModel::KvByteModel(const KvDims& dims, const KvPlan& plan)
-    : dims_(dims), P_(plan.page_tokens), sink_(plan.sink), window_(plan.window), n_blocks_(dims.n_head_kv * 2) {
+    : dims_(dims), P_(plan.page_tokens), sink_(plan.sink), n_blocks_(dims.n_head_kv * 2) {
   MPKV_CHECK(dims.n_layer > 0 && dims.n_head_kv > 0 && dims.n_head % dims.n_head_kv == 0,
              "paged KV cache: n_head must be a positive multiple of n_head_kv");
   validate(plan, dims);
   gran_.assign(dims.n_layer, 1);
+  window_.resize(dims.n_layer);
+  for (int l = 0; l < dims.n_layer; ++l) window_[l] = plan.fp16_window(l);
   blocks_.resize((size_t)dims.n_layer * n_blocks_);
   for (int l = 0; l < dims.n_layer; ++l) {
     for (int b = 0; b < n_blocks_; ++b) {
@@ -56,8 +58,10 @@ size_t KvByteModel::block_bytes(int layer, int block, int bits) const {
 }
 
 size_t KvByteModel::sequence_fixed_bytes() const {
-  const size_t buf = 2 * (size_t)fp16_rows() * dims_.n_head_kv * dims_.head_dim * sizeof(uint16_t);
-  return kSequenceRecordBytes + (size_t)dims_.n_layer * (kLayerRecordBytes + buf);
+  size_t b = kSequenceRecordBytes;
+  for (int l = 0; l < dims_.n_layer; ++l)
+    b += kLayerRecordBytes + 2 * (size_t)fp16_rows(l) * dims_.n_head_kv * dims_.head_dim * sizeof(uint16_t);
+  return b;
 }
 
 size_t KvByteModel::prefix_block_record_bytes(int depth) const {
@@ -93,14 +97,16 @@ size_t KvByteModel::page_data_bytes(int layer, bool at_final_bits) const {
 int KvByteModel::tokens_in_pages(int layer, int n) const {
   const int body = std::max(0, n - sink_);
   const int g = gran_[layer];
-  return body > window_ ? (body - window_) / g * g : 0;
+  const int R = window_[layer];
+  return body > R ? (body - R) / g * g : 0;
 }
 
 int KvByteModel::pages_opened(int layer, const KvLayerFill& before, int n) const {
   const int to_sink = std::clamp(sink_ - before.n_tokens, 0, n);
   const int w = before.window_rows + n - to_sink;
   // Flushes keep the window in [R, R + g) once it reaches R (PagedKvCache::append); they move this many.
-  const int flushed = w > window_ ? (w - window_) / gran_[layer] * gran_[layer] : 0;
+  const int R = window_[layer];
+  const int flushed = w > R ? (w - R) / gran_[layer] * gran_[layer] : 0;
   return flushed > before.open_page_free ? (flushed - before.open_page_free + P_ - 1) / P_ : 0;
 }
 
@@ -118,7 +124,7 @@ size_t KvByteModel::pages_bound(int layer, int n) const {
 size_t KvByteModel::window_pages_bound(int layer) const {
   const int W = dims_.window_of(layer);
   if (W == 0) return SIZE_MAX;
-  const int span = W - window_ + P_ - 1;  // ceil(span / P) pages; at least the open one
+  const int span = W - window_[layer] + P_ - 1;  // ceil(span / P) pages; at least the open one
   return span <= P_ ? 1 : (size_t)((span + P_ - 1) / P_);
 }
 

@@ -7,12 +7,13 @@
 //   sink    positions [0, S): fp16, kept forever (S = plan.sink)
 //   pages   the body, P tokens each (P = plan.page_tokens); per page and per (KV head, K|V) one
 //           block: fp16 rows, or codes + fp16 scales + fp16 zeros at its current bits
-//   window  the most recent R..R+g-1 tokens at fp16 (R = plan.window, g = the layer's flush
-//           granularity: the KIVI key token group, else 1)
+//   window  the most recent R..R+g-1 tokens at fp16 (R = plan.fp16_window(layer): the plan's
+//           window or the layer's own, g = the layer's flush granularity: the KIVI key token
+//           group, else 1)
 //
 // Accounting (allocator headers are not counted; every figure can be reproduced by hand):
 //   sequence   sequence_fixed_bytes() = kSequenceRecordBytes + per layer (kLayerRecordBytes +
-//              2 (K, V) x (S + R + P) x n_head_kv x head_dim x 2 bytes of fp16 buffer)
+//              2 (K, V) x (S + R_layer + P) x n_head_kv x head_dim x 2 bytes of fp16 buffer)
 //   page       its blocks' bytes at their current bits + page_metadata_bytes() =
 //              kPageRecordBytes + 2 bytes per block (current, final bits)
 //   prefix     a prefix-cache block record (prefix_index.h): prefix_block_record_bytes() =
@@ -56,7 +57,10 @@ class KvByteModel {
   int page_tokens() const { return P_; }
   int blocks_per_page() const { return n_blocks_; }  // n_head_kv x (K, V): block b = head * 2 + (K ? 0 : 1)
   int flush_granularity(int layer) const { return gran_[layer]; }
-  int fp16_rows() const { return sink_ + window_ + P_; }  // the sink + window buffer's capacity
+  int sink() const { return sink_; }
+  int window(int layer) const { return window_[layer]; }  // the layer's fp16 window R
+  // The sink + window buffer's capacity of `layer`: S + R + P rows.
+  int fp16_rows(int layer) const { return sink_ + window_[layer] + P_; }
 
   // One block (b = head * 2 + (K ? 0 : 1)) of `layer`: its bits when written and when fully shrunk,
   // and its bytes at `bits` (a width on its ladder: initial bits down to final bits).
@@ -131,7 +135,8 @@ class KvByteModel {
   const Block& at(int layer, int block) const { return blocks_[(size_t)layer * n_blocks_ + block]; }
 
   KvDims dims_;
-  int P_, sink_, window_, n_blocks_;
+  int P_, sink_, n_blocks_;
+  std::vector<int> window_;    // per layer: the fp16 window R
   std::vector<int> gran_;      // per layer
   std::vector<Block> blocks_;  // [n_layer][n_blocks_]
 };

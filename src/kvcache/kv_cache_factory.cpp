@@ -47,7 +47,10 @@ KvPlan make_kv_plan(const KvCacheOptions& o, const KvDims& dims) {
     if (o.method == KvMethod::kivi) P = std::lcm(P, o.group > 0 ? o.group : kKiviDefaultGroup);
     p.page_tokens = P;
   }
-  if (o.window >= 0) p.window = o.window;
+  if (o.window >= 0) {  // --kv-window sets every layer's window, a plan's per-layer ones included
+    p.window = o.window;
+    p.layer_windows.clear();
+  }
   if (o.sink >= 0) p.sink = o.sink;
   if (o.page_tokens > 0) p.page_tokens = o.page_tokens;
   validate(p, dims, o.model);

@@ -1,5 +1,6 @@
 #include "kvcache/kv_plan.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -87,6 +88,10 @@ void parse_solve_method(const std::string& name, KvPlanSolve& s) {
   s.method = n.empty() ? KvPlanMethod::file : parse_kv_plan_method(n);
 }
 
+int KvPlan::min_fp16_window() const {
+  return layer_windows.empty() ? window : *std::min_element(layer_windows.begin(), layer_windows.end());
+}
+
 bool has_shrink_costs(const KvPlan& plan) {
   for (const KvComponentPlan& c : plan.components)
     if (!c.sensitivity.empty()) return true;
@@ -129,6 +134,13 @@ void validate(const KvPlan& plan, const KvDims& md, const KvModelIdentity& model
                  std::to_string((size_t)d.n_layer * d.n_head_kv * 2));
   MPKV_CHECK(plan.window >= 0 && plan.window <= (1 << 20), "KV plan: window " + std::to_string(plan.window) +
                                                              " outside [0, 2^20]");
+  MPKV_CHECK(plan.layer_windows.empty() || (int)plan.layer_windows.size() == d.n_layer,
+             "KV plan: layer_windows has " + std::to_string(plan.layer_windows.size()) +
+                 " entries, expected one per layer (" + std::to_string(d.n_layer) + ")");
+  for (size_t l = 0; l < plan.layer_windows.size(); ++l)
+    MPKV_CHECK(plan.layer_windows[l] >= 0 && plan.layer_windows[l] <= (1 << 20),
+               "KV plan: layer_windows[" + std::to_string(l) + "] = " + std::to_string(plan.layer_windows[l]) +
+                   " outside [0, 2^20]");
   MPKV_CHECK(plan.sink >= 0 && plan.sink <= (1 << 20), "KV plan: sink " + std::to_string(plan.sink) + " outside [0, 2^20]");
   MPKV_CHECK(plan.page_tokens >= 1 && plan.page_tokens <= (1 << 16),
              "KV plan: page_tokens " + std::to_string(plan.page_tokens) + " outside [1, 65536]");

@@ -9,6 +9,7 @@
 //     "model": {"n_layer": 30, "n_head_kv": 3, "head_dim": 64},   // checked against the model
 //     "progressive": true,        // pages start at 16 bits and shrink toward "bits" under the budget
 //     "window": 128, "sink": 1, "page_tokens": 64,                // optional (defaults below)
+//     "layer_windows": [128, 32, ...],  // optional: each layer's fp16 window (n_layer entries)
 //     "default": {"quantizer": "uniform", "bits": 2, "group": 0}, // every component not overridden
 //     "components": [ {"layer": 3, "head": 1, "role": "key", "quantizer": "uniform", "bits": 4}, ... ]
 //   }
@@ -118,7 +119,11 @@ struct KvPlan {
   KvPlanMethod method = KvPlanMethod::f16;  // what built it (kv_method.h)
   bool progressive = false;    // pages start at 16-bit uniform codes and shrink toward `bits`
   KvDims dims;                 // n_layer, n_head_kv, head_dim of the model (n_head unused)
-  int window = kDefaultKvWindow;
+  int window = kDefaultKvWindow;  // recent tokens kept at fp16, every layer without its own
+  // Per-layer fp16 windows [n_layer], overriding `window` (docs/plan_format.md). Empty: every
+  // layer keeps `window`. The sink stays one value for all layers: prefix blocks (prefix_index.h)
+  // cover the same positions [S + jP, S + (j+1)P) in every layer.
+  std::vector<int> layer_windows;
   int sink = kDefaultKvSink;
   int page_tokens = kDefaultPageTokens;  // P: tokens per page, a multiple of every token group
   // [n_layer][n_head_kv][2] row-major; index 0 = key, 1 = value.
@@ -129,6 +134,11 @@ struct KvPlan {
   std::vector<std::vector<float>> smoothing;
   KvPlanSolve solve;
   KvPlanProvenance provenance;
+
+  // The fp16 window of `layer`: its layer_windows entry, else `window`.
+  int fp16_window(int layer) const { return layer_windows.empty() ? window : layer_windows[(size_t)layer]; }
+  // The smallest fp16 window over the layers (a context no longer than sink + this quantizes nothing).
+  int min_fp16_window() const;
 
   KvComponentPlan& at(int layer, int head, KvRole role) {
     return components[((size_t)layer * dims.n_head_kv + head) * 2 + (role == KvRole::key ? 0 : 1)];

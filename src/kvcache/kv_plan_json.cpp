@@ -1,6 +1,7 @@
 // A KV plan's JSON form (kv_plan.h; docs/plan_format.md): writing, reading with every field
 // checked (a clear Error naming the field), and loading from a file.
 #include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -52,6 +53,19 @@ int read_int(const nlohmann::json& j, const char* key, int def) {
   if (!j.contains(key)) return def;
   MPKV_CHECK(j[key].is_number_integer(), std::string("KV plan: '") + key + "' must be an integer");
   return j[key].get<int>();
+}
+
+// An optional array of integers (absent: empty).
+std::vector<int> read_int_array(const nlohmann::json& j, const char* key) {
+  std::vector<int> out;
+  if (!j.contains(key)) return out;
+  const std::string bad = std::string("KV plan: '") + key + "' must be an array of integers";
+  MPKV_CHECK(j[key].is_array(), bad);
+  for (const nlohmann::json& x : j[key]) {
+    MPKV_CHECK(x.is_number_integer() && x.get<int64_t>() >= INT32_MIN && x.get<int64_t>() <= INT32_MAX, bad);
+    out.push_back(x.get<int>());
+  }
+  return out;
 }
 
 double read_double(const nlohmann::json& j, const char* key, double def) {
@@ -111,6 +125,7 @@ std::string kv_plan_to_json(const KvPlan& plan) {
   }
   j["progressive"] = plan.progressive;
   j["window"] = plan.window;
+  if (!plan.layer_windows.empty()) j["layer_windows"] = plan.layer_windows;
   j["sink"] = plan.sink;
   j["page_tokens"] = plan.page_tokens;
   nlohmann::json comps = nlohmann::json::array();
@@ -171,6 +186,7 @@ KvPlan kv_plan_from_json(const std::string& text, const KvDims& md, const KvMode
     p.progressive = j["progressive"].get<bool>();
   }
   p.window = read_int(j, "window", kDefaultKvWindow);
+  p.layer_windows = read_int_array(j, "layer_windows");
   p.sink = read_int(j, "sink", kDefaultKvSink);
   p.page_tokens = read_int(j, "page_tokens", kDefaultPageTokens);
   p.model = id;

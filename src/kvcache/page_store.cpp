@@ -64,10 +64,10 @@ size_t PageStore::page_bytes_final(const KvPage& p) const {
 KvSeqState& PageStore::create_sequence(int seq) {
   auto s = std::make_unique<KvSeqState>();
   s->layers.resize(dims_.n_layer);
-  const size_t n = (size_t)bytes_.fp16_rows() * dims_.n_head_kv * dims_.head_dim;
-  for (KvLayerState& ls : s->layers) {
-    ls.k16.assign(n, 0);
-    ls.v16.assign(n, 0);
+  for (int l = 0; l < dims_.n_layer; ++l) {
+    const size_t n = (size_t)bytes_.fp16_rows(l) * dims_.n_head_kv * dims_.head_dim;
+    s->layers[l].k16.assign(n, 0);
+    s->layers[l].v16.assign(n, 0);
   }
   return *(seqs_[seq] = std::move(s));
 }

@@ -6,7 +6,7 @@
 // A page holds the rows [pos, pos + filled) of one (sequence, layer): its blocks b = head * 2 +
 // (K ? 0 : 1) back to back, each at its current bits (cur[b]) in the layout of its component at
 // those bits (KvComponent::layout_at). The fp16 buffer of a (sequence, layer) has a fixed capacity
-// of sink + window + page_tokens rows (kv_byte_model.h: fp16_rows).
+// of sink + window + page_tokens rows, the window being the layer's (kv_byte_model.h: fp16_rows).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -107,7 +107,7 @@ void PagedKvCache::append(int seq, int layer, int n_tokens, const float* k, cons
     store_.put_row(ls, ls.sink_n++, k, v, i);
     ls.n_tokens++;
   }
-  const int R = plan_.window, g = bytes_.flush_granularity(layer), cap = plan_.window + plan_.page_tokens;
+  const int R = bytes_.window(layer), g = bytes_.flush_granularity(layer), cap = R + plan_.page_tokens;
   while (i < n_tokens) {
     const int m = std::min(n_tokens - i, cap - ls.win_n);
     for (int r = 0; r < m; ++r) store_.put_row(ls, plan_.sink + ls.win_n + r, k, v, i + r);

@@ -241,6 +241,53 @@ TEST(PlanAllocation, FixedSplitsHoldTheBytesOfTheRateQuantBudget) {
   EXPECT_THROW(allocate_plan(in, r), Error);
 }
 
+// A byte target at a stated context (budget_bytes for max_len tokens) with per-layer fp16 windows:
+// the solver counts each layer's window, the plan records the windows and what it was solved for,
+// the cache holds exactly the byte model's figure at max_len and stays within the target; a
+// target below the smallest plan is refused naming the smallest feasible one; windows of the
+// wrong count are refused.
+TEST(PlanAllocation, ByteTargetAtAContextCountsPerLayerWindows) {
+  const CalibrationInputs in = synthetic_inputs(5);
+  for (PlanMethod m : {PlanMethod::ratequant, PlanMethod::combined, PlanMethod::pmkvq}) {
+    PlanRequest r = request(m, 0);
+    r.max_len = 700;
+    PlanRequest wide = r;  // one 128-token window everywhere: the target lies between its 2- and 4-bit plans
+    wide.layer_windows.assign(4, 128);
+    r.layer_windows = {0, 64, 8, 128};
+    const int64_t lo = plan_bytes(request_plan(r, 2), r.max_len);
+    r.budget_bytes = (plan_bytes(request_plan(wide, 2), r.max_len) + plan_bytes(request_plan(wide, 4), r.max_len)) / 2;
+    wide.budget_bytes = r.budget_bytes;
+    const std::string what = plan_method_name(m);
+    const PlanAllocation a = allocate_plan(in, r);
+    EXPECT_EQ(a.plan.layer_windows, r.layer_windows) << what;
+    EXPECT_EQ(a.plan.solve.max_len, 700) << what;
+    EXPECT_EQ(a.plan.solve.budget_bytes, r.budget_bytes) << what;
+    EXPECT_EQ(a.plan.solve.target_avg_bits, 0) << what;
+    ASSERT_LE(a.plan.solve.bytes, r.budget_bytes) << what;
+    // The windows cost bytes: the same target with one 128-token window everywhere buys fewer bits.
+    EXPECT_LT(allocate_plan(in, wide).plan.solve.avg_bits, a.plan.solve.avg_bits) << what;
+    PagedKvCache cache(kDims, a.plan, (size_t)r.budget_bytes);
+    ASSERT_TRUE(run_to(cache, (int)r.max_len, 37)) << what << ": stopped for the budget";
+    EXPECT_LE(cache.pool().peak_used(), (size_t)r.budget_bytes) << what;
+    const KvByteModel& bm = cache.byte_model();
+    if (!a.plan.progressive) EXPECT_EQ((int64_t)cache.bytes_used(), a.plan.solve.bytes) << what;
+    cache.shrink(SIZE_MAX);
+    EXPECT_EQ(cache.bytes_used(), bm.sequence_bytes((int)r.max_len, true)) << what;
+    PlanRequest tight = r;
+    tight.budget_bytes = lo - 1;
+    try {
+      allocate_plan(in, tight);
+      ADD_FAILURE() << what << ": expected an Error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("smallest feasible budget is"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::to_string(lo) + " bytes"), std::string::npos) << e.what();
+    }
+  }
+  PlanRequest bad = request(PlanMethod::ratequant, 3.0);
+  bad.layer_windows = {8, 8};
+  EXPECT_THROW(allocate_plan(in, bad), Error);
+}
+
 TEST(PlanAllocation, RejectsWhatCannotBeSolved) {
   const CalibrationInputs in = synthetic_inputs(3);
   PlanRequest r = request(PlanMethod::pmkvq, 3.0);

@@ -15,10 +15,16 @@
 namespace mpkv {
 namespace {
 
-// Fixed part by hand: records, and the fp16 sink + window + one page of rows for K and V.
+// Fixed part by hand: records, and per layer the fp16 sink + its window + one page of rows for K
+// and V (the window: the layer's layer_windows entry when the plan has them, else window).
 size_t fixed_by_hand(const KvDims& d, const KvPlan& p) {
-  const size_t rows = (size_t)(p.sink + p.window + p.page_tokens);
-  return 256 + (size_t)d.n_layer * (128 + 2 * rows * d.n_head_kv * d.head_dim * 2);
+  size_t b = 256;
+  for (int l = 0; l < d.n_layer; ++l) {
+    const int window = p.layer_windows.empty() ? p.window : p.layer_windows[l];
+    const size_t rows = (size_t)(p.sink + window + p.page_tokens);
+    b += 128 + 2 * rows * d.n_head_kv * d.head_dim * 2;
+  }
+  return b;
 }
 
 // What sequence 0 holds, recounted from its pages: each block's layout bytes at its current bits
@@ -112,6 +118,22 @@ TEST(KvByteModel, MixedPlansMatchARealCache) {
     p.at(1, 1, KvRole::value).bits = 1;
     if (!progressive) p.at(1, 1, KvRole::key).quantizer = QuantMethod::rotated;
     check_plan(d, p, kLengths, progressive ? "mixed progressive" : "mixed");
+  }
+}
+
+// Per-layer fp16 windows (plan.layer_windows): each layer's sink + window buffer and its flushes
+// follow its own window, for every quantizer's flush granularity, global and sliding layers.
+TEST(KvByteModel, PerLayerWindowsMatchARealCache) {
+  for (const KvDims& d : {test::small_dims(), KvDims{2, 4, 2, 64, {37, 0}}}) {
+    for (const KvMethod m : {KvMethod::uniform, KvMethod::kivi, KvMethod::progressive}) {
+      for (const std::vector<int>& w : {std::vector<int>{0, 8}, std::vector<int>{20, 3}}) {
+        KvPlan p = make_kv_plan(options(m, 4, 2), d);
+        p.layer_windows = w;
+        check_plan(d, p, kLengths,
+                   std::string(kv_method_name(m)) + " windows " + std::to_string(w[0]) + "/" + std::to_string(w[1]) +
+                       (d.window.empty() ? "" : " sliding"));
+      }
+    }
   }
 }
 

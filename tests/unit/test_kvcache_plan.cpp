@@ -94,6 +94,63 @@ TEST(KvPlan, RejectsBadFilesWithTheReason) {
   expect_error([&] { load_kv_plan("/nonexistent/plan.json", kDims); }, "cannot read KV plan");
 }
 
+// Per-layer fp16 windows: written only when set, read back, checked (the error names the field and
+// nothing is returned), and overridden as a whole by --kv-window.
+TEST(KvPlan, PerLayerWindowsRoundTripAndAreChecked) {
+  KvCacheOptions o;
+  o.method = KvMethod::kivi;
+  o.bits = 2;
+  KvPlan p = make_kv_plan(o, kDims);
+  EXPECT_EQ(kv_plan_to_json(p).find("layer_windows"), std::string::npos) << "not written when unset";
+  p.layer_windows.assign(30, 32);
+  p.layer_windows[0] = 128;
+  p.layer_windows[29] = 0;
+  const KvPlan q = kv_plan_from_json(kv_plan_to_json(p), kDims);
+  EXPECT_EQ(q.layer_windows, p.layer_windows);
+  EXPECT_EQ(q.fp16_window(0), 128);
+  EXPECT_EQ(q.fp16_window(5), 32);
+  EXPECT_EQ(q.fp16_window(29), 0);
+  EXPECT_EQ(q.min_fp16_window(), 0);
+  const std::string head = R"({"format": "mpkv-kv-plan", "version": 1, "model": {"n_layer": 30, "n_head_kv": 3, "head_dim": 64},
+    "default": {"quantizer": "uniform", "bits": 2})";
+  std::string neg = "[";
+  for (int l = 0; l < 30; ++l) neg += std::string(l ? "," : "") + (l == 7 ? "-1" : "16");
+  neg += "]";
+  expect_error([&] { kv_plan_from_json(head + R"(, "layer_windows": [16, 16]})", kDims); },
+               "layer_windows has 2 entries, expected one per layer (30)");
+  expect_error([&] { kv_plan_from_json(head + R"(, "layer_windows": )" + neg + "}", kDims); },
+               "layer_windows[7] = -1 outside [0, 2^20]");
+  expect_error([&] { kv_plan_from_json(head + R"(, "layer_windows": 16})", kDims); },
+               "'layer_windows' must be an array of integers");
+  expect_error([&] { kv_plan_from_json(head + R"(, "layer_windows": [16.5]})", kDims); },
+               "'layer_windows' must be an array of integers");
+  // --kv-window replaces every layer's window.
+  const std::string path = test::temp_dir() + "/layer_windows.json";
+  std::ofstream(path) << kv_plan_to_json(p);
+  KvCacheOptions f;
+  f.plan_file = path;
+  EXPECT_EQ(make_kv_plan(f, kDims).fp16_window(0), 128);
+  f.window = 48;
+  const KvPlan r = make_kv_plan(f, kDims);
+  EXPECT_TRUE(r.layer_windows.empty());
+  EXPECT_EQ(r.fp16_window(0), 48);
+  EXPECT_EQ(r.fp16_window(29), 48);
+}
+
+// Plans written before per-layer windows existed (the committed calibrated plans) load as they
+// did: one window for every layer, and the same JSON back.
+TEST(KvPlan, PlansWithoutPerLayerWindowsLoadUnchanged) {
+  for (const char* name : {"plans_kivi/combined_2.5", "plans/combined_2", "plans_kivi/pmkvq_2"}) {
+    const std::string file = std::string(MPKV_SOURCE_DIR) + "/docs/results/" + name + ".json";
+    const KvPlan p = load_kv_plan(file, kDims);
+    EXPECT_TRUE(p.layer_windows.empty()) << name;
+    EXPECT_EQ(p.window, 128) << name;
+    for (int l = 0; l < 30; ++l) EXPECT_EQ(p.fp16_window(l), 128) << name;
+    EXPECT_EQ(kv_plan_to_json(kv_plan_from_json(kv_plan_to_json(p), kDims)), kv_plan_to_json(p)) << name;
+    EXPECT_EQ(kv_plan_to_json(p).find("layer_windows"), std::string::npos) << name;
+  }
+}
+
 // A plan for a model with sliding-window layers records them (model.sliding_window, the bit maps
 // mark them) and is refused by a model with other windows.
 TEST(KvPlan, SlidingWindowsTravelAndAreChecked) {
