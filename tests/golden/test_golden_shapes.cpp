@@ -82,8 +82,10 @@ TEST(GoldenShapes, Llama32_1B_Q8_0) { check_shape("llama-3.2-1b", "Q8_0"); }
 // 0.96 / 0.19 (within the bounds) but 1 top-1 mismatch in 56 (prefill) and 13 (decode) confident
 // positions; greedy 32 of 32 tokens identical. Not investigated yet (docs/models.md).
 TEST(GoldenShapes, DISABLED_Qwen3_1_7B_Q8_0) { check_shape("qwen3-1.7b", "Q8_0"); }
-// Disabled: its golden file was not made in time (scripts/make_golden.sh qwen2.5-1.5b makes it).
-TEST(GoldenShapes, DISABLED_Qwen25_1_5B_Q8_0) { check_shape("qwen2.5-1.5b", "Q8_0"); }
+// Measured: prefill max 0.70 / mean 0.15, decode 0.70 / 0.17, 0 top-1 mismatches in 57 and 14
+// confident positions, greedy 32 of 32 identical: within SmolLM2's bounds. Runs where the file is
+// (scripts/make_shape_gguf.sh qwen2.5-1.5b); CI writes only the Llama-3.2-1B shape.
+TEST(GoldenShapes, Qwen25_1_5B_Q8_0) { check_shape("qwen2.5-1.5b", "Q8_0"); }
 // Q4_K_M: files and goldens made by scripts/make_golden.sh SHAPE only (llama.cpp's quantizer);
 // skipped where absent. None were made yet.
 TEST(GoldenShapes, Llama32_1B_Q4_K_M) { check_shape("llama-3.2-1b", "Q4_K_M"); }
