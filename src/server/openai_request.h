@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "grammar/constraint.h"
 #include "tokenizer/chat_format.h"
 
 namespace mpkv::server {
@@ -63,6 +64,11 @@ struct CompletionRequest {
   // template (docs/chat_templates.md); name -> the value's JSON text, sorted by name.
   std::vector<std::pair<std::string, std::string>> chat_template_kwargs;
   std::vector<std::string> unknown_fields;  // top-level names not in the known table (sorted)
+  // What the output must match (grammar/constraint.h), and the field that asked for it (the param of
+  // a 400 about it): set by the constraint fields (constraint_fields.h), or by any code that builds
+  // a constraint for the request (a forced tool call's schema). The handler compiles it.
+  std::optional<Constraint> constraint;
+  std::string constraint_field;
 };
 
 // True when `name` is a top-level request field this server reads (either endpoint).
