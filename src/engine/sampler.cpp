@@ -67,8 +67,8 @@ const float* Sampler::penalized(const float* logits, int n_vocab, const uint32_t
 }
 
 int32_t Sampler::sample(const float* raw_logits, int n_vocab, const uint32_t* allowed) {
-  // With a mask the candidates are at most the allowed tokens (they alone have logits above -inf),
-  // so neither the cuts nor the draw's last-candidate fallback can reach a masked token.
+  // With a mask a top-k walk needs at most the allowed tokens (they alone have logits above -inf);
+  // masked tokens weigh 0, so no cut or draw returns one (cut_and_draw).
   int n_allowed = n_vocab;
   if (allowed) {
     n_allowed = 0;
@@ -88,7 +88,9 @@ int32_t Sampler::sample_from(const float* logits, int n_vocab, int n_candidates)
   if (opts_.temperature == 0.0f) return kernels_.argmax(logits, n_vocab);
   const float mx = kernels_.max_value(logits, n_vocab);
   if (!std::isfinite(mx)) return kernels_.argmax(logits, n_vocab);  // no finite logit to weigh the others by
-  const int k = std::min(opts_.top_k > 0 ? std::min(opts_.top_k, n_vocab) : n_vocab, n_candidates);
+  // No top-k stays the whole-vocabulary path (a top-k walk over thousands of allowed tokens would
+  // sort them all).
+  const int k = opts_.top_k > 0 ? std::min({opts_.top_k, n_vocab, n_candidates}) : n_vocab;
   start_walk(n_vocab, mx, (size_t)k);
   if (k < n_vocab) return sample_top_k(logits, k);
   return sample_all(logits, n_vocab);
@@ -193,8 +195,11 @@ int32_t Sampler::cut_and_draw(const float* logits, size_t n, double sum, bool fu
     r -= w(i);
     if (r <= 0.0) return order_[i];
   }
-  ensure_sorted(logits, keep - 1);
-  return order_[keep - 1];
+  // Rounding left weight over: the last candidate with any weight (a masked or underflowed token
+  // weighs 0 and is never the answer). The loop above sorted every candidate it walked.
+  size_t last = keep - 1;
+  while (last > 0 && w(last) <= 0.0f) --last;
+  return order_[last];
 }
 
 }  // namespace mpkv

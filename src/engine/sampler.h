@@ -74,7 +74,8 @@ class Sampler {
   void accept(int32_t token);
 
  private:
-  // n_candidates: how many tokens may be drawn at most (the allowed ones under a mask, else n_vocab).
+  // n_candidates: how many tokens may be drawn at most (the allowed ones under a mask, else n_vocab);
+  // it bounds a top-k walk.
   int32_t sample_from(const float* logits, int n_vocab, int n_candidates);
   // top_k < n_vocab: the k best, from as many levels as hold them.
   int32_t sample_top_k(const float* logits, int k);
