@@ -22,6 +22,10 @@ mkdir -p "$CORPUS"
 seed() { printf '%s' "$2" > "$CORPUS/seed_$1"; }
 seed chat ' {"messages":[{"role":"user","content":"hi"}],"max_tokens":4}'
 seed chat_fields ' {"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"a"}]}],"max_completion_tokens":3,"temperature":0.7,"top_p":0.9,"top_k":5,"min_p":0.1,"seed":7,"stop":["x","yz"],"presence_penalty":0.5,"frequency_penalty":-0.5,"repetition_penalty":1.1,"logit_bias":{"104":-100,"105":3.5},"stop_token_ids":[33],"priority":-3,"ignore_eos":true,"min_tokens":1,"logprobs":true,"top_logprobs":2,"stream":true,"stream_options":{"include_usage":true},"n":1}'
+seed chat_schema ' {"messages":[{"role":"user","content":"j"}],"max_tokens":4,"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true,"schema":{"type":"object","properties":{"a":{"type":"array","items":{"enum":["x",1]},"maxItems":2},"b":{"$ref":"#/$defs/d"}},"required":["a"],"$defs":{"d":{"type":"string","pattern":"^[a-z]+$"}}}}}}'
+seed chat_constraints ' {"messages":[{"role":"user","content":"c"}],"max_tokens":3,"structured_outputs":{"choice":["yes","no"]},"n":2}'
+seed completions_grammar '!{"prompt":"g","max_tokens":3,"guided_regex":"[0-9]{2}","stream":true}'
+seed completions_gbnf '!{"prompt":"g","max_tokens":3,"grammar":"root ::= \"a\" [b-d]*"}'
 seed completions '!{"prompt":"hello","max_tokens":4,"echo":true}'
 seed completions_ids '!{"prompt":[104,105,33],"max_tokens":3,"logprobs":2}'
 seed completions_many '!{"prompt":["ab",[99,100],"ef"],"max_tokens":2,"stream":true,"echo":true,"stop_token_ids":[98]}'

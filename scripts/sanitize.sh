@@ -13,6 +13,7 @@ JOBS=${JOBS:-$(nproc)}
 scripts/get_model.sh || echo "sanitize: default model unavailable; tests that need it skip"
 scripts/get_model.sh gemma3-270m || echo "sanitize: Gemma 3 270M unavailable; tests that need it skip"
 scripts/get_jinja.sh   # CMake needs the Jinja engine (docs/chat_templates.md)
+scripts/get_xgrammar.sh  # and xgrammar (docs/structured_outputs.md)
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMPKV_SANITIZE=ON
 cmake --build "$BUILD_DIR" -j "$JOBS"
 cd "$BUILD_DIR"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what mpkv needs on a fresh Debian machine (idempotent), fetches the default model and
-# builds (scripts/get_jinja.sh fetches the Jinja engine CMake needs).
+# builds (scripts/get_jinja.sh fetches the Jinja engine, scripts/get_xgrammar.sh builds the grammar
+# engine: CMake needs both).
 # Usage: scripts/setup.sh [build-dir [target...]]   (default: build, every target)
 # The build folder is reused: a second run configures nothing new and rebuilds only what changed.
 set -euo pipefail
@@ -22,6 +23,7 @@ fi
 
 scripts/get_model.sh
 scripts/get_jinja.sh   # llama.cpp's Jinja engine and chat templates into .third_party/ (CMake needs it)
+scripts/get_xgrammar.sh  # xgrammar, built once from its pinned source package into .third_party/ (CMake needs it)
 
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)" ${TARGETS[@]+--target "${TARGETS[@]}"}

@@ -16,11 +16,12 @@ scripts/get_vocab_tests.sh
 # random weights"; deterministic, sha256 checked). The Qwen shapes are checked where
 # scripts/make_shape_gguf.sh has written them.
 scripts/make_shape_gguf.sh llama-3.2-1b
-# The serving end-to-end test drives mpkv serve with the official openai client (PyPI), through the
-# `python3` on PATH. Without openai there, it goes into .venv-bench (scripts/bench_env.sh; a system
-# Python may refuse pip installs outside a venv), whose python3 then comes first on PATH.
-if ! python3 -c "import openai" 2>/dev/null; then
-  PY=$(scripts/bench_env.sh openai)
+# The serving end-to-end tests drive mpkv serve with the official openai client (PyPI), through the
+# `python3` on PATH, and check structured outputs with jsonschema and pydantic. Without them there,
+# they go into .venv-bench (scripts/bench_env.sh; a system Python may refuse pip installs outside a
+# venv), whose python3 then comes first on PATH.
+if ! python3 -c "import openai, jsonschema, pydantic" 2>/dev/null; then
+  PY=$(scripts/bench_env.sh openai jsonschema pydantic)
   export PATH="$(dirname "$PY"):$PATH"
 fi
 cd "$BUILD_DIR"

@@ -33,7 +33,20 @@ struct ServeArgs {
   int threads = 0;
   double shutdown_timeout_s = 10.0;
   size_t max_body_kib = 1024;
+  GrammarCompilerOptions grammar;
+  int64_t grammar_timeout_ms = 10000;
 };
+
+// Structured outputs' compiler (docs/structured_outputs.md, "Compilation").
+void add_grammar_options(CLI::App* sub, ServeArgs& a) {
+  sub->add_option("--grammar-compile-timeout-ms", a.grammar_timeout_ms,
+                  "a constraint that takes longer to compile is refused with 400 (it goes on compiling and is cached)")
+      ->capture_default_str()->check(integer_in(1, 3600 * 1000, "in [1, 3600000]"));
+  sub->add_option("--grammar-max-bytes", a.grammar.max_text_bytes, "schemas / grammars / regexes above this size get 400")
+      ->capture_default_str()->check(integer_in(1, 1 << 24, ">= 1"));
+  sub->add_option("--grammar-cache", a.grammar.cache_entries, "compiled constraints kept (least recently used dropped)")
+      ->capture_default_str()->check(integer_in(1, 1 << 20, ">= 1"));
+}
 
 // Waits for SIGINT / SIGTERM (or a broken engine loop). Returns true on a signal.
 bool wait_for_shutdown(server::ShutdownSignal& signals, const server::EngineLoop& loop) {
@@ -81,7 +94,8 @@ void run_serve(ServeArgs a) {
   KvCacheOptions kv = a.kv;
   kv.model = kv_model_identity(*model);
   Engine engine(*model, tok, make_kv_cache(kv, model->config().kv_dims()), a.engine);
-  server::EngineBackend backend(engine);
+  a.grammar.compile_timeout = std::chrono::milliseconds(a.grammar_timeout_ms);
+  server::EngineBackend backend(engine, a.grammar);
   if (!tok.has_chat_template())  // docs/chat_templates.md, "Without a template"
     std::fprintf(stderr, "[serve] the model has no tokenizer.chat_template: chat requests use the %s format\n",
                  tok.chat_format_description().c_str());
@@ -123,6 +137,7 @@ void register_serve(CLI::App& app) {
       ->capture_default_str()->check(number_in(1.0, 1e6, ">= 1"));
   add_prefix_cache_options(sub, a->engine.prefix_cache, a->engine.prefix_cache_floor_bits);
   add_http_options(sub, a->http);
+  add_grammar_options(sub, *a);
   sub->add_option("--max-body-kib", a->max_body_kib, "request bodies above this get 413")->capture_default_str()
       ->check(integer_in(1, 1 << 20, ">= 1"));
   sub->add_option("--reasoning-budget", a->api.reasoning_budget,

@@ -7,6 +7,7 @@
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "grammar/compiled_constraint.h"
 #include "kvcache/paged_kv_cache.h"
 
 namespace mpkv {
@@ -49,6 +50,13 @@ void Engine::validate(const RequestParams& p) const {
   MPKV_CHECK(p.prompt_logprobs >= -1 && p.prompt_logprobs <= kMaxTopLogprobs,
              "prompt_logprobs must be between 0 and " + std::to_string(kMaxTopLogprobs));
   Sampler check(p.sampling);  // throws Error on bad sampling values
+  if (p.grammar) {
+    MPKV_CHECK(p.grammar->vocab_size == n_vocab, "the grammar was compiled for a vocabulary of " +
+                                                     std::to_string(p.grammar->vocab_size) + " tokens; this model has " +
+                                                     std::to_string(n_vocab));
+    MPKV_CHECK(p.min_tokens == 0 && !p.ignore_eos,
+               "min_tokens and ignore_eos cannot be combined with a grammar (it alone says where the output may end)");
+  }
   sched_->check_fits_alone(
       std::min<int64_t>(p.max_tokens < 0 ? opts_.n_ctx : (int64_t)p.prompt.size() + p.max_tokens, opts_.n_ctx));
 }
@@ -102,7 +110,10 @@ void Engine::take_inbox() {
     in.swap(inbox_);
     ab.swap(aborts_);
   }
-  for (auto& s : in) sched_->add(std::move(s));
+  for (auto& s : in) {
+    if (s->matcher) totals_.constrained_requests_total++;
+    sched_->add(std::move(s));
+  }
   for (uint64_t id : ab)
     if (Sequence* s = sched_->find(id)) s->abort_requested = true;
 }

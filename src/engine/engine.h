@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "grammar/grammar_compiler.h"
 #include "kvcache/kv_cache_stats.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -78,6 +79,11 @@ struct EngineMetrics {
   bool prefix_cache_on = false;
   uint64_t prefix_cache_queries_total = 0, prefix_cache_hits_total = 0;
   PrefixCacheStats prefix_cache;
+  // Structured outputs (docs/structured_outputs.md): requests with a grammar; the masks' cost: rows
+  // masked, steps with at least one, and those steps' mask-phase wall time (the rows run in parallel).
+  uint64_t constrained_requests_total = 0, grammar_mask_rows_total = 0, grammar_mask_steps_total = 0;
+  double grammar_mask_seconds_total = 0.0;
+  GrammarCompilerStats grammar_compile;  // the compiler's figures, filled by the server's backend
 };
 
 class Engine {
@@ -109,6 +115,7 @@ class Engine {
   const EngineOptions& options() const { return opts_; }
   const PagedKvCache& cache() const { return *cache_; }
   const Tokenizer& tokenizer() const { return tok_; }
+  int n_logits() const { return model_.config().n_vocab; }  // the width of a logits row (>= the tokenizer's vocabulary)
 
  private:
   void validate(const RequestParams& p) const;
@@ -116,6 +123,7 @@ class Engine {
   void finish(Sequence& s, FinishReason r, RequestOutput out);
   void forward(const std::vector<BatchEntry>& batch);
   void sample_and_emit(const std::vector<BatchEntry>& batch);
+  void fill_grammar_masks(const std::vector<Sequence*>& emitting);
   // A sequence's sampled token of this step, with its logprobs when asked for.
   struct Sampled {
     int32_t token = 0;

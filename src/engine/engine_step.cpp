@@ -1,6 +1,7 @@
 // Engine::step()'s run and postprocess (engine.h): one forward pass for the whole batch, sampling,
 // stop rules and callbacks, and the metrics snapshot.
 #include <algorithm>
+#include <chrono>
 
 #include "engine/engine.h"
 #include "engine/logprobs.h"
@@ -59,24 +60,46 @@ void Engine::sample_and_emit(const std::vector<BatchEntry>& batch) {
     }
   });
   for (size_t i = 0; i < prompt_rows.size(); ++i) prompt_rows[i].seq->prompt_logprobs.push_back(std::move(prompt_lps[i]));
+  fill_grammar_masks(emitting);
   // (a) Sampling and logprobs of every row at once: each sequence has its own Sampler (and rng),
   // so the tokens do not depend on which thread samples which row (docs/design.md, "Sampling").
+  // A constrained row samples under its mask and advances its matcher by the token. Logprobs are
+  // the model's (the raw logits, as vLLM reports them), not the masked distribution's.
   std::vector<Sampled> sampled(emitting.size());
   parallel_for((int64_t)emitting.size(), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       Sequence& s = *emitting[i];
       const float* logits = logits_.data() + rows[i] * n_vocab;
       // A spent thinking budget forces its end tag (reasoning_budget.h); the sampler's penalty
-      // history takes the forced token too.
+      // history takes the forced token too. A grammar governs every token of a constrained
+      // sequence, so the forced tag too must be one it allows (docs/structured_outputs.md).
       const std::optional<int32_t> forced = s.reasoning_budget.forced();
       if (forced) s.sampler.accept(*forced);
-      sampled[i].token = forced ? *forced : s.sampler.sample(logits, n_vocab);
+      sampled[i].token = forced ? *forced : s.sampler.sample(logits, n_vocab, s.matcher ? s.matcher->mask() : nullptr);
+      if (s.matcher && !s.matcher->accept(sampled[i].token))
+        throw InternalError("engine: the grammar refused token " + std::to_string(sampled[i].token) + ", which its mask allowed");
       if (s.params.top_logprobs >= 0)
         sampled[i].logprobs.push_back(token_logprobs(logits, n_vocab, sampled[i].token, s.params.top_logprobs));
     }
   });
   // (b) Stop rules and callbacks, serially in batch order.
   for (size_t i = 0; i < emitting.size(); ++i) emit_token(*emitting[i], std::move(sampled[i]));  // may finish it
+}
+
+// The masks of this step's constrained rows, one row per pool task (docs/structured_outputs.md,
+// "Masks"); the phase's wall time goes to the metrics.
+void Engine::fill_grammar_masks(const std::vector<Sequence*>& emitting) {
+  std::vector<TokenMatcher*> matchers;
+  for (Sequence* s : emitting)
+    if (s->matcher) matchers.push_back(s->matcher.get());
+  if (matchers.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  parallel_for((int64_t)matchers.size(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) matchers[i]->fill_mask();
+  });
+  totals_.grammar_mask_seconds_total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  totals_.grammar_mask_rows_total += matchers.size();
+  totals_.grammar_mask_steps_total++;
 }
 
 void Engine::emit_token(Sequence& s, Sampled sampled) {
@@ -107,6 +130,7 @@ void Engine::emit_token(Sequence& s, Sampled sampled) {
     out.text_delta = s.text.push(tok_.token_piece(t), /*match_stop=*/n_gen >= s.params.min_tokens);
     if (s.text.stopped()) r = FinishReason::stop;
   }
+  // A grammar ends only by a stop token (eog above); max_tokens or the context inside it: length.
   if (r == FinishReason::none && s.params.max_tokens >= 0 && s.n_generated() >= s.params.max_tokens)
     r = FinishReason::length;
   if (r == FinishReason::none && (int)s.tokens.size() >= opts_.n_ctx) r = FinishReason::context;

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@
 #include "engine/sampler.h"
 
 namespace mpkv {
+
+struct CompiledConstraint;  // grammar/compiled_constraint.h
 
 // Why a request ended. The names of to_string() are OpenAI's finish_reason values where one exists.
 enum class FinishReason : uint8_t {
@@ -58,6 +61,10 @@ struct RequestParams {
                                     // the tokens before it, and that many alternatives, in the first
                                     // event (vLLM's prompt_logprobs; costs a logits row per prompt token)
   ReasoningBudgetParams reasoning_budget;  // thinking budget (reasoning_budget.h); off by default
+  // Structured output (docs/structured_outputs.md): every generated token is one the grammar allows,
+  // and end-of-generation only where it may end (then FinishReason::stop). Null: unconstrained.
+  // Compiled for the engine's vocabulary (GrammarCompiler); min_tokens and ignore_eos must be off.
+  std::shared_ptr<const CompiledConstraint> grammar;
 };
 inline constexpr int kMaxTopLogprobs = 20;
 

@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -39,9 +40,12 @@ bool Sampler::adjusts_logits() const {
   return repetition || openai || !opts_.logit_bias.empty();
 }
 
-const float* Sampler::penalized(const float* logits, int n_vocab) {
-  if (!adjusts_logits()) return logits;
+const float* Sampler::penalized(const float* logits, int n_vocab, const uint32_t* allowed) {
+  if (!allowed && !adjusts_logits()) return logits;
   penalized_.assign(logits, logits + n_vocab);
+  if (allowed)  // step 0: -inf stays -inf through every adjustment below
+    for (int t = 0; t < n_vocab; ++t)
+      if (!((allowed[t >> 5] >> (t & 31)) & 1u)) penalized_[t] = -INFINITY;
   // (a) Each distinct token once, without sorting the history: a token is penalized only while
   // its value is still the caller's. A repeat finds it changed, or the penalty maps that value to
   // itself (0, say), where a second application changes nothing either.
@@ -62,18 +66,31 @@ const float* Sampler::penalized(const float* logits, int n_vocab) {
   return penalized_.data();
 }
 
-int32_t Sampler::sample(const float* raw_logits, int n_vocab) {
-  const int32_t t = sample_from(penalized(raw_logits, n_vocab), n_vocab);
+int32_t Sampler::sample(const float* raw_logits, int n_vocab, const uint32_t* allowed) {
+  // With a mask a top-k walk needs at most the allowed tokens (they alone have logits above -inf);
+  // masked tokens weigh 0, so no cut or draw returns one (cut_and_draw).
+  int n_allowed = n_vocab;
+  if (allowed) {
+    n_allowed = 0;
+    for (int w = 0; w < (n_vocab + 31) / 32; ++w) {
+      const uint32_t bits = w == n_vocab / 32 ? allowed[w] & ((1u << (n_vocab % 32)) - 1u) : allowed[w];
+      n_allowed += std::popcount(bits);
+    }
+    MPKV_ASSERT(n_allowed > 0, "sampler: the grammar's mask allows no token");
+  }
+  const int32_t t = sample_from(penalized(raw_logits, n_vocab, allowed), n_vocab, n_allowed);
   accept(t);
   if (opts_.presence_penalty != 0.0f || opts_.frequency_penalty != 0.0f) ++generated_[t];
   return t;
 }
 
-int32_t Sampler::sample_from(const float* logits, int n_vocab) {
+int32_t Sampler::sample_from(const float* logits, int n_vocab, int n_candidates) {
   if (opts_.temperature == 0.0f) return kernels_.argmax(logits, n_vocab);
   const float mx = kernels_.max_value(logits, n_vocab);
   if (!std::isfinite(mx)) return kernels_.argmax(logits, n_vocab);  // no finite logit to weigh the others by
-  const int k = opts_.top_k > 0 ? std::min(opts_.top_k, n_vocab) : n_vocab;
+  // No top-k stays the whole-vocabulary path (a top-k walk over thousands of allowed tokens would
+  // sort them all).
+  const int k = opts_.top_k > 0 ? std::min({opts_.top_k, n_vocab, n_candidates}) : n_vocab;
   start_walk(n_vocab, mx, (size_t)k);
   if (k < n_vocab) return sample_top_k(logits, k);
   return sample_all(logits, n_vocab);
@@ -178,8 +195,11 @@ int32_t Sampler::cut_and_draw(const float* logits, size_t n, double sum, bool fu
     r -= w(i);
     if (r <= 0.0) return order_[i];
   }
-  ensure_sorted(logits, keep - 1);
-  return order_[keep - 1];
+  // Rounding left weight over: the last candidate with any weight (a masked or underflowed token
+  // weighs 0 and is never the answer). The loop above sorted every candidate it walked.
+  size_t last = keep - 1;
+  while (last > 0 && w(last) <= 0.0f) --last;
+  return order_[last];
 }
 
 }  // namespace mpkv

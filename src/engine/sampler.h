@@ -2,6 +2,9 @@
 // llama.cpp's repetition penalty, OpenAI's presence/frequency penalties and logit bias before either.
 //
 // Order in sample():
+//   0. the grammar's mask (docs/structured_outputs.md), when the request has one: tokens it does not
+//      allow get logit -inf on a copy of the logits, before every other step, so greedy and sampled
+//      choices, penalties and the top-k / top-p / min-p cuts only ever see allowed tokens;
 //   1. logit adjustments, on a copy of the logits, only when one is set:
 //      a. repetition penalty (when repeat_penalty != 1): every distinct token among the last
 //         repeat_last_n accepted ones has its logit divided by the penalty when positive,
@@ -63,13 +66,17 @@ class Sampler {
   static constexpr int kLevels = 17;
   static constexpr int kLevelBits = 4;
   // Samples one token and accepts it into the penalty history (and the generated-token counts).
-  int32_t sample(const float* logits, int n_vocab);
+  // allowed: null, or the grammar's mask of n_vocab bits (bit t % 32 of word t / 32 set = token t
+  // may be sampled; at least one set bit).
+  int32_t sample(const float* logits, int n_vocab, const uint32_t* allowed = nullptr);
   // Adds a token to the penalty history without sampling (a caller feeds the prompt this way, as
   // llama.cpp does).
   void accept(int32_t token);
 
  private:
-  int32_t sample_from(const float* logits, int n_vocab);
+  // n_candidates: how many tokens may be drawn at most (the allowed ones under a mask, else n_vocab);
+  // it bounds a top-k walk.
+  int32_t sample_from(const float* logits, int n_vocab, int n_candidates);
   // top_k < n_vocab: the k best, from as many levels as hold them.
   int32_t sample_top_k(const float* logits, int k);
   // No top-k: weights of the whole vocabulary, its levels sorted as the walk reaches them.
@@ -83,9 +90,9 @@ class Sampler {
   // Top-p and min-p cuts over order_[0, n) and the draw; sum = the candidates' total weight.
   // full_nucleus: apply the top-p loop even at top_p = 1 (the top-k path, as before).
   int32_t cut_and_draw(const float* logits, size_t n, double sum, bool full_nucleus);
-  // logits with the adjustments of step 1 applied (a copy; the caller's logits stay untouched),
-  // or the caller's logits when none is set.
-  const float* penalized(const float* logits, int n_vocab);
+  // logits with the mask of step 0 and the adjustments of step 1 applied (a copy; the caller's
+  // logits stay untouched), or the caller's logits when none is set.
+  const float* penalized(const float* logits, int n_vocab, const uint32_t* allowed);
   bool adjusts_logits() const;
 
   SamplerOptions opts_;

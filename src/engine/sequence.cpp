@@ -13,6 +13,7 @@ Sequence::Sequence(uint64_t id_, RequestParams p, OutputCallback cb)
   // accept every prompt token into the sampler), so the first generated token is already penalized.
   // A preempted sequence keeps this object and its sampler, so recompute does not add them twice.
   for (int32_t t : params.prompt) sampler.accept(t);
+  if (params.grammar) matcher = std::make_unique<TokenMatcher>(params.grammar);
 }
 
 int Sequence::max_positions(int n_ctx) const {

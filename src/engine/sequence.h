@@ -7,11 +7,13 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/text_stream.h"
+#include "grammar/token_matcher.h"
 
 namespace mpkv {
 
@@ -40,6 +42,9 @@ struct Sequence {
   Clock::time_point arrived;
   bool scheduled_once = false, produced_token = false;
   std::vector<TokenLogprobs> prompt_logprobs;  // collected chunk by chunk until the first token (params.prompt_logprobs)
+  // params.grammar's state, advanced by every generated token (kept across a preemption, like the
+  // sampler: the recomputed tokens are already in it). Null when unconstrained.
+  std::unique_ptr<TokenMatcher> matcher;
 
   int n_generated() const { return (int)tokens.size() - n_prompt; }
   int n_uncached() const { return (int)tokens.size() - n_cached; }

@@ -94,6 +94,18 @@ ReasoningBudgetParams reasoning_budget_params(const Backend& b, const std::optio
   return p;
 }
 
+// The request's constraint compiled on this (HTTP) thread, or null; a refused one is a 400 naming
+// the field that carried it (503 while the compiler is busy).
+std::shared_ptr<const CompiledConstraint> compiled_constraint(Backend& b, const CompletionRequest& r) {
+  if (!r.constraint) return nullptr;
+  try {
+    return b.compile_constraint(*r.constraint);
+  } catch (const ConstraintError& e) {
+    if (e.busy()) throw ApiError(503, e.what(), r.constraint_field, "grammar_compiler_busy", "server_error");
+    throw ApiError(400, "'" + r.constraint_field + "': " + e.what(), r.constraint_field);
+  }
+}
+
 // The routes: POST for the ones that take a body, GET for the rest.
 bool is_post_route(const std::string& p) {
   return p == "/v1/chat/completions" || p == "/v1/completions" || p == "/tokenize" || p == "/detokenize";
@@ -233,6 +245,7 @@ std::vector<ChoiceRequest> ApiHandler::choice_requests(Backend& b, const Complet
       const PromptInput& in = r.prompts[i];
       prompts[prompts.size() - r.prompts.size() + i].second = in.is_tokens ? b.decode(in.tokens) : in.text;
     }
+  const std::shared_ptr<const CompiledConstraint> grammar = compiled_constraint(b, r);
   std::vector<ChoiceRequest> out;
   for (auto& [tokens, echo] : prompts)
     for (int j = 0; j < r.n; ++j) {
@@ -247,6 +260,7 @@ std::vector<ChoiceRequest> ApiHandler::choice_requests(Backend& b, const Complet
         out.back().chat_output->call_id_prefix = new_id("call_") + "_";
       }
       out.back().include_reasoning = r.reasoning.include_reasoning;
+      out.back().params.grammar = grammar;  // shared; each choice gets its own matcher in the engine
     }
   return out;
 }

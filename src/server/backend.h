@@ -9,6 +9,9 @@
 
 #include "engine/engine.h"
 #include "engine/request.h"
+#include "grammar/compiled_constraint.h"
+#include "grammar/constraint.h"
+#include "grammar/constraint_error.h"
 #include "tokenizer/chat_format.h"
 #include "tokenizer/chat_template.h"
 
@@ -52,6 +55,11 @@ class Backend {
   virtual uint64_t add_request(RequestParams params, OutputCallback on_output) = 0;
   virtual void abort(uint64_t id) = 0;
   virtual EngineMetrics metrics() const = 0;
+  // The constraint compiled for this model's vocabulary (GrammarCompiler: cached, time-bounded, on
+  // the caller's thread). Throws ConstraintError; a backend without a vocabulary refuses every one.
+  virtual std::shared_ptr<const CompiledConstraint> compile_constraint(const Constraint& c) {
+    throw ConstraintError(std::string("this server cannot constrain outputs (") + to_string(c.kind) + ")");
+  }
 };
 
 }  // namespace mpkv::server

@@ -21,4 +21,21 @@ uint64_t EngineBackend::add_request(RequestParams params, OutputCallback on_outp
   return engine_.add_request(std::move(params), std::move(on_output));
 }
 
+EngineMetrics EngineBackend::metrics() const {
+  EngineMetrics m = engine_.metrics();
+  std::lock_guard lock(grammar_mu_);
+  if (grammar_) m.grammar_compile = grammar_->stats();
+  return m;
+}
+
+std::shared_ptr<const CompiledConstraint> EngineBackend::compile_constraint(const Constraint& c) {
+  GrammarCompiler* g = nullptr;
+  {
+    std::lock_guard lock(grammar_mu_);
+    if (!grammar_) grammar_ = std::make_unique<GrammarCompiler>(engine_.tokenizer(), engine_.n_logits(), grammar_opts_);
+    g = grammar_.get();
+  }
+  return g->compile(c);  // outside the lock: compiles of other constraints go on meanwhile
+}
+
 }  // namespace mpkv::server

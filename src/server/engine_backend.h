@@ -2,14 +2,20 @@
 // chat template when it has one, else a built-in format, docs/chat_templates.md; special tokens
 // parsed, as `mpkv generate --chat`),
 // completions encode the raw text.
+// Structured outputs compile with a GrammarCompiler made at the first constrained request (the
+// vocabulary's xgrammar tables cost a moment; a server that never sees one never pays it).
 #pragma once
+#include <memory>
+#include <mutex>
+
+#include "grammar/grammar_compiler.h"
 #include "server/backend.h"
 
 namespace mpkv::server {
 
 class EngineBackend : public Backend {
  public:
-  explicit EngineBackend(Engine& engine) : engine_(engine) {}
+  explicit EngineBackend(Engine& engine, GrammarCompilerOptions grammar = {}) : engine_(engine), grammar_opts_(grammar) {}
   ChatPrompt chat_prompt(const ChatTemplateInputs& inputs) const override;
   std::string chat_template_source() const override { return engine_.tokenizer().chat_template_source(); }
   std::vector<int32_t> encode_special(const std::string& text) const override {
@@ -22,10 +28,14 @@ class EngineBackend : public Backend {
   int n_vocab() const override { return engine_.tokenizer().n_vocab(); }
   uint64_t add_request(RequestParams params, OutputCallback on_output) override;
   void abort(uint64_t id) override { engine_.abort(id); }
-  EngineMetrics metrics() const override { return engine_.metrics(); }
+  EngineMetrics metrics() const override;
+  std::shared_ptr<const CompiledConstraint> compile_constraint(const Constraint& c) override;
 
  private:
   Engine& engine_;
+  GrammarCompilerOptions grammar_opts_;
+  mutable std::mutex grammar_mu_;
+  std::unique_ptr<GrammarCompiler> grammar_;  // made by the first compile_constraint
 };
 
 }  // namespace mpkv::server

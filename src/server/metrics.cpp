@@ -55,6 +55,33 @@ void histogram(std::string& out, const std::string& name, const char* help, cons
   sample(out, name + "_count", labels, static_cast<double>(h.cumulative.back()));
 }
 
+// Structured outputs (docs/structured_outputs.md, "Metrics"): constrained requests, the grammar
+// compiler's work and cache, and the masks' cost per step.
+void grammar_metrics(std::string& out, const EngineMetrics& m, const std::string& L) {
+  const GrammarCompilerStats& g = m.grammar_compile;
+  const auto d = [](uint64_t x) { return static_cast<double>(x); };
+  metric(out, "mpkv:constrained_requests_total", "counter", "Engine requests with a grammar (one per choice).", L,
+         d(m.constrained_requests_total));
+  metric(out, "mpkv:grammar_compile_requests_total", "counter", "Constraints asked of the grammar compiler.", L,
+         d(g.requests_total));
+  metric(out, "mpkv:grammar_cache_hits_total", "counter", "Constraints answered from the compiled-grammar cache.", L,
+         d(g.cache_hits_total));
+  metric(out, "mpkv:grammar_compiles_total", "counter", "Grammar compilations finished (successful or not).", L,
+         d(g.compiles_total));
+  metric(out, "mpkv:grammar_compile_seconds_total", "counter", "Time spent compiling grammars.", L,
+         g.compile_seconds_total);
+  metric(out, "mpkv:grammar_compile_errors_total", "counter", "Constraints refused (bad, too large, too slow, busy).", L,
+         d(g.errors_total));
+  metric(out, "mpkv:grammar_compile_timeouts_total", "counter", "Constraints refused for compiling past the timeout.", L,
+         d(g.timeouts_total));
+  metric(out, "mpkv:grammar_cache_entries", "gauge", "Compiled grammars in the cache.", L, d(g.cached));
+  metric(out, "mpkv:grammar_mask_steps_total", "counter", "Engine steps that filled at least one token mask.", L,
+         d(m.grammar_mask_steps_total));
+  metric(out, "mpkv:grammar_mask_rows_total", "counter", "Token masks filled.", L, d(m.grammar_mask_rows_total));
+  metric(out, "mpkv:grammar_mask_seconds_total", "counter",
+         "Wall time of the steps' mask phase (divide by grammar_mask_steps_total: per step).", L, m.grammar_mask_seconds_total);
+}
+
 // The prefix cache (docs/serving.md "Prefix cache"): vLLM's token counters and mpkv's state.
 void prefix_cache_metrics(std::string& out, const EngineMetrics& m, const std::string& L) {
   const PrefixCacheStats& p = m.prefix_cache;
@@ -228,6 +255,7 @@ std::string ServerMetrics::render(const EngineMetrics& m) const {
            "from=\"" + std::to_string(bits.first) + "\",to=\"" + std::to_string(bits.second) + "\"," + L,
            static_cast<double>(n));
   prefix_cache_metrics(out, m, L);
+  grammar_metrics(out, m, L);
   return out;
 }
 

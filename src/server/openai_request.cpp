@@ -7,6 +7,8 @@
 
 #include "engine/sampler.h"
 #include "server/api_error.h"
+#include "server/constraint_fields.h"
+#include "server/tool_schema.h"
 
 namespace mpkv::server {
 
@@ -18,10 +20,12 @@ using json = nlohmann::json;
 constexpr std::string_view kKnownFields[] = {
     "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed",
     "stop", "stream", "stream_options", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
-    "logit_bias", "n", "best_of", "echo", "suffix", "tools", "functions", "response_format", "ignore_eos",
+    "logit_bias", "n", "best_of", "echo", "suffix", "tools", "functions", "ignore_eos",
     "min_tokens", "repetition_penalty", "min_p", "stop_token_ids", "priority", "chat_template_kwargs",
     "tool_choice", "parallel_tool_calls", "function_call", "reasoning_format", "include_reasoning",
     "reasoning_budget_tokens", "thinking_budget_tokens"};
+// The fields that constrain the output (response_format and the peers' spellings) are read by
+// constraint_fields.cpp, which lists them (constraint_field_names).
 
 ApiError bad(const std::string& param, const std::string& message) { return ApiError(400, message, param); }
 
@@ -78,10 +82,6 @@ void reject_unsupported(const json& body, Endpoint endpoint, int n) {
       if (field(body, name)) throw bad(name, std::string("'") + name + "' is only read by /v1/chat/completions");
   } else {
     if (get_bool(body, "echo").value_or(false)) throw bad("echo", "'echo' is only supported by /v1/completions");
-    if (const json* v = field(body, "response_format")) {
-      if (!v->is_object() || v->value("type", json()) != "text")
-        throw bad("response_format", "only response_format {\"type\": \"text\"} is supported");
-    }
   }
 }
 
@@ -303,11 +303,27 @@ void parse_streaming(const json& body, CompletionRequest& r) {
 void parse_chat_tool_fields(std::string_view body_text, CompletionRequest& r) {
   const nlohmann::ordered_json body = nlohmann::ordered_json::parse(body_text);  // valid: parsed once already
   r.tools = parse_tool_request(body);
-  require_served_tool_choice(r.tools);
   r.reasoning = parse_reasoning_request(body);
   const auto& messages = body["messages"];
   for (size_t i = 0; i < r.messages.size(); ++i)
     parse_message_tool_fields(messages[i], r.messages[i].role, "messages[" + std::to_string(i) + "]", r.messages[i]);
+}
+
+// The output constraint (constraint_fields.h), which no end-of-generation rule may override:
+// a constraining field's, or, with tool_choice "required" or a named function, the schema of the
+// forced call (tool_schema.h; docs/serving.md, "Tool calls"). Both at once is an input error.
+void parse_constraint(std::string_view body_text, CompletionRequest& r) {
+  std::optional<FieldConstraint> c = parse_constraint_fields(body_text);
+  if (r.tools.choice == ToolChoice::required || r.tools.choice == ToolChoice::named) {
+    if (c) throw bad(c->field, "'" + c->field + "' cannot be combined with 'tool_choice' \"required\" or a named function "
+                               "(the call's own schema constrains the output)");
+    c = FieldConstraint{Constraint{ConstraintKind::json_schema, forced_tool_call_schema(r.tools)}, "tool_choice"};
+  }
+  if (!c) return;
+  if (r.min_tokens > 0) throw bad("min_tokens", "'min_tokens' cannot be combined with '" + c->field + "' (the grammar says where the output ends)");
+  if (r.ignore_eos) throw bad("ignore_eos", "'ignore_eos' cannot be combined with '" + c->field + "' (the grammar says where the output ends)");
+  r.constraint = std::move(c->constraint);
+  r.constraint_field = std::move(c->field);
 }
 
 json parse_object(std::string_view body_text) {
@@ -343,13 +359,16 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
   parse_logprobs(body, r);
   parse_vllm_extras(body, r);
   parse_streaming(body, r);
+  parse_constraint(body_text, r);
   for (const auto& item : body.items())
     if (!is_known_field(item.key())) r.unknown_fields.push_back(item.key());
   return r;
 }
 
 bool is_known_field(std::string_view name) {
-  return std::find(std::begin(kKnownFields), std::end(kKnownFields), name) != std::end(kKnownFields);
+  const auto& constraints = constraint_field_names();
+  return std::find(std::begin(kKnownFields), std::end(kKnownFields), name) != std::end(kKnownFields) ||
+         std::find(constraints.begin(), constraints.end(), name) != constraints.end();
 }
 
 TokenizeRequest parse_tokenize_request(std::string_view body_text) {

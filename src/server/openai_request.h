@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "grammar/constraint.h"
 #include "server/reasoning_request.h"
 #include "server/tool_request.h"
 #include "tokenizer/chat_format.h"
@@ -67,6 +68,11 @@ struct CompletionRequest {
   ToolRequest tools;            // chat: tools, tool_choice, parallel_tool_calls (tool_request.h)
   ReasoningRequest reasoning;   // chat: reasoning_format, include_reasoning, budget (reasoning_request.h)
   std::vector<std::string> unknown_fields;  // top-level names not in the known table (sorted)
+  // What the output must match (grammar/constraint.h), and the field that asked for it (the param of
+  // a 400 about it): set by the constraint fields (constraint_fields.h), or by any code that builds
+  // a constraint for the request (a forced tool call's schema). The handler compiles it.
+  std::optional<Constraint> constraint;
+  std::string constraint_field;
 };
 
 // True when `name` is a top-level request field this server reads (either endpoint).

@@ -143,12 +143,6 @@ ToolRequest parse_tool_request(const ojson& body) {
   return r;
 }
 
-void require_served_tool_choice(const ToolRequest& r) {
-  if (r.choice == ToolChoice::required || r.choice == ToolChoice::named)
-    throw bad("tool_choice", "'tool_choice' \"required\" or a named function needs constrained decoding, which this "
-                             "build does not have yet; use \"auto\" or \"none\"");
-}
-
 void parse_message_tool_fields(const ojson& msg, const std::string& role, const std::string& param, ChatMessage& out) {
   if (role == "tool") {
     out.tool_call_id = string_field(msg, "tool_call_id", param + ".tool_call_id", true);

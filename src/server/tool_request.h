@@ -33,9 +33,6 @@ struct ToolRequest {
 // `function_call` (the deprecated form; docs/serving.md says why) when set.
 ToolRequest parse_tool_request(const nlohmann::ordered_json& body);
 
-// Until constrained decoding is wired in, tool_choice "required" and a named function (which need
-// generation under the schema of tool_schema.h) are answered with a 400 saying so.
-void require_served_tool_choice(const ToolRequest& r);
 
 // The tool fields of history message `index` (already checked to be an object with a string role):
 // an assistant's tool_calls ([{"id"?, "type": "function", "function": {"name", "arguments"}}], the

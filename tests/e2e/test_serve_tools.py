@@ -168,9 +168,14 @@ def test_hostile(openai, client):
                "tools[0].function.name", "bad tool name")
     expect_400(openai, lambda: c(model="script", messages=user("x"), extra_body={"functions": [{"name": "f"}]}),
                "functions", "legacy functions")
+    # The scripted backend has no vocabulary to compile a grammar for: the forced call's schema is
+    # refused, naming tool_choice (test_smollm2 generates under it on the real model).
     for choice in ("required", {"type": "function", "function": {"name": "add"}}):
         expect_400(openai, lambda: c(model="script", messages=user("x"), tools=TOOLS, tool_choice=choice),
                    "tool_choice", "tool_choice %r" % (choice,))
+    expect_400(openai, lambda: c(model="script", messages=user("x"), tools=TOOLS, tool_choice="required",
+                                 response_format={"type": "json_object"}),
+               "response_format", "tool_choice required with response_format")
 
 
 def test_smollm2(openai, mpkv, model):
@@ -193,6 +198,26 @@ def test_smollm2(openai, mpkv, model):
         check(c.finish_reason in ("stop", "length", "tool_calls"), "SmolLM2 finish_reason %r" % c.finish_reason)
         # Its template has no tool markup: nothing is parsed, the text is the content.
         check(not c.message.tool_calls, "SmolLM2 has no tool-call format, yet calls were parsed")
+        # tool_choice required / named: generated under the forced call's schema (tool_schema.h), so
+        # the answer is tool calls whose arguments are valid JSON of the tool's parameters.
+        names = {t["function"]["name"]: t["function"].get("parameters", {}) for t in TOOLS}
+        for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+            r = client.chat.completions.create(model="smol", messages=user("What is the weather in Paris?"),
+                                               tools=TOOLS, tool_choice=choice, temperature=0, max_tokens=160)
+            c = r.choices[0]
+            print("SmolLM2, tool_choice %r: finish_reason=%s tool_calls=%s" % (choice, c.finish_reason, c.message.tool_calls),
+                  flush=True)
+            check(c.finish_reason == "tool_calls" and c.message.tool_calls, "tool_choice %r gave no calls" % (choice,))
+            for call in c.message.tool_calls:
+                check(call.type == "function" and call.function.name in names, "unknown tool %r" % call.function.name)
+                if isinstance(choice, dict):
+                    check(call.function.name == "get_weather", "named tool_choice called %r" % call.function.name)
+                args = json.loads(call.function.arguments)
+                try:
+                    import jsonschema
+                    jsonschema.validate(args, names[call.function.name])
+                except ImportError:
+                    check(isinstance(args, dict), "arguments %r are not an object" % args)
     finally:
         srv.stop()
 

@@ -96,7 +96,9 @@ struct RefSampler {
       r -= c[i].first;
       if (r <= 0.0) return c[i].second;
     }
-    return c[keep - 1].second;
+    size_t last = keep - 1;  // rounding left some draw: the last kept token that weighs anything
+    while (last > 0 && c[last].first <= 0.0) --last;
+    return c[last].second;
   }
 
   int32_t sample(const float* x, int n) {

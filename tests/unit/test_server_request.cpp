@@ -174,7 +174,7 @@ TEST(ServerRequest, UnsupportedFeaturesAreRefusedNotIgnored) {
   EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": ["a", "b", "c", "d"], "n": 16, "best_of": 16})"), "<no error>");
   EXPECT_EQ(chat(chat_with(R"("n": 16)")).n, 16);
   EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("tools": [{"type": "function"}])")), "tools[0].function");
-  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("response_format": {"type": "json_object"})")), "response_format");
+  EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("response_format": {"type": "yaml"})")), "response_format.type");
   EXPECT_EQ(error_param(Endpoint::chat, chat_with(R"("echo": true)")), "echo");  // completions only
   EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "best_of": 3})"), "best_of");
   EXPECT_EQ(error_param(Endpoint::completions, R"({"prompt": "p", "suffix": "end"})"), "suffix");

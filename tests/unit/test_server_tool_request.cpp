@@ -4,6 +4,7 @@
 
 #include "server/api_error.h"
 #include "server/openai_request.h"
+#include "server/tool_schema.h"
 
 using namespace mpkv::server;
 
@@ -72,16 +73,17 @@ TEST(ServerToolRequest, ToolChoice) {
   EXPECT_EQ(error_param(with(R"("tool_choice": {"type": "other", "function": {"name": "add"}})")), "tool_choice.type");
   EXPECT_EQ(error_param(with(R"("tool_choice": {"type": "function"})")), "tool_choice.function");
   EXPECT_EQ(error_param("{" + kMsg + R"(, "tool_choice": "required"})"), "tool_choice");  // no tools
-  // Valid, but not served until constrained decoding is wired in: a 400 that says so.
+  // Valid: the request carries the forced call's schema as its constraint, named after tool_choice;
+  // a constraining field besides is refused, naming that field.
   for (const std::string c : {R"("required")", R"({"type": "function", "function": {"name": "add"}})"}) {
-    try {
-      chat(with(R"("tool_choice": )" + c));
-      ADD_FAILURE() << c;
-    } catch (const ApiError& e) {
-      EXPECT_EQ(e.param(), "tool_choice");
-      EXPECT_NE(std::string(e.what()).find("constrained decoding"), std::string::npos) << e.what();
-    }
+    const CompletionRequest r = chat(with(R"("tool_choice": )" + c));
+    ASSERT_TRUE(r.constraint.has_value()) << c;
+    EXPECT_EQ(r.constraint->kind, mpkv::ConstraintKind::json_schema);
+    EXPECT_EQ(r.constraint->text, forced_tool_call_schema(r.tools));
+    EXPECT_EQ(r.constraint_field, "tool_choice");
+    EXPECT_EQ(error_param(with(R"("tool_choice": )" + c + R"(, "response_format": {"type": "json_object"})")), "response_format");
   }
+  EXPECT_FALSE(chat(with(R"("tool_choice": "auto")")).constraint.has_value());
   const ToolRequest named = parse_tool_request(nlohmann::ordered_json::parse(with(R"("tool_choice": {"type": "function", "function": {"name": "add"}})")));
   EXPECT_EQ(named.choice, ToolChoice::named);
   EXPECT_EQ(named.named, "add");

@@ -1,0 +1,223 @@
+#include "grammar/grammar_compiler.h"
+
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <list>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <unordered_map>
+
+#include "grammar/constraint_error.h"
+#include "grammar/grammar_vocab.h"
+#include "grammar/schema_check.h"
+
+namespace mpkv {
+
+namespace {
+using ojson = nlohmann::ordered_json;
+
+// Any JSON object: OpenAI's json_object (xgrammar's built-in grammar also allows arrays and scalars).
+constexpr const char* kAnyObjectSchema = R"({"type": "object", "additionalProperties": true})";
+
+// A string as an EBNF literal: quotes, backslashes and control characters escaped (\uXXXX: fixed
+// width, unlike xgrammar's greedy \x).
+std::string ebnf_literal(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04X", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+// choice: a JSON array of non-empty strings -> root ::= "a" | "b" | ...
+std::string choice_grammar(const std::string& text) {
+  const ojson a = ojson::parse(text, nullptr, false);
+  if (!a.is_array() || a.empty()) throw ConstraintError("the choices must be a non-empty array of strings");
+  std::string g = "root ::=";
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].is_string() || a[i].get<std::string>().empty()) throw ConstraintError("every choice must be a non-empty string");
+    g += (i ? " | " : " ") + ebnf_literal(a[i].get<std::string>());
+  }
+  return g;
+}
+
+// Input checks that need no compiler: JSON that parses, a schema check_schema accepts.
+std::string prepared_schema(const std::string& text) {
+  const ojson schema = ojson::parse(text, nullptr, false);
+  if (schema.is_discarded()) throw ConstraintError("the schema is not valid JSON");
+  check_schema(schema);
+  return schema.dump();  // keys in the order sent (xgrammar's JSON reader keeps it too)
+}
+
+struct Outcome {
+  std::shared_ptr<const CompiledConstraint> compiled;
+  std::string error;  // set when the compile failed
+};
+}  // namespace
+
+struct GrammarCompiler::Impl {
+  struct Job {
+    Constraint c;
+    std::promise<Outcome> done;
+  };
+
+  Impl(const Tokenizer& tok, int n_vocab, GrammarCompilerOptions o)
+      : opts(o),
+        vocab_size(n_vocab),
+        xg(make_tokenizer_info(grammar_vocab(tok, n_vocab)), o.xgrammar_threads, /*cache_enabled=*/false) {
+    MPKV_CHECK(opts.threads >= 1 && opts.xgrammar_threads >= 1, "grammar: compile threads must be at least 1");
+    for (int i = 0; i < opts.threads; ++i) workers.emplace_back([this] { work(); });
+  }
+  ~Impl() {
+    {
+      std::lock_guard lock(mu);
+      stopping = true;
+    }
+    cv.notify_all();
+    for (std::thread& t : workers) t.join();
+  }
+
+  xgrammar::CompiledGrammar compile_kind(const Constraint& c) {
+    switch (c.kind) {
+      case ConstraintKind::json_schema: return xg.CompileJSONSchema(prepared_schema(c.text), /*any_whitespace=*/false);
+      case ConstraintKind::json_object: return xg.CompileJSONSchema(kAnyObjectSchema, /*any_whitespace=*/false);
+      case ConstraintKind::regex: return xg.CompileRegex(c.text);
+      case ConstraintKind::choice: return xg.CompileGrammar(choice_grammar(c.text), "root");
+      case ConstraintKind::grammar: return xg.CompileGrammar(c.text, "root");
+    }
+    throw InternalError("grammar: unknown constraint kind");
+  }
+
+  // The compile itself (a worker thread). xgrammar reports bad input by throwing.
+  Outcome run(const Constraint& c) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      xgrammar::CompiledGrammar g = compile_kind(c);
+      const double s = record(t0);
+      return {std::make_shared<const CompiledConstraint>(CompiledConstraint{c, std::move(g), vocab_size, s}), ""};
+    } catch (const std::exception& e) {
+      record(t0);
+      return {nullptr, e.what()};
+    }
+  }
+  double record(std::chrono::steady_clock::time_point t0) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::lock_guard lock(mu);
+    st.compiles_total++;
+    st.compile_seconds_total += s;
+    return s;
+  }
+
+  void work() {
+    for (;;) {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (queue.empty()) return;  // stopping, nothing left
+      Job job = std::move(queue.front());
+      queue.pop_front();
+      lock.unlock();
+      Outcome o = run(job.c);
+      job.done.set_value(std::move(o));
+      lock.lock();
+      --pending;
+    }
+  }
+
+  // The cached (or queued) result for c; new_entry: it was not there.
+  std::shared_future<Outcome> lookup(const Constraint& c, bool& hit) {
+    const std::string key = c.key();
+    std::lock_guard lock(mu);
+    st.requests_total++;
+    if (auto it = index.find(key); it != index.end()) {
+      lru.splice(lru.begin(), lru, it->second);  // most recently used first
+      st.cache_hits_total++;
+      hit = true;
+      return it->second->second;
+    }
+    hit = false;
+    if (pending >= opts.max_pending) {
+      st.errors_total++;
+      throw ConstraintError("the grammar compiler is busy (" + std::to_string(pending) + " compiles pending); retry later",
+                            /*busy=*/true);
+    }
+    Job job{c, {}};
+    std::shared_future<Outcome> f = job.done.get_future().share();
+    queue.push_back(std::move(job));
+    ++pending;
+    lru.emplace_front(key, f);
+    index[key] = lru.begin();
+    while (lru.size() > opts.cache_entries) {
+      index.erase(lru.back().first);
+      lru.pop_back();
+    }
+    cv.notify_one();
+    return f;
+  }
+
+  GrammarCompilerOptions opts;
+  int vocab_size;
+  xgrammar::GrammarCompiler xg;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Job> queue;
+  size_t pending = 0;
+  bool stopping = false;
+  using Lru = std::list<std::pair<std::string, std::shared_future<Outcome>>>;
+  Lru lru;
+  std::unordered_map<std::string, Lru::iterator> index;
+  GrammarCompilerStats st;
+  std::vector<std::thread> workers;  // last: they start once everything above exists
+};
+
+GrammarCompiler::GrammarCompiler(const Tokenizer& tok, int n_vocab, GrammarCompilerOptions opts)
+    : impl_(std::make_unique<Impl>(tok, n_vocab, opts)) {}
+
+GrammarCompiler::~GrammarCompiler() = default;
+
+std::shared_ptr<const CompiledConstraint> GrammarCompiler::compile(const Constraint& c) {
+  if (c.text.size() > impl_->opts.max_text_bytes) {
+    std::lock_guard lock(impl_->mu);
+    impl_->st.requests_total++;
+    impl_->st.errors_total++;
+    throw ConstraintError("the " + std::string(to_string(c.kind)) + " is " + std::to_string(c.text.size()) +
+                          " bytes; at most " + std::to_string(impl_->opts.max_text_bytes) + " are accepted");
+  }
+  bool hit = false;
+  std::shared_future<Outcome> f = impl_->lookup(c, hit);
+  if (f.wait_for(impl_->opts.compile_timeout) != std::future_status::ready) {
+    std::lock_guard lock(impl_->mu);
+    impl_->st.errors_total++;
+    impl_->st.timeouts_total++;
+    throw ConstraintError("compiling the " + std::string(to_string(c.kind)) + " took longer than " +
+                          std::to_string(impl_->opts.compile_timeout.count()) + " ms");
+  }
+  const Outcome& o = f.get();
+  if (!o.compiled) {
+    std::lock_guard lock(impl_->mu);
+    impl_->st.errors_total++;
+    throw ConstraintError("the " + std::string(to_string(c.kind)) + " was refused: " + o.error);
+  }
+  return o.compiled;
+}
+
+GrammarCompilerStats GrammarCompiler::stats() const {
+  std::lock_guard lock(impl_->mu);
+  GrammarCompilerStats s = impl_->st;
+  s.cached = impl_->lru.size();
+  return s;
+}
+
+int GrammarCompiler::vocab_size() const { return impl_->vocab_size; }
+
+}  // namespace mpkv

@@ -1,0 +1,174 @@
+// GrammarCompiler (src/grammar/grammar_compiler.h) and TokenMatcher (token_matcher.h) on a
+// byte-level vocabulary: every kind of constraint, the masks it gives (compared with the token sets
+// written out here), stop tokens only where the grammar may end, the cache, the size limit, the
+// timeout and refused inputs.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "grammar/constraint_error.h"
+#include "grammar/grammar_compiler.h"
+#include "grammar/token_matcher.h"
+#include "test_grammar_support.h"
+
+namespace mpkv {
+namespace {
+
+constexpr int kVocab = 300;
+
+const Tokenizer& tok() {
+  static const Tokenizer t = test::byte_tokenizer(kVocab);
+  return t;
+}
+
+GrammarCompiler& compiler() {
+  static GrammarCompiler c(tok(), kVocab);
+  return c;
+}
+
+std::set<int32_t> allowed_set(const TokenMatcher& m) {
+  std::set<int32_t> s;
+  for (int32_t t = 0; t < m.vocab_size(); ++t)
+    if (m.allowed(t)) s.insert(t);
+  return s;
+}
+
+// Feeds text byte by byte (token = byte); every byte must be in the mask before it is accepted.
+void feed(TokenMatcher& m, const std::string& text) {
+  for (unsigned char c : text) {
+    m.fill_mask();
+    ASSERT_TRUE(m.allowed(c)) << "byte '" << c << "' of \"" << text << "\" not allowed";
+    ASSERT_TRUE(m.accept(c));
+  }
+}
+
+TEST(GrammarCompiler, ChoiceMasksExactlyTheFirstBytesAndStopsOnlyAtTheEnd) {
+  TokenMatcher m(compiler().compile(choice_constraint({"yes", "no", "n/a"})));
+  m.fill_mask();
+  EXPECT_EQ(allowed_set(m), (std::set<int32_t>{'n', 'y'}));
+  feed(m, "n");
+  m.fill_mask();
+  EXPECT_EQ(allowed_set(m), (std::set<int32_t>{'o', '/'}));
+  feed(m, "o");
+  m.fill_mask();
+  EXPECT_EQ(allowed_set(m), (std::set<int32_t>{test::kByteEos}));  // "no" is complete: only the stop token
+  EXPECT_FALSE(m.terminated());
+  EXPECT_TRUE(m.accept(test::kByteEos));
+  EXPECT_TRUE(m.terminated());
+}
+
+TEST(GrammarCompiler, RefusedTokenChangesNothing) {
+  TokenMatcher m(compiler().compile({ConstraintKind::regex, "[ab]{2}"}));
+  EXPECT_FALSE(m.accept('c'));
+  EXPECT_FALSE(m.accept(test::kByteEos));  // not before the grammar may end
+  EXPECT_FALSE(m.accept(256));             // a control token is never text
+  feed(m, "ab");
+  EXPECT_TRUE(m.accept(test::kByteEos));
+}
+
+TEST(GrammarCompiler, JsonSchemaFollowsPropertyOrderAndTypes) {
+  const std::string schema = R"({"type": "object", "properties": {"b": {"type": "integer"}, "a": {"enum": ["x", "y"]}},
+                                 "required": ["b", "a"], "additionalProperties": false})";
+  TokenMatcher m(compiler().compile({ConstraintKind::json_schema, schema}));
+  feed(m, R"({"b": 12, "a": "y"})");  // b first, as the schema lists it
+  m.fill_mask();
+  EXPECT_EQ(allowed_set(m), (std::set<int32_t>{test::kByteEos}));
+  TokenMatcher wrong(compiler().compile({ConstraintKind::json_schema, schema}));
+  feed(wrong, R"({")");
+  EXPECT_FALSE(wrong.accept('a'));  // "a" may not come first
+  feed(wrong, R"(b": )");
+  EXPECT_FALSE(wrong.accept('"'));  // b is an integer
+}
+
+TEST(GrammarCompiler, JsonObjectAndGbnf) {
+  TokenMatcher obj(compiler().compile({ConstraintKind::json_object, ""}));
+  obj.fill_mask();
+  EXPECT_EQ(allowed_set(obj), (std::set<int32_t>{'{'}));
+  feed(obj, R"({"k": [1, {"z": null}]})");
+  EXPECT_TRUE(obj.accept(test::kByteEos));
+  TokenMatcher g(compiler().compile({ConstraintKind::grammar, "root ::= \"x\" digit+\ndigit ::= [0-9]"}));
+  feed(g, "x42");
+  g.fill_mask();
+  std::set<int32_t> next = allowed_set(g);
+  EXPECT_EQ(next.size(), 11u);  // another digit or the end
+  EXPECT_TRUE(next.count(test::kByteEos));
+}
+
+TEST(GrammarCompiler, ChoiceLiteralsAreEscaped) {
+  TokenMatcher m(compiler().compile(choice_constraint({"a\"b\\c\nd"})));
+  feed(m, "a\"b\\c\nd");
+  EXPECT_TRUE(m.accept(test::kByteEos));
+}
+
+TEST(GrammarCompiler, CacheByKindAndText) {
+  GrammarCompiler c(tok(), kVocab);
+  const Constraint k{ConstraintKind::regex, "[0-9]+"};
+  auto a = c.compile(k);
+  auto b = c.compile(k);
+  EXPECT_EQ(a.get(), b.get());
+  auto other = c.compile({ConstraintKind::grammar, "root ::= [0-9]+"});
+  EXPECT_NE(a.get(), other.get());
+  const GrammarCompilerStats s = c.stats();
+  EXPECT_EQ(s.requests_total, 3u);
+  EXPECT_EQ(s.cache_hits_total, 1u);
+  EXPECT_EQ(s.compiles_total, 2u);
+  EXPECT_EQ(s.cached, 2u);
+  EXPECT_GT(s.compile_seconds_total, 0.0);
+}
+
+TEST(GrammarCompiler, RefusesBadInput) {
+  GrammarCompiler c(tok(), kVocab);
+  const std::vector<Constraint> bad = {
+      {ConstraintKind::json_schema, "{not json"},
+      {ConstraintKind::json_schema, R"({"type": "object", "properties": {"t": {"type": "array", "uniqueItems": true}}})"},
+      {ConstraintKind::json_schema, R"({"$defs": {"n": {"type": "object", "properties": {"k": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"})"},
+      {ConstraintKind::regex, "(unclosed"},
+      {ConstraintKind::grammar, "root ::= undefined_rule"},
+      {ConstraintKind::choice, "[]"},
+  };
+  for (const Constraint& k : bad) EXPECT_THROW(c.compile(k), ConstraintError) << k.text;
+  EXPECT_EQ(c.stats().errors_total, bad.size());
+  // Refused twice the same way (the failure is cached, not retried).
+  EXPECT_THROW(c.compile(bad[3]), ConstraintError);
+}
+
+TEST(GrammarCompiler, SizeLimit) {
+  GrammarCompilerOptions o;
+  o.max_text_bytes = 64;
+  GrammarCompiler c(tok(), kVocab, o);
+  EXPECT_THROW(c.compile({ConstraintKind::regex, std::string(65, 'a')}), ConstraintError);
+  EXPECT_NO_THROW(c.compile({ConstraintKind::regex, std::string(64, 'a')}));
+}
+
+// A compile not done within the timeout is refused, goes on, and is a cache hit once done.
+TEST(GrammarCompiler, TimeoutRefusesThenCaches) {
+  GrammarCompilerOptions o;
+  o.compile_timeout = std::chrono::milliseconds(0);
+  GrammarCompiler c(tok(), kVocab, o);
+  const Constraint k{ConstraintKind::json_schema, R"({"type": "object", "properties": {"q": {"type": "string"}}})"};
+  try {
+    c.compile(k);
+    FAIL() << "a zero timeout accepted a fresh compile";
+  } catch (const ConstraintError& e) {
+    EXPECT_NE(std::string(e.what()).find("took longer than 0 ms"), std::string::npos) << e.what();
+    EXPECT_FALSE(e.busy());
+  }
+  for (int i = 0; i < 2000 && c.stats().compiles_total == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(c.stats().compiles_total, 1u);
+  EXPECT_NO_THROW(c.compile(k));  // ready now: no wait
+  EXPECT_EQ(c.stats().timeouts_total, 1u);
+  EXPECT_EQ(c.stats().cache_hits_total, 1u);
+}
+
+TEST(GrammarCompiler, VocabularyWidthAboveTheTokenizers) {
+  GrammarCompiler c(tok(), kVocab + 20);  // padded logits rows: the extra ids are never allowed
+  TokenMatcher m(c.compile({ConstraintKind::regex, ".+"}));
+  m.fill_mask();
+  for (int32_t t = kVocab; t < kVocab + 20; ++t) EXPECT_FALSE(m.allowed(t)) << t;
+  EXPECT_TRUE(m.allowed('z'));
+  EXPECT_THROW(GrammarCompiler(tok(), kVocab - 1), Error);
+}
+
+}  // namespace
+}  // namespace mpkv

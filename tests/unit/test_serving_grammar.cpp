@@ -1,0 +1,166 @@
+// Structured outputs in the serving engine (docs/structured_outputs.md) on the tiny synthetic
+// model: a constrained greedy request against a plain loop that takes the argmax over the allowed
+// tokens (written here), the stop token only where the grammar ends, max_tokens inside the grammar,
+// sampled choices each with its own matcher, an unconstrained neighbour untouched, validation and
+// the metrics.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "engine/engine.h"
+#include "fixtures/engine_tiny.h"
+#include "grammar/grammar_compiler.h"
+#include "kvcache/kv_cache_factory.h"
+#include "model/forward.h"
+
+namespace mpkv {
+namespace {
+
+const test::EngineTiny& tiny() { return test::engine_tiny(); }
+int n_vocab() { return tiny().model->config().n_vocab; }
+int32_t eos() { return tiny().tok->eos(); }
+
+GrammarCompiler& compiler() {
+  static GrammarCompiler c(*tiny().tok, n_vocab());
+  return c;
+}
+
+KvCacheOptions f16_opts() {
+  KvCacheOptions o;
+  o.page_tokens = 8;
+  return o;
+}
+
+EngineOptions small_steps() {
+  EngineOptions e;
+  e.n_ctx = 256;
+  e.max_batch_tokens = 8;
+  e.max_seqs = 8;
+  return e;
+}
+
+struct Outputs {
+  std::map<uint64_t, std::vector<int32_t>> tokens;
+  std::map<uint64_t, std::string> text;
+  std::map<uint64_t, FinishReason> reason;
+};
+OutputCallback collect(Outputs& r) {
+  return [&r](const RequestOutput& o) {
+    r.tokens[o.id].insert(r.tokens[o.id].end(), o.tokens.begin(), o.tokens.end());
+    r.text[o.id] += o.text_delta;
+    if (o.finished) r.reason[o.id] = o.reason;
+  };
+}
+
+RequestParams request(int seed, int max_tokens, const Constraint* c, float temperature = 0.0f) {
+  RequestParams p;
+  p.prompt = test::engine_prompt(seed, 9);
+  p.max_tokens = max_tokens;
+  p.sampling.temperature = temperature;
+  p.sampling.seed = 1000 + seed;
+  if (c) p.grammar = compiler().compile(*c);
+  return p;
+}
+
+// Greedy over a fixed allowed set per step, without the engine: the argmax of the logits among
+// `allowed(step)`.
+std::vector<int32_t> plain_constrained_greedy(const std::vector<int32_t>& p, int n_new,
+                                              const std::function<std::set<int32_t>(int)>& allowed) {
+  const test::EngineTiny& f = tiny();
+  auto cache = make_kv_cache(f16_opts(), f.dims);
+  Forward fwd(*f.model);
+  std::vector<float> lg;
+  std::vector<BatchToken> b;
+  for (size_t k = 0; k < p.size(); ++k) b.push_back({p[k], (int)k, 0, k + 1 == p.size()});
+  EXPECT_TRUE(cache->reserve(0, (int)b.size()));
+  fwd.run(*cache, b, lg);
+  std::vector<int32_t> out;
+  for (int i = 0; i < n_new; ++i) {
+    int32_t best = -1;
+    for (int32_t t : allowed(i))
+      if (best < 0 || lg[t] > lg[best]) best = t;
+    out.push_back(best);
+    if (i + 1 == n_new) break;
+    EXPECT_TRUE(cache->reserve(0, 1));
+    fwd.run(*cache, {{best, (int)(p.size() + i), 0, true}}, lg);
+  }
+  return out;
+}
+
+TEST(ServingGrammar, GreedyIsTheArgmaxOverAllowedTokensThenTheStopToken) {
+  const Constraint c{ConstraintKind::regex, "[ab]{6}"};
+  Engine eng(*tiny().model, *tiny().tok, make_kv_cache(f16_opts(), tiny().dims), small_steps());
+  Outputs r;
+  const uint64_t id = eng.add_request(request(1, 50, &c), collect(r));
+  eng.run_until_idle();
+  const auto expected = plain_constrained_greedy(test::engine_prompt(1, 9), 7, [](int i) {
+    return i < 6 ? std::set<int32_t>{'a', 'b'} : std::set<int32_t>{eos()};
+  });
+  EXPECT_EQ(r.tokens[id], expected);
+  EXPECT_EQ(r.reason[id], FinishReason::stop);
+  EXPECT_EQ(r.text[id].size(), 6u);
+  EXPECT_EQ(r.text[id].find_first_not_of("ab"), std::string::npos) << r.text[id];
+  const EngineMetrics m = eng.metrics();
+  EXPECT_EQ(m.constrained_requests_total, 1u);
+  EXPECT_EQ(m.grammar_mask_rows_total, 7u);  // one mask per generated token
+  EXPECT_EQ(m.grammar_mask_steps_total, 7u);
+  EXPECT_GT(m.grammar_mask_seconds_total, 0.0);
+}
+
+TEST(ServingGrammar, MaxTokensInsideTheGrammarEndsWithLength) {
+  const Constraint c{ConstraintKind::json_schema, R"({"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]})"};
+  Engine eng(*tiny().model, *tiny().tok, make_kv_cache(f16_opts(), tiny().dims), small_steps());
+  Outputs r;
+  const uint64_t id = eng.add_request(request(2, 4, &c), collect(r));
+  eng.run_until_idle();
+  EXPECT_EQ(r.reason[id], FinishReason::length);
+  EXPECT_EQ(r.text[id], "{\"k\"");  // the only way a 4-token (4-byte) start of this object can go
+}
+
+// Sampled requests with one shared compiled grammar: each has its own matcher, each answer is one
+// of the choices, and an unconstrained request in the same steps gets the tokens it gets alone.
+TEST(ServingGrammar, SampledChoicesEachWithItsOwnMatcherBesideAnUnconstrainedRequest) {
+  const std::vector<std::string> choices = {"alpha", "beta", "gamma", "al"};
+  const Constraint c = choice_constraint(choices);
+  auto run = [&](bool with_constrained) {
+    Engine eng(*tiny().model, *tiny().tok, make_kv_cache(f16_opts(), tiny().dims), small_steps());
+    Outputs r;
+    std::vector<uint64_t> ids;
+    if (with_constrained)
+      for (int s = 0; s < 6; ++s) ids.push_back(eng.add_request(request(s, 40, &c, 1.5f), collect(r)));
+    RequestParams free = request(9, 12, nullptr, 0.0f);
+    free.ignore_eos = true;
+    ids.push_back(eng.add_request(free, collect(r)));
+    eng.run_until_idle();
+    return std::make_pair(r, ids);
+  };
+  auto [r, ids] = run(true);
+  std::set<std::string> seen;
+  for (size_t i = 0; i + 1 < ids.size(); ++i) {
+    EXPECT_EQ(r.reason[ids[i]], FinishReason::stop);
+    EXPECT_TRUE(std::count(choices.begin(), choices.end(), r.text[ids[i]])) << r.text[ids[i]];
+    seen.insert(r.text[ids[i]]);
+  }
+  EXPECT_GE(seen.size(), 2u) << "six sampled requests at temperature 1.5 all chose the same answer";
+  auto [alone, alone_ids] = run(false);
+  EXPECT_EQ(r.tokens[ids.back()], alone.tokens[alone_ids.back()]);
+}
+
+TEST(ServingGrammar, Validation) {
+  Engine eng(*tiny().model, *tiny().tok, make_kv_cache(f16_opts(), tiny().dims), small_steps());
+  const Constraint c{ConstraintKind::regex, "x+"};
+  RequestParams p = request(3, 8, &c);
+  p.min_tokens = 2;
+  EXPECT_THROW(eng.add_request(p, nullptr), Error);
+  p.min_tokens = 0;
+  p.ignore_eos = true;
+  EXPECT_THROW(eng.add_request(p, nullptr), Error);
+  GrammarCompiler wider(*tiny().tok, n_vocab() + 8);
+  RequestParams q = request(3, 8, nullptr);
+  q.grammar = wider.compile(c);
+  EXPECT_THROW(eng.add_request(q, nullptr), Error);  // compiled for another vocabulary width
+}
+
+}  // namespace
+}  // namespace mpkv
