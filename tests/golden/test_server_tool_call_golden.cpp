@@ -5,12 +5,14 @@
 // key order included) as recorded in llama_cpp.json by scripts/make_tool_call_golden.sh. Where
 // llama.cpp refuses an output (it answers an error: "does not match the expected format"), mpkv
 // gives the whole output back as content instead (chat_output.h), and that is what is checked.
-// Skips, saying so, while llama_cpp.json has not been made.
+// The outputs listed in kKnownDisagreements must differ (and are reported); every other one must
+// agree. Skips, saying so, while llama_cpp.json has not been made.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "server/chat_output.h"
@@ -52,6 +54,42 @@ ChatDelta mpkv_parse(const ojson& spec, const ojson& c) {
   d.tool_calls = end.tool_calls;
   return d;
 }
+
+// What differs between mpkv's answer and llama.cpp's parse ("" when they agree): content, thinking,
+// and the calls (name; arguments equal as JSON, key order included).
+std::string difference(const ChatDelta& d, const ojson& g) {
+  std::string out;
+  if (d.content != g["content"].get<std::string>()) out += "content " + ojson(d.content).dump() + " vs " + g["content"].dump() + "; ";
+  if (d.reasoning != g["reasoning_content"].get<std::string>())
+    out += "reasoning " + ojson(d.reasoning).dump() + " vs " + g["reasoning_content"].dump() + "; ";
+  if (d.tool_calls.size() != g["tool_calls"].size()) return out + "calls " + std::to_string(d.tool_calls.size()) + " vs " + std::to_string(g["tool_calls"].size());
+  for (size_t i = 0; i < d.tool_calls.size(); ++i) {
+    const ojson& gc = g["tool_calls"][i];
+    if (d.tool_calls[i].name != gc["name"].get<std::string>() ||
+        ojson::parse(d.tool_calls[i].arguments) != ojson::parse(gc["arguments"].get<std::string>()))
+      out += "call " + std::to_string(i) + " " + d.tool_calls[i].name + d.tool_calls[i].arguments + " vs " + gc.dump() + "; ";
+  }
+  return out;
+}
+
+// The outputs where mpkv's answer is known to differ from llama.cpp's (docs/serving.md, "Tool
+// calls", lists them with the reasons): thinking whitespace (llama.cpp drops the newline after
+// <think> and keeps the blank line after </think> in the content; mpkv the reverse), QwQ (whose
+// prompt opens the block, read differently), R1-distill answers without </think> (all thinking for
+// mpkv), Llama 3.1's <|python_tag|> (llama.cpp leaves it in the content) and "Sure: {json}" (a call
+// for llama.cpp, content for mpkv). The test fails when one of them starts to agree, so the list
+// stays true.
+const std::set<std::string> kKnownDisagreements = {
+    "Qwen-QwQ-32B/one_call", "Qwen-QwQ-32B/plain", "Qwen-QwQ-32B/think_answer", "Qwen-QwQ-32B/think_call",
+    "Qwen-Qwen3-0.6B/think_answer", "Qwen-Qwen3-0.6B/think_call",
+    "deepseek-ai-DeepSeek-R1-Distill-Llama-8B/no_think", "deepseek-ai-DeepSeek-R1-Distill-Llama-8B/open_think",
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B/no_think", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B/open_think",
+    "meta-llama-Llama-3.1-8B-Instruct/python_tag", "meta-llama-Llama-3.1-8B-Instruct/text_then_json",
+    "meta-llama-Llama-3.2-3B-Instruct/python_tag", "meta-llama-Llama-3.2-3B-Instruct/text_then_json",
+    // llama.cpp refuses these ("does not match the expected peg-native format": its Mistral Small 3.2
+    // parser wants another layout); mpkv reads the [TOOL_CALLS]name[ARGS]{...} calls.
+    "Mistral-Small-3.2-24B-Instruct-2506/one_call", "Mistral-Small-3.2-24B-Instruct-2506/two_calls",
+    "Mistral-Small-3.2-24B-Instruct-2506/text_then_call"};
 }  // namespace
 
 TEST(ToolCallGolden, AgreesWithLlamaCpp) {
@@ -60,7 +98,7 @@ TEST(ToolCallGolden, AgreesWithLlamaCpp) {
   const ojson spec = ojson::parse(read(kDir + "cases.json"));
   const ojson golden = ojson::parse(read(kDir + "llama_cpp.json"))["results"];
   ASSERT_EQ(golden.size(), spec["cases"].size()) << "cases.json changed: run scripts/make_tool_call_golden.sh";
-  int compared = 0, refused = 0;
+  int compared = 0, refused = 0, known = 0;
   for (const ojson& c : spec["cases"]) {
     const std::string name = c["name"];
     SCOPED_TRACE(name);
@@ -69,19 +107,24 @@ TEST(ToolCallGolden, AgreesWithLlamaCpp) {
     const ChatDelta d = mpkv_parse(spec, c);
     if (g.contains("error")) {  // llama.cpp refuses it; mpkv keeps it as content
       ++refused;
-      EXPECT_TRUE(d.tool_calls.empty());
-      EXPECT_EQ(d.content, c["output"].get<std::string>());
+      const bool kept_whole = d.tool_calls.empty() && d.content == c["output"].get<std::string>();
+      if (kKnownDisagreements.count(name)) {
+        ++known;
+        EXPECT_FALSE(kept_whole) << "now kept whole as llama.cpp refuses it: take it off kKnownDisagreements";
+      } else {
+        EXPECT_TRUE(kept_whole) << "llama.cpp refuses this output; mpkv must give it back whole as content";
+      }
       continue;
     }
     ++compared;
-    EXPECT_EQ(d.content, g["content"].get<std::string>());
-    EXPECT_EQ(d.reasoning, g["reasoning_content"].get<std::string>());
-    ASSERT_EQ(d.tool_calls.size(), g["tool_calls"].size());
-    for (size_t i = 0; i < d.tool_calls.size(); ++i) {
-      EXPECT_EQ(d.tool_calls[i].name, g["tool_calls"][i]["name"].get<std::string>());
-      EXPECT_EQ(ojson::parse(d.tool_calls[i].arguments), ojson::parse(g["tool_calls"][i]["arguments"].get<std::string>()))
-          << d.tool_calls[i].arguments << " vs " << g["tool_calls"][i]["arguments"];
+    const std::string diff = difference(d, g);
+    if (kKnownDisagreements.count(name)) {
+      ++known;
+      EXPECT_FALSE(diff.empty()) << "now agrees with llama.cpp: take it off kKnownDisagreements";
+      continue;
     }
+    EXPECT_EQ(diff, "");
   }
-  std::printf("tool-call golden: %d outputs compared with llama.cpp's parse, %d that llama.cpp refuses\n", compared, refused);
+  std::printf("tool-call golden: %d outputs compared with llama.cpp's parse, %d that llama.cpp refuses; %d known to differ\n",
+              compared, refused, known);
 }
