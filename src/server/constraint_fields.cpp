@@ -3,18 +3,15 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api_error.h"
+#include "server/request_fields.h"
 
 namespace mpkv::server {
 
 namespace {
 using ojson = nlohmann::ordered_json;
 
-ApiError bad(const std::string& param, const std::string& message) { return ApiError(400, message, param); }
-
-const ojson* field(const ojson& obj, const std::string& name) {
-  auto it = obj.find(name);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
+using request_fields::bad;
+using request_fields::field;
 
 // A schema given as an object, or as a string holding one (vLLM's guided_json / structured_outputs.json).
 Constraint schema_constraint(const ojson& v, const std::string& param) {

@@ -7,6 +7,7 @@
 
 #include "engine/sampler.h"
 #include "server/api_error.h"
+#include "server/request_fields.h"
 #include "server/constraint_fields.h"
 #include "server/tool_schema.h"
 
@@ -27,13 +28,9 @@ constexpr std::string_view kKnownFields[] = {
 // The fields that constrain the output (response_format and the peers' spellings) are read by
 // constraint_fields.cpp, which lists them (constraint_field_names).
 
-ApiError bad(const std::string& param, const std::string& message) { return ApiError(400, message, param); }
+using request_fields::bad;
+using request_fields::field;
 
-// The field, or nullptr when absent or null (OpenAI treats an explicit null as "not given").
-const json* field(const json& obj, const std::string& name) {
-  auto it = obj.find(name);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
 
 std::optional<bool> get_bool(const json& obj, const std::string& name) {
   const json* v = field(obj, name);

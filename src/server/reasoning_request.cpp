@@ -1,15 +1,13 @@
 #include "server/reasoning_request.h"
 
 #include "server/api_error.h"
+#include "server/request_fields.h"
 
 namespace mpkv::server {
 
 namespace {
 using ojson = nlohmann::ordered_json;
-const ojson* field(const ojson& obj, const char* name) {
-  auto it = obj.find(name);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
+using request_fields::field;
 }  // namespace
 
 ReasoningRequest parse_reasoning_request(const ojson& body) {

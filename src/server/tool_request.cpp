@@ -3,18 +3,15 @@
 #include <algorithm>
 
 #include "server/api_error.h"
+#include "server/request_fields.h"
 
 namespace mpkv::server {
 
 namespace {
 using ojson = nlohmann::ordered_json;
 
-ApiError bad(const std::string& param, const std::string& message) { return ApiError(400, message, param); }
-
-const ojson* field(const ojson& obj, const std::string& name) {
-  auto it = obj.find(name);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
+using request_fields::bad;
+using request_fields::field;
 
 std::string string_field(const ojson& obj, const std::string& name, const std::string& param, bool required) {
   const ojson* v = field(obj, name);
