@@ -53,7 +53,7 @@ TEST_P(GoldenArchs, MatchLlamaCpp) {
   const std::string v = GetParam();
   const std::string path = test::source_path("tests/golden/archs/" + v + ".gguf");
   ASSERT_TRUE(std::filesystem::exists(path)) << path << " missing; run scripts/make_arch_golden.sh";
-  check_model(path, "archs/" + v + "_logits.json", {kMaxLogitDiff, kMeanLogitDiff}, SIZE_MAX);
+  check_model(path, "archs/" + v + "_logits.json", golden::kSmolLM2Bounds, SIZE_MAX);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, GoldenArchs,
