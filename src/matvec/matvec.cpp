@@ -22,13 +22,28 @@ namespace {
 // Below this many weight bytes a matrix is done on the calling thread: handing out a job costs
 // a few microseconds, about what one core needs to stream 64 KiB from cache.
 constexpr size_t kMinParallelBytes = 64 * 1024;
-// Weight bytes (times activation rows) per pool chunk: small enough that a thread the OS slowed
-// down holds up the others by little (a chunk is a few microseconds), large enough that claiming
-// it (one atomic on a shared line) costs ~1% of it.
-constexpr size_t kChunkBytes = 16 * 1024;
+// Weight bytes (times activation rows) per pool chunk. Chunks are claimed in order by whichever
+// thread is free, so two threads streaming one matrix take alternate chunks: each thread's reads
+// jump by a chunk at every chunk, and the kernels' prefetch of the next group lands in the other
+// thread's chunk. Small chunks (16 KiB, one Q8_0 group of a 2048-column matrix) therefore cost
+// bandwidth: on the 2-core EPYC VM a Llama-3.2-1B-shaped decode step streamed 11-12 GB/s with
+// 2 threads, less than 1 thread's 14 GB/s. A job is cut into about kChunksPerThread chunks per
+// thread (long contiguous runs, few jumps), no smaller than kMinChunkBytes (claiming one costs an
+// atomic on a shared line) and no larger than kMaxChunkBytes (a thread the OS slows down holds up
+// the others by at most one chunk). docs/results/speed.md, "Real shapes against llama.cpp".
+constexpr size_t kMinChunkBytes = 16 * 1024, kMaxChunkBytes = 1024 * 1024;
+constexpr size_t kChunksPerThread = 4;
 
-// Items per chunk when each item costs `item_bytes` of weights.
-int64_t chunk_items(size_t item_bytes) { return std::max<int64_t>(1, (int64_t)(kChunkBytes / std::max<size_t>(1, item_bytes))); }
+// Weight bytes per chunk for a job of `total_bytes`.
+size_t chunk_bytes(size_t total_bytes) {
+  const size_t even = total_bytes / (kChunksPerThread * (size_t)std::max(1, pool_threads()));
+  return std::clamp(even, kMinChunkBytes, kMaxChunkBytes);
+}
+
+// Items per chunk when each item costs `item_bytes` of weights, in a job of `total_bytes`.
+int64_t chunk_items(size_t item_bytes, size_t total_bytes) {
+  return std::max<int64_t>(1, (int64_t)(chunk_bytes(total_bytes) / std::max<size_t>(1, item_bytes)));
+}
 
 enum class MatvecPath { quant_dot, float_dot, dequant_fallback, unsupported };
 
@@ -51,7 +66,7 @@ MatvecPath path_for(GgmlType type) {
 template <class RowFn>
 void for_each_row(const WeightMatrix& w, RowFn&& dot_rows) {
   const bool parallel = (size_t)w.rows * w.row_bytes >= kMinParallelBytes;
-  parallel_for(w.rows, parallel ? chunk_items(w.row_bytes) : w.rows, [&](int64_t r0, int64_t r1) {
+  parallel_for(w.rows, parallel ? chunk_items(w.row_bytes, (size_t)w.rows * w.row_bytes) : w.rows, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) dot_rows(w.data + (size_t)r * w.row_bytes, r);
   });
 }
@@ -166,7 +181,7 @@ void quant_tiles(std::vector<TileJob>& jobs, const BlockQ8Act* xq, int n) {
     constexpr size_t kStreamingBytes = 8u << 20;
     j.R = j.packed ? kPackRows : (size_t)j.w->rows * j.w->row_bytes > kStreamingBytes ? 1 : 2;
     j.n_tiles = (j.w->rows + j.R - 1) / j.R;
-    j.grain = parallel ? chunk_items((size_t)j.R * j.w->row_bytes * (size_t)n) : std::max<int64_t>(1, j.n_tiles);
+    j.grain = parallel ? chunk_items((size_t)j.R * j.w->row_bytes * (size_t)n, total_bytes) : std::max<int64_t>(1, j.n_tiles);
     j.first_chunk = n_chunks;
     n_chunks += (j.n_tiles + j.grain - 1) / j.grain;
   }
