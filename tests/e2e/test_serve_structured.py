@@ -188,7 +188,7 @@ def test_refusals(openai, client):
         (chat(guided_choice=[]), "guided_choice"),
         (chat(response_format={"type": "yaml"}), "response_format.type"),
         (chat(structured_outputs={"json": {}, "regex": "a"}), "structured_outputs.regex"),
-        (chat(guided_regex="a+", grammar='root ::= "a"'), "guided_regex"),
+        (chat(guided_regex="a+", grammar='root ::= "a"'), "grammar"),  # the second one is named
         (chat(guided_regex="a+", min_tokens=2), "min_tokens"),
     ]
     for fn, field in cases:
