@@ -40,7 +40,8 @@ struct ServeArgs {
 // Structured outputs' compiler (docs/structured_outputs.md, "Compilation").
 void add_grammar_options(CLI::App* sub, ServeArgs& a) {
   sub->add_option("--grammar-compile-timeout-ms", a.grammar_timeout_ms,
-                  "a constraint that takes longer to compile is refused with 400 (it goes on compiling and is cached)")
+                  "a constraint whose compile runs longer is refused with 400 (it goes on compiling and is cached); "
+                  "one whose compile has not started by then (queued) gets 503")
       ->capture_default_str()->check(integer_in(1, 3600 * 1000, "in [1, 3600000]"));
   sub->add_option("--grammar-max-bytes", a.grammar.max_text_bytes, "schemas / grammars / regexes above this size get 400")
       ->capture_default_str()->check(integer_in(1, 1 << 24, ">= 1"));

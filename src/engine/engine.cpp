@@ -57,6 +57,9 @@ void Engine::validate(const RequestParams& p) const {
     MPKV_CHECK(p.min_tokens == 0 && !p.ignore_eos,
                "min_tokens and ignore_eos cannot be combined with a grammar (it alone says where the output may end)");
   }
+  MPKV_CHECK(p.grammar_after.empty() || p.grammar, "grammar_after needs a grammar");
+  for (int32_t t : p.grammar_after)
+    MPKV_CHECK(token_id_valid(t, n_vocab), "grammar_after holds token id " + std::to_string(t) + ", outside the vocabulary");
   sched_->check_fits_alone(
       std::min<int64_t>(p.max_tokens < 0 ? opts_.n_ctx : (int64_t)p.prompt.size() + p.max_tokens, opts_.n_ctx));
 }
@@ -67,7 +70,13 @@ uint64_t Engine::add_request(RequestParams params, OutputCallback on_output) {
   if ((int64_t)inbox_.size() + snapshot_.waiting >= opts_.max_queue)
     throw QueueFull("the request queue is full (" + std::to_string(opts_.max_queue) + " waiting); retry later");
   const uint64_t id = next_id_++;
-  inbox_.push_back(std::make_unique<Sequence>(id, std::move(params), std::move(on_output)));
+  auto seq = std::make_unique<Sequence>(id, std::move(params), std::move(on_output));
+  if (!seq->params.grammar_after.empty()) {  // closed until the tag: no ending before the answer
+    std::vector<int32_t> ending = tok_.end_of_generation_ids();
+    ending.insert(ending.end(), seq->params.stop_token_ids.begin(), seq->params.stop_token_ids.end());
+    seq->grammar_gate = GrammarGate(seq->params.grammar_after, ending, model_.config().n_vocab);
+  }
+  inbox_.push_back(std::move(seq));
   work_cv_.notify_all();
   return id;
 }

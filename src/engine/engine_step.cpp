@@ -72,11 +72,12 @@ void Engine::sample_and_emit(const std::vector<BatchEntry>& batch) {
       const float* logits = logits_.data() + rows[i] * n_vocab;
       // A spent thinking budget forces its end tag (reasoning_budget.h); the sampler's penalty
       // history takes the forced token too. A grammar governs every token of a constrained
-      // sequence, so the forced tag too must be one it allows (docs/structured_outputs.md).
+      // sequence past its gate (grammar_gate.h: the thinking before it is free), so a tag forced
+      // past the gate too must be one it allows (docs/structured_outputs.md).
       const std::optional<int32_t> forced = s.reasoning_budget.forced();
       if (forced) s.sampler.accept(*forced);
-      sampled[i].token = forced ? *forced : s.sampler.sample(logits, n_vocab, s.matcher ? s.matcher->mask() : nullptr);
-      if (s.matcher && !s.matcher->accept(sampled[i].token))
+      sampled[i].token = forced ? *forced : s.sampler.sample(logits, n_vocab, s.sampling_mask());
+      if (!s.accept_constrained(sampled[i].token))
         throw InternalError("engine: the grammar refused token " + std::to_string(sampled[i].token) + ", which its mask allowed");
       if (s.params.top_logprobs >= 0)
         sampled[i].logprobs.push_back(token_logprobs(logits, n_vocab, sampled[i].token, s.params.top_logprobs));
@@ -91,7 +92,7 @@ void Engine::sample_and_emit(const std::vector<BatchEntry>& batch) {
 void Engine::fill_grammar_masks(const std::vector<Sequence*>& emitting) {
   std::vector<TokenMatcher*> matchers;
   for (Sequence* s : emitting)
-    if (s->matcher) matchers.push_back(s->matcher.get());
+    if (s->grammar_active()) matchers.push_back(s->matcher.get());
   if (matchers.empty()) return;
   const auto t0 = std::chrono::steady_clock::now();
   parallel_for((int64_t)matchers.size(), 1, [&](int64_t begin, int64_t end) {

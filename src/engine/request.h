@@ -65,6 +65,10 @@ struct RequestParams {
   // and end-of-generation only where it may end (then FinishReason::stop). Null: unconstrained.
   // Compiled for the engine's vocabulary (GrammarCompiler); min_tokens and ignore_eos must be off.
   std::shared_ptr<const CompiledConstraint> grammar;
+  // With a grammar: it starts after these token ids in the output (the end-of-thinking tag, when
+  // the prompt opened a thinking block); before them the tokens are free text that may not end
+  // (engine/grammar_gate.h). Empty: the grammar governs from the first token.
+  std::vector<int32_t> grammar_after;
 };
 inline constexpr int kMaxTopLogprobs = 20;
 

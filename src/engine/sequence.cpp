@@ -16,6 +16,15 @@ Sequence::Sequence(uint64_t id_, RequestParams p, OutputCallback cb)
   if (params.grammar) matcher = std::make_unique<TokenMatcher>(params.grammar);
 }
 
+bool Sequence::accept_constrained(int32_t t) {
+  if (!matcher) return true;
+  if (!grammar_gate.open()) {
+    grammar_gate.accept(t);
+    return true;
+  }
+  return matcher->accept(t);
+}
+
 int Sequence::max_positions(int n_ctx) const {
   if (params.max_tokens < 0) return n_ctx;
   return (int)std::min<int64_t>((int64_t)n_prompt + params.max_tokens, n_ctx);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/grammar_gate.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/text_stream.h"
@@ -45,7 +46,19 @@ struct Sequence {
   // params.grammar's state, advanced by every generated token (kept across a preemption, like the
   // sampler: the recomputed tokens are already in it). Null when unconstrained.
   std::unique_ptr<TokenMatcher> matcher;
+  // Where the grammar starts (params.grammar_after; open without one). Set by the engine, which
+  // knows the ids that end an output.
+  GrammarGate grammar_gate;
 
+  // The mask this step's token is sampled under: null when unconstrained, the gate's while it is
+  // closed, else the matcher's (filled for this step).
+  const uint32_t* sampling_mask() const {
+    return !matcher ? nullptr : grammar_gate.open() ? matcher->mask() : grammar_gate.mask();
+  }
+  // The grammar's matcher fills a mask this step (constrained, past the gate).
+  bool grammar_active() const { return matcher && grammar_gate.open(); }
+  // Advances the gate or the matcher by an emitted token; false when the grammar refuses it.
+  bool accept_constrained(int32_t t);
   int n_generated() const { return (int)tokens.size() - n_prompt; }
   int n_uncached() const { return (int)tokens.size() - n_cached; }
   bool prefilling() const { return n_uncached() > 1; }

@@ -1,5 +1,7 @@
 #include "grammar/grammar_compiler.h"
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -64,12 +66,20 @@ struct Outcome {
   std::shared_ptr<const CompiledConstraint> compiled;
   std::string error;  // set when the compile failed
 };
+using Clock = std::chrono::steady_clock;
+// One compile, as its callers see it: the result to come, and when the worker started it (a
+// caller's timeout counts from there, so a compile is not refused for the ones queued before it).
+struct Pending {
+  std::shared_future<Outcome> result;
+  std::shared_ptr<std::atomic<int64_t>> started_ns;  // 0 until a worker takes the job
+};
 }  // namespace
 
 struct GrammarCompiler::Impl {
   struct Job {
     Constraint c;
     std::promise<Outcome> done;
+    std::shared_ptr<std::atomic<int64_t>> started_ns;
   };
 
   Impl(const Tokenizer& tok, int n_vocab, GrammarCompilerOptions o)
@@ -103,6 +113,7 @@ struct GrammarCompiler::Impl {
   Outcome run(const Constraint& c) {
     const auto t0 = std::chrono::steady_clock::now();
     try {
+      if (opts.test_before_compile) opts.test_before_compile(c);
       xgrammar::CompiledGrammar g = compile_kind(c);
       const double s = record(t0);
       return {std::make_shared<const CompiledConstraint>(CompiledConstraint{c, std::move(g), vocab_size, s}), ""};
@@ -127,6 +138,7 @@ struct GrammarCompiler::Impl {
       Job job = std::move(queue.front());
       queue.pop_front();
       lock.unlock();
+      job.started_ns->store(std::max<int64_t>(1, Clock::now().time_since_epoch().count()));
       Outcome o = run(job.c);
       job.done.set_value(std::move(o));
       lock.lock();
@@ -135,7 +147,7 @@ struct GrammarCompiler::Impl {
   }
 
   // The cached (or queued) result for c; new_entry: it was not there.
-  std::shared_future<Outcome> lookup(const Constraint& c, bool& hit) {
+  Pending lookup(const Constraint& c, bool& hit) {
     const std::string key = c.key();
     std::lock_guard lock(mu);
     st.requests_total++;
@@ -151,8 +163,8 @@ struct GrammarCompiler::Impl {
       throw ConstraintError("the grammar compiler is busy (" + std::to_string(pending) + " compiles pending); retry later",
                             /*busy=*/true);
     }
-    Job job{c, {}};
-    std::shared_future<Outcome> f = job.done.get_future().share();
+    Job job{c, {}, std::make_shared<std::atomic<int64_t>>(0)};
+    Pending f{job.done.get_future().share(), job.started_ns};
     queue.push_back(std::move(job));
     ++pending;
     lru.emplace_front(key, f);
@@ -173,7 +185,7 @@ struct GrammarCompiler::Impl {
   std::deque<Job> queue;
   size_t pending = 0;
   bool stopping = false;
-  using Lru = std::list<std::pair<std::string, std::shared_future<Outcome>>>;
+  using Lru = std::list<std::pair<std::string, Pending>>;
   Lru lru;
   std::unordered_map<std::string, Lru::iterator> index;
   GrammarCompilerStats st;
@@ -194,21 +206,38 @@ std::shared_ptr<const CompiledConstraint> GrammarCompiler::compile(const Constra
                           " bytes; at most " + std::to_string(impl_->opts.max_text_bytes) + " are accepted");
   }
   bool hit = false;
-  std::shared_future<Outcome> f = impl_->lookup(c, hit);
-  if (f.wait_for(impl_->opts.compile_timeout) != std::future_status::ready) {
+  auto compiled_or_refused = [this, &c](const Outcome& o) {
+    if (!o.compiled) {
+      std::lock_guard lock(impl_->mu);
+      impl_->st.errors_total++;
+      throw ConstraintError("the " + std::string(to_string(c.kind)) + " was refused: " + o.error);
+    }
+    return o.compiled;
+  };
+  const Pending p = impl_->lookup(c, hit);
+  const std::shared_future<Outcome>& f = p.result;
+  const auto timeout = impl_->opts.compile_timeout;
+  if (f.wait_for(timeout) != std::future_status::ready) {
+    // The timeout bounds the compile's own time: one still queued behind others (a slow compile,
+    // a starved machine) is busy (retry), not refused as too slow.
+    const int64_t started = p.started_ns->load();
+    if (started == 0) {
+      std::lock_guard lock(impl_->mu);
+      impl_->st.errors_total++;
+      throw ConstraintError("the grammar compiler is busy: this " + std::string(to_string(c.kind)) +
+                                "'s compile did not start within " + std::to_string(timeout.count()) +
+                                " ms (other compiles came first); retry later",
+                            /*busy=*/true);
+    }
+    const Clock::time_point deadline = Clock::time_point(Clock::duration(started)) + timeout;
+    if (f.wait_until(deadline) == std::future_status::ready) return compiled_or_refused(f.get());
     std::lock_guard lock(impl_->mu);
     impl_->st.errors_total++;
     impl_->st.timeouts_total++;
     throw ConstraintError("compiling the " + std::string(to_string(c.kind)) + " took longer than " +
                           std::to_string(impl_->opts.compile_timeout.count()) + " ms");
   }
-  const Outcome& o = f.get();
-  if (!o.compiled) {
-    std::lock_guard lock(impl_->mu);
-    impl_->st.errors_total++;
-    throw ConstraintError("the " + std::string(to_string(c.kind)) + " was refused: " + o.error);
-  }
-  return o.compiled;
+  return compiled_or_refused(f.get());
 }
 
 GrammarCompilerStats GrammarCompiler::stats() const {

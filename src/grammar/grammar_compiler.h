@@ -1,14 +1,17 @@
 // Constraint -> CompiledConstraint, cached by kind + text (docs/structured_outputs.md,
 // "Compilation"). compile() is called on the thread that parsed the request (an HTTP thread),
 // never on the engine's stepping thread, so a slow compile delays only its own request. The work
-// runs on the compiler's own threads and the caller waits at most compile_timeout: a compile still
-// running then is refused with ConstraintError (it goes on and lands in the cache, so the same
-// constraint later is a hit). Text over max_text_bytes, schemas check_schema refuses, and texts
-// xgrammar rejects are ConstraintErrors too; so is a full compile queue (busy).
+// runs on the compiler's own threads; compile_timeout bounds a compile's own time, counted from when
+// a worker starts it: a compile still running then is refused with ConstraintError (it goes on and
+// lands in the cache, so the same constraint later is a hit), and a caller whose compile has not
+// started within compile_timeout (queued behind others) gets a busy ConstraintError (retry later).
+// Text over max_text_bytes, schemas check_schema refuses, and texts xgrammar rejects are
+// ConstraintErrors too; so is a full compile queue (busy).
 #pragma once
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "grammar/compiled_constraint.h"
@@ -24,6 +27,10 @@ struct GrammarCompilerOptions {
   int threads = 1;             // compile workers (each compile also uses xgrammar's own threads)
   int xgrammar_threads = 2;    // xgrammar's threads per compile (mask precomputation)
   size_t max_pending = 16;     // compiles queued or running; more is busy
+  // Tests only (no flag or caller in mpkv sets it): runs on the compile worker before each compile,
+  // so a test can hold a compile for as long as it likes: a slow compile, made deterministic
+  // (tests/unit/test_serving_compile_stall.cpp).
+  std::function<void(const Constraint&)> test_before_compile;
 };
 
 struct GrammarCompilerStats {

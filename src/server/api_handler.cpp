@@ -229,10 +229,12 @@ std::vector<ChoiceRequest> ApiHandler::choice_requests(Backend& b, const Complet
   std::vector<std::pair<std::vector<int32_t>, std::string>> prompts;  // tokens, echoed text
   std::optional<ChatOutputOptions> chat_output;
   ReasoningBudgetParams budget;
+  std::vector<int32_t> grammar_after;  // the grammar starts after the thinking (grammar_gate.h)
   if (r.endpoint == Endpoint::chat) {
     Backend::ChatPrompt prompt = b.chat_prompt(chat_template_inputs(r, opts_.reasoning_budget));
     chat_output = chat_output_options(r, b.chat_template_source(), prompt.text);
     budget = reasoning_budget_params(b, chat_output, effective_reasoning_budget(r, opts_.reasoning_budget));
+    if (grammar_after_thinking(r, b.chat_template_source(), prompt.text)) grammar_after = b.encode_special(std::string(kThinkEnd));
     prompts.emplace_back(std::move(prompt.tokens), "");
   }
   for (const PromptInput& in : r.prompts) prompts.emplace_back(in.is_tokens ? in.tokens : b.encode_prompt(in.text), "");
@@ -261,6 +263,7 @@ std::vector<ChoiceRequest> ApiHandler::choice_requests(Backend& b, const Complet
       }
       out.back().include_reasoning = r.reasoning.include_reasoning;
       out.back().params.grammar = grammar;  // shared; each choice gets its own matcher in the engine
+      if (grammar) out.back().params.grammar_after = grammar_after;
     }
   return out;
 }

@@ -8,7 +8,7 @@ namespace mpkv::server {
 
 ChatOutputParser::ChatOutputParser(ChatOutputOptions opts)
     : opts_(std::move(opts)),
-      phase_(opts_.forced ? Phase::forced : opts_.thinking && opts_.starts_in_thinking ? Phase::thinking : Phase::start) {}
+      phase_(opts_.thinking && opts_.starts_in_thinking ? Phase::thinking : opts_.forced ? Phase::forced : Phase::start) {}
 
 ChatDelta ChatOutputParser::push(std::string_view text) {
   pending_.append(text);
@@ -53,7 +53,7 @@ void ChatOutputParser::step(ChatDelta& out) {
         }
         out.reasoning.append(pending_, 0, end);
         pending_.erase(0, end + kThinkEnd.size());
-        phase_ = Phase::content;
+        phase_ = opts_.forced ? Phase::forced : Phase::content;
         break;
       }
       case Phase::content: {

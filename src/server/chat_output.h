@@ -24,7 +24,8 @@ struct ChatOutputOptions {
   bool starts_in_thinking = false;              // the prompt opened <think> (prompt_opens_thinking)
   std::string call_id_prefix = "call_";         // calls without the model's own id get prefix + index
   // tool_choice required / named: the answer was generated under forced_tool_call_schema(*forced)
-  // (tool_schema.h) and is read whole by tool_calls_from_forced_output at finish(); nothing is
+  // (tool_schema.h), after the thinking when starts_in_thinking (split off first, as reasoning), and
+  // is read whole by tool_calls_from_forced_output at finish(); nothing of the call is
   // released before (output that is not complete calls, e.g. cut by max_tokens, is content then).
   std::shared_ptr<const ToolRequest> forced;
 };

@@ -21,6 +21,11 @@ ChatTemplateInputs chat_template_inputs(const CompletionRequest& r, int default_
 std::optional<ChatOutputOptions> chat_output_options(const CompletionRequest& r, std::string_view template_source,
                                                      std::string_view prompt);
 
+// Whether a constrained chat answer's grammar starts after the end-of-thinking tag: the template
+// thinks and the rendered prompt opened the block (engine/grammar_gate.h; docs/structured_outputs.md,
+// "Thinking before the answer"). The reasoning format does not matter: the tokens are the same.
+bool grammar_after_thinking(const CompletionRequest& r, std::string_view template_source, std::string_view prompt);
+
 // The budget in effect: the request's, else the server's default.
 int effective_reasoning_budget(const CompletionRequest& r, int default_budget);
 

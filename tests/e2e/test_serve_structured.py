@@ -20,7 +20,8 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_serve_openai import API_KEY, Server, check, expect_400, fail, metric, metrics  # noqa: E402
+from serve_e2e import (API_KEY, SKIP, check, expect_400, fail, metric, metrics, mpkv_serve, need_model,  # noqa: E402
+                       need_packages, run_against)
 
 MAX_TOKENS = 160
 CACHED_MAX_TOKENS = 140  # with the long system prompt: prompt + this fit the 8 MiB KV budget (4 pages of 64)
@@ -187,7 +188,7 @@ def test_refusals(openai, client):
         (chat(guided_choice=[]), "guided_choice"),
         (chat(response_format={"type": "yaml"}), "response_format.type"),
         (chat(structured_outputs={"json": {}, "regex": "a"}), "structured_outputs.regex"),
-        (chat(guided_regex="a+", grammar='root ::= "a"'), "guided_regex"),
+        (chat(guided_regex="a+", grammar='root ::= "a"'), "grammar"),  # the second one is named
         (chat(guided_regex="a+", min_tokens=2), "min_tokens"),
     ]
     for fn, field in cases:
@@ -214,18 +215,14 @@ def main():
     ap.add_argument("--mpkv", required=True)
     ap.add_argument("--source", required=True)
     args = ap.parse_args()
-    model = os.environ.get("MPKV_MODEL") or os.path.join(args.source, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-    if not os.path.exists(model):
-        print("SKIP: model %s absent (scripts/get_model.sh fetches it)" % model)
-        return 77
-    try:
-        import jsonschema
-        import openai
-        import pydantic  # noqa: F401
-    except ImportError as e:
-        fail("%s: python3 -m pip install openai jsonschema pydantic (scripts/test.sh does)" % e)
-    srv = Server(args.mpkv, model, ["--served-model-name", "smol", "--max-seqs", "8"])
-    try:
+    model = need_model(args.source)
+    if not model:
+        return SKIP
+    jsonschema, openai, _ = need_packages("jsonschema", "openai", "pydantic")
+    srv = mpkv_serve(args.mpkv, model, ["-c", "512", "--kv-budget-mib", "8", "--shutdown-timeout", "2",
+                                        "--served-model-name", "smol", "--max-seqs", "8"])
+
+    def run():
         client = openai.OpenAI(base_url=srv.base + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
         test_parse_pydantic(client, jsonschema)
         test_json_fields(client, jsonschema)
@@ -233,13 +230,7 @@ def main():
         test_n_stream_logprobs_cache(client, jsonschema)
         test_refusals(openai, client)
         test_metrics(srv)
-    except SystemExit:
-        print("server log (tail):\n" + srv.read_log(), flush=True)
-        raise
-    finally:
-        srv.kill()
-    print("PASS", flush=True)
-    return 0
+    return run_against(srv, run)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,10 @@ Usage: test_serve_tools.py --script-server BUILD/mpkv_script_serve --mpkv BUILD/
 import argparse
 import json
 import os
-import re
-import subprocess
 import sys
-import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_e2e import SKIP, ServerProcess, check, expect_400, model_path, mpkv_serve  # noqa: E402
 
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city",
@@ -38,55 +38,8 @@ CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</
 TWO_CALLS = CALL + '\n<tool_call>\n{"name": "add", "arguments": {"a": 40, "b": 2}}\n</tool_call>'
 
 
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
-class Proc:
-    """A server process printing 'listening on http://127.0.0.1:PORT' first."""
-
-    def __init__(self, cmd, ready_timeout=120):
-        print("starting: " + " ".join(cmd), flush=True)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        box = {}
-        t = threading.Thread(target=lambda: box.update(line=self.proc.stdout.readline()), daemon=True)
-        t.start()
-        t.join(60)
-        m = re.match(r"listening on http://127\.0\.0\.1:(\d+)", box.get("line", ""))
-        if not m:
-            self.stop()
-            fail("no 'listening on' line from %s" % cmd[0])
-        self.base = "http://127.0.0.1:%s" % m.group(1)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-
 def user(text):
     return [{"role": "user", "content": text}]
-
-
-def expect_400(openai, fn, param, what):
-    try:
-        fn()
-    except openai.BadRequestError as e:
-        body = e.body if isinstance(e.body, dict) else {}
-        got = body.get("param") if "param" in body else (body.get("error") or {}).get("param")
-        check(got == param, "%s: 400 with param %r, expected %r (%s)" % (what, got, param, e))
-        return
-    fail("%s: no 400" % what)
 
 
 def test_tool_loop(client):
@@ -179,16 +132,8 @@ def test_hostile(openai, client):
 
 
 def test_smollm2(openai, mpkv, model):
-    srv = Proc([mpkv, "serve", "-m", model, "--port", "0", "-t", "2", "-c", "1024", "--kv-budget-mib", "16"])
+    srv = mpkv_serve(mpkv, model, ["-c", "1024", "--kv-budget-mib", "16"], api_key=None)
     try:
-        import time
-        import urllib.request
-        for _ in range(600):
-            try:
-                if urllib.request.urlopen(srv.base + "/health", timeout=2).status == 200:
-                    break
-            except Exception:
-                time.sleep(0.2)
         client = openai.OpenAI(base_url=srv.base + "/v1", api_key="x", max_retries=0, timeout=300)
         r = client.chat.completions.create(model="smol", messages=user("What is the weather in Paris? Use the tool."),
                                            tools=TOOLS, tool_choice="auto", temperature=0, max_tokens=48)
@@ -233,9 +178,9 @@ def main():
         import openai
     except ImportError:
         print("SKIP: the openai package is missing (scripts/test.sh installs it)")
-        return 77
+        return SKIP
     for name, tests in (("Qwen-Qwen2.5-7B-Instruct.jinja", ("loop", "stream", "hostile")), ("Qwen-Qwen3-0.6B.jinja", ("think",))):
-        srv = Proc([args.script_server, "--template", os.path.join(args.templates, name)])
+        srv = ServerProcess([args.script_server, "--template", os.path.join(args.templates, name)])
         try:
             client = openai.OpenAI(base_url=srv.base + "/v1", api_key="x", max_retries=0, timeout=60)
             if "loop" in tests:
@@ -248,7 +193,7 @@ def main():
                 test_thinking(client)
         finally:
             srv.stop()
-    model = os.environ.get("MPKV_MODEL") or os.path.join(args.source, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    model = model_path(args.source)
     if os.path.exists(model):
         test_smollm2(openai, args.mpkv, model)
     else:

@@ -2,6 +2,9 @@
 // points, as the tiny test models store it), then <|im_start|> (256, CONTROL), <|im_end|> (257,
 // CONTROL, end of generation) and "<fillerN>" tokens (USER_DEFINED) up to n_vocab.
 #pragma once
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -24,5 +27,24 @@ inline Tokenizer byte_tokenizer(int n_vocab = 300) {
 }
 
 inline constexpr int32_t kByteEos = 257;
+
+// A one-shot event (a test holds a compile with GrammarCompilerOptions::test_before_compile).
+class Latch {
+ public:
+  void set() {
+    std::lock_guard lock(mu_);
+    set_ = true;
+    cv_.notify_all();
+  }
+  bool wait(std::chrono::seconds limit) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, limit, [&] { return set_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool set_ = false;
+};
 
 }  // namespace mpkv::test

@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "grammar/grammar_compiler.h"
 #include "server/api_handler.h"
 #include "support/script_backend.h"
+#include "test_grammar_support.h"
 
 using namespace mpkv;
 using namespace mpkv::server;
@@ -289,6 +291,61 @@ TEST(ServerTools, TheFuzzersSmallTemplateRendersAndParses) {
   EXPECT_EQ(m["reasoning_content"], "t");
   EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "get_weather");
   EXPECT_NE(backend.last_prompt().find("<tools>{"), std::string::npos) << backend.last_prompt();
+}
+
+// A ScriptBackend that compiles constraints (for a byte vocabulary; EchoBackend does not apply
+// them) and keeps the engine parameters of the last request, to see where its grammar starts.
+class RecordingBackend : public ScriptBackend {
+ public:
+  explicit RecordingBackend(const std::string& tmpl) : ScriptBackend(read_template(tmpl), 4096, 8, /*immediate=*/true) {}
+  std::shared_ptr<const CompiledConstraint> compile_constraint(const Constraint& c) override { return compiler_.compile(c); }
+  uint64_t add_request(RequestParams p, OutputCallback cb) override {
+    last = p;
+    return ScriptBackend::add_request(std::move(p), std::move(cb));
+  }
+  RequestParams last;
+
+ private:
+  Tokenizer tok_ = test::byte_tokenizer();
+  GrammarCompiler compiler_{tok_, 300};
+};
+
+// A constrained answer after a prompt that opened <think> (the R1 distill's template): the grammar
+// starts after the end-of-thinking tag (grammar_after, engine/grammar_gate.h), whatever the
+// reasoning format; a prompt that opens nothing (Qwen 2.5), or no constraint, starts it at once.
+// A forced tool call (named tool_choice) is read after the thinking.
+TEST(ServerReasoning, GrammarStartsAfterThePromptOpenedThinking) {
+  RecordingBackend r1(kR1), qwen(kQwen25);
+  ApiHandler h1{HandlerOptions{}}, h2{HandlerOptions{}};
+  h1.set_backend(&r1);
+  h2.set_backend(&qwen);
+  auto post = [](ApiHandler& h, const json& body) {
+    const HttpResponse r = h.handle({"POST", "/v1/chat/completions", "", body.dump(), nullptr});
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.status == 200 ? json::parse(r.body) : json();
+  };
+  json body = user("The user wants JSON.\n</think>\n\n{\"a\": 1}");
+  body["response_format"] = {{"type", "json_object"}};
+  json m = post(h1, body)["choices"][0]["message"];
+  EXPECT_EQ(r1.last.grammar_after, r1.encode_special("</think>"));
+  ASSERT_TRUE(r1.last.grammar);
+  EXPECT_EQ(m["reasoning_content"], "The user wants JSON.\n");
+  EXPECT_EQ(m["content"], "{\"a\": 1}");
+  body["reasoning_format"] = "none";  // shown in the content, but the tokens are the same
+  post(h1, body);
+  EXPECT_EQ(r1.last.grammar_after, r1.encode_special("</think>"));
+  post(h2, body);
+  EXPECT_TRUE(qwen.last.grammar && qwen.last.grammar_after.empty());
+  post(h1, user("No constraint.\n</think>\n\nHi."));
+  EXPECT_TRUE(!r1.last.grammar && r1.last.grammar_after.empty());
+  body = user("Weather needed.\n</think>{\"zeta\": \"Paris\"}");
+  body["tools"] = kTools;
+  body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  const json a = post(h1, body)["choices"][0];
+  EXPECT_EQ(r1.last.grammar_after, r1.encode_special("</think>"));
+  EXPECT_EQ(a["finish_reason"], "tool_calls") << a;
+  EXPECT_EQ(a["message"]["reasoning_content"], "Weather needed.\n");
+  EXPECT_EQ(a["message"]["tool_calls"][0]["function"]["arguments"], "{\"zeta\":\"Paris\"}");
 }
 
 TEST(ServerTools, NoTemplateMeansNoParsing) {

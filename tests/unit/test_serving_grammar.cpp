@@ -1,10 +1,11 @@
 // Structured outputs in the serving engine (docs/structured_outputs.md) on the tiny synthetic
 // model: a constrained greedy request against a plain loop that takes the argmax over the allowed
 // tokens (written here), the stop token only where the grammar ends, max_tokens inside the grammar,
-// sampled choices each with its own matcher, an unconstrained neighbour untouched, validation and
-// the metrics.
+// sampled choices each with its own matcher, an unconstrained neighbour untouched, a grammar that
+// starts after a thinking tag (forced by the budget, or the model's own), validation and the metrics.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -147,6 +148,67 @@ TEST(ServingGrammar, SampledChoicesEachWithItsOwnMatcherBesideAnUnconstrainedReq
   EXPECT_EQ(r.tokens[ids.back()], alone.tokens[alone_ids.back()]);
 }
 
+// Every token but the ones that end the output (the gate's mask while closed).
+std::set<int32_t> all_but_ending() {
+  std::set<int32_t> s;
+  for (int32_t t = 0; t < n_vocab(); ++t) s.insert(t);
+  for (int32_t t : tiny().tok->end_of_generation_ids()) s.erase(t);
+  return s;
+}
+
+// A prompt that opened a thinking block (grammar_gate.h): the tokens up to the end tag are free but
+// never the end of generation (a +100 bias on EOS would otherwise end the output at once), the
+// grammar starts right after the tag, and its end is the first place EOS may come. Here the thinking
+// budget forces the two-token tag after 4 free tokens (reasoning_budget.h).
+TEST(ServingGrammar, GrammarStartsAfterTheForcedThinkingTag) {
+  const Constraint c{ConstraintKind::regex, "[ab]{6}"};
+  const std::vector<int32_t> tag = {'#', '%'};
+  Engine eng(*tiny().model, *tiny().tok, make_kv_cache(f16_opts(), tiny().dims), small_steps());
+  Outputs r;
+  RequestParams p = request(4, 60, &c);
+  p.sampling.logit_bias = {{eos(), 100.0f}};
+  p.grammar_after = tag;
+  p.reasoning_budget.budget = 4;
+  p.reasoning_budget.end = tag;
+  p.reasoning_budget.starts_inside = true;
+  const uint64_t id = eng.add_request(p, collect(r));
+  eng.run_until_idle();
+  const std::set<int32_t> free = all_but_ending();
+  const auto expected = plain_constrained_greedy(test::engine_prompt(4, 9), 13, [&](int i) {
+    if (i < 4) return free;
+    if (i < 6) return std::set<int32_t>{tag[i - 4]};  // forced
+    return i < 12 ? std::set<int32_t>{'a', 'b'} : std::set<int32_t>{eos()};
+  });
+  EXPECT_EQ(r.tokens[id], expected);
+  EXPECT_EQ(r.reason[id], FinishReason::stop);
+  EXPECT_EQ(r.text[id].substr(r.text[id].size() - 6).find_first_not_of("ab"), std::string::npos) << r.text[id];
+  EXPECT_EQ(eng.metrics().grammar_mask_rows_total, 7u);  // the grammar's masks: 6 letters and the stop
+}
+
+// The tag written by the model itself: the grammar starts after its first occurrence. The tag is
+// a token greedy decoding picks anyway (from the free run), so the model reaches it on its own.
+TEST(ServingGrammar, GrammarStartsAfterTheTagTheModelWrites) {
+  const Constraint c{ConstraintKind::regex, "[ab]{6}"};
+  const std::set<int32_t> free = all_but_ending();
+  const auto unconstrained = plain_constrained_greedy(test::engine_prompt(5, 9), 8, [&](int) { return free; });
+  const int32_t tag = unconstrained[2];
+  const size_t at = std::find(unconstrained.begin(), unconstrained.end(), tag) - unconstrained.begin();
+  Engine eng(*tiny().model, *tiny().tok, make_kv_cache(f16_opts(), tiny().dims), small_steps());
+  Outputs r;
+  RequestParams p = request(5, 60, &c);
+  p.grammar_after = {tag};
+  const uint64_t id = eng.add_request(p, collect(r));
+  eng.run_until_idle();
+  const auto expected = plain_constrained_greedy(test::engine_prompt(5, 9), (int)at + 8, [&](int i) {
+    if (i <= (int)at) return free;
+    return i <= (int)at + 6 ? std::set<int32_t>{'a', 'b'} : std::set<int32_t>{eos()};
+  });
+  EXPECT_EQ(r.tokens[id], expected);
+  EXPECT_EQ(std::vector<int32_t>(expected.begin(), expected.begin() + at + 1),
+            std::vector<int32_t>(unconstrained.begin(), unconstrained.begin() + at + 1));
+  EXPECT_EQ(r.reason[id], FinishReason::stop);
+}
+
 TEST(ServingGrammar, Validation) {
   Engine eng(*tiny().model, *tiny().tok, make_kv_cache(f16_opts(), tiny().dims), small_steps());
   const Constraint c{ConstraintKind::regex, "x+"};
@@ -160,6 +222,12 @@ TEST(ServingGrammar, Validation) {
   RequestParams q = request(3, 8, nullptr);
   q.grammar = wider.compile(c);
   EXPECT_THROW(eng.add_request(q, nullptr), Error);  // compiled for another vocabulary width
+  RequestParams gate = request(3, 8, nullptr);
+  gate.grammar_after = {'#'};
+  EXPECT_THROW(eng.add_request(gate, nullptr), Error);  // a gate without a grammar
+  gate = request(3, 8, &c);
+  gate.grammar_after = {n_vocab()};
+  EXPECT_THROW(eng.add_request(gate, nullptr), Error);  // a tag outside the vocabulary
 }
 
 }  // namespace
