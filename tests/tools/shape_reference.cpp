@@ -4,12 +4,16 @@
 // the engines' top-1 tokens differ (docs/models.md, "Against llama.cpp on the shapes"): per position
 // it prints each one's logits at llama.cpp's best two tokens and its own best, and at the end how
 // far each engine is from the exact values over the golden's top-k ids.
-// Usage: shape_reference MODEL.gguf GOLDEN.json N   (the first N positions; the reference costs
-// about 2 multiply-adds in double per parameter per position)
+// With OUT.json it also writes the reference's top-k logits at those positions, in the golden's format
+// (tests/golden/shapes/SHAPE.TYPE.reference.json: which positions the exact network calls a tie,
+// golden_compare.h).
+// Usage: shape_reference MODEL.gguf GOLDEN.json N [OUT.json]   (the first N positions; the reference
+// costs about 2 multiply-adds in double per parameter per position)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <numeric>
 
 #include <nlohmann/json.hpp>
 
@@ -65,6 +69,27 @@ std::pair<int, int> top2(const T* row, int n) {
   return {a, b};
 }
 
+// The reference's top-k ids and logits per position, as the golden files hold llama.cpp's.
+void write_reference(const std::string& path, const std::vector<std::vector<double>>& ref, const nlohmann::json& g,
+                     const std::string& model_file, size_t top_k) {
+  nlohmann::json out;
+  out["what"] = "double-precision reference forward (tests/fixtures/forward_reference.h): top-k logits per position of the golden's tokens";
+  out["command"] = "build/shape_reference .shapes/" + model_file + " GOLDEN.json " + std::to_string(ref.size()) + " OUT.json";
+  out["model_file"] = model_file;
+  out["golden_model_sha256_prefix"] = g.value("model_sha256_prefix", "");
+  out["tokens"] = std::vector<int32_t>(g["tokens"].begin(), g["tokens"].begin() + ref.size());
+  out["top_k"] = top_k;
+  std::vector<int> order(ref[0].size());
+  for (const auto& row : ref) {
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int a, int b) { return row[a] > row[b]; });
+    nlohmann::json p;
+    for (size_t k = 0; k < top_k; ++k) p["ids"].push_back(order[k]), p["logits"].push_back(std::round(row[order[k]] * 1e5) / 1e5);
+    out["positions"].push_back(p);
+  }
+  std::ofstream(path) << out.dump() << "\n";
+}
+
 struct Dist {
   double max = 0, sum = 0;
   int n = 0;
@@ -72,7 +97,7 @@ struct Dist {
 };
 
 int run(int argc, char** argv) {
-  if (argc != 4) throw Error("usage: shape_reference MODEL.gguf GOLDEN.json N");
+  if (argc != 4 && argc != 5) throw Error("usage: shape_reference MODEL.gguf GOLDEN.json N [OUT.json]");
   auto model = Model::load(argv[1]);
   std::ifstream f(argv[2]);
   if (!f) throw Error(std::string("cannot read ") + argv[2]);
@@ -109,6 +134,10 @@ int run(int argc, char** argv) {
   line("mpkv decode - reference", d_dec);
   line("llama.cpp - reference", d_llama);
   line("mpkv prefill - llama.cpp", d_pre_llama);
+  if (argc == 5) {
+    const std::string model_path = argv[1];
+    write_reference(argv[4], ref, g, model_path.substr(model_path.rfind('/') + 1), g["top_k"].get<size_t>());
+  }
   return 0;
 }
 
