@@ -2,7 +2,7 @@
 # Writes the real-shape GGUFs with random weights (scripts/make_shape_gguf.py; docs/models.md,
 # "Real shapes, random weights") into .shapes/ (git-ignored) and checks each file's sha256 against
 # scripts/shape_gguf.sha256: the writer is deterministic, so a different hash means the script, the
-# pinned packages or the vocabulary changed (regenerate the goldens then: scripts/make_shape_golden.sh).
+# pinned packages or the vocabulary changed (regenerate the goldens then: scripts/make_golden.sh SHAPE).
 # A file already there with the right hash is kept. The vocabularies come from the pinned llama.cpp
 # source package (scripts/llama_cpp_source.sh).
 # Usage: scripts/make_shape_gguf.sh SHAPE...   (llama-3.2-1b qwen2.5-1.5b qwen3-1.7b llama-3.1-8b)

@@ -3,7 +3,7 @@
 # "Real shapes"): .venv-shapes/ (git-ignored) with PINNED PyPI packages, so that the same script
 # writes the same bytes on every machine. gguf 0.19.0 is the gguf-py version inside the pinned
 # llama.cpp tree (scripts/llama_cpp_source.sh). Extra pinned packages may be named on the command
-# line (scripts/make_shape_golden.sh adds llama-cpp-python). Prints the venv's python on stdout.
+# line. Prints the venv's python on stdout.
 # Usage: PY=$(scripts/shapes_env.sh [package==version ...])
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -6,11 +6,20 @@
 // is another version). Not in bench/*.cpp, which CMake builds against mpkv.
 // Built and run by scripts/make_arch_golden.sh only; never by CI or the tests.
 //
-// Usage: peer_logits MODEL.gguf N_TOKENS TOP_K THREADS SEED > OUT.json
-//   tokens: N_TOKENS ids drawn by a 64-bit xorshift from SEED in [0, n_vocab)
+// Usage: peer_logits MODEL.gguf N_TOKENS TOP_K THREADS SEED [GREEDY_PROMPT GREEDY_N] > OUT.json
+//   tokens: N_TOKENS ids drawn by a 64-bit xorshift from SEED in [0, n_vocab); N_TOKENS may instead
+//   be @FILE, the ids written in FILE (whitespace-separated, `bos` for the vocabulary's BOS id; SEED
+//   is then not used), which is how
+//   scripts/make_golden.sh gives the real shapes their golden ids.
+//   GREEDY_PROMPT, GREEDY_N: also llama.cpp's greedy continuation of the prompt, as
+//   `bench/peer_llamacpp.py golden --greedy-prompt` stores it (the "greedy" object of the shape
+//   goldens, tests/golden/test_golden_shapes.cpp): the prompt tokenized with the vocabulary's own
+//   add-BOS flag and special tokens parsed, then GREEDY_N argmax steps, one token per decode, with
+//   each step's margin between the best and the second-best logit.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -35,15 +44,89 @@ std::vector<llama_token> fixed_ids(int n, int n_vocab, unsigned long long seed) 
   return ids;
 }
 
+// The ids of FILE; the word `bos` stands for the vocabulary's BOS id. Empty on any other word.
+std::vector<llama_token> ids_from_file(const std::string& path, llama_token bos) {
+  std::ifstream f(path);
+  std::vector<llama_token> ids;
+  for (std::string w; f >> w;) {
+    char* end = nullptr;
+    const long v = std::strtol(w.c_str(), &end, 10);
+    if (w != "bos" && (end == w.c_str() || *end)) return {};
+    ids.push_back(w == "bos" ? bos : (llama_token)v);
+  }
+  return ids;
+}
+
+// The best and second-best ids of a logit row.
+std::pair<int, int> top2(const float* lg, int n_vocab) {
+  int a = 0, b = 1;
+  if (lg[b] > lg[a]) std::swap(a, b);
+  for (int v = 2; v < n_vocab; ++v)
+    if (lg[v] > lg[a]) b = a, a = v;
+    else if (lg[v] > lg[b]) b = v;
+  return {a, b};
+}
+
+bool decode(llama_context* ctx, const std::vector<llama_token>& toks, int pos0, bool all_logits) {
+  llama_batch batch = llama_batch_init((int)toks.size(), 0, 1);
+  for (size_t i = 0; i < toks.size(); ++i) {
+    batch.token[i] = toks[i];
+    batch.pos[i] = pos0 + (int)i;
+    batch.n_seq_id[i] = 1;
+    batch.seq_id[i][0] = 0;
+    batch.logits[i] = all_logits || i + 1 == toks.size();
+  }
+  batch.n_tokens = (int)toks.size();
+  const bool ok = llama_decode(ctx, batch) == 0;
+  llama_batch_free(batch);
+  return ok;
+}
+
+// The greedy continuation of prompt in a cleared cache, printed as the "greedy" JSON object.
+bool print_greedy(llama_context* ctx, const llama_model* model, const std::string& prompt, int n) {
+  const llama_vocab* vocab = llama_model_get_vocab(model);
+  const int n_vocab = llama_vocab_n_tokens(vocab);
+  std::vector<llama_token> ids(prompt.size() + 8);
+  const int n_ids = llama_tokenize(vocab, prompt.c_str(), (int)prompt.size(), ids.data(), (int)ids.size(),
+                                   llama_vocab_get_add_bos(vocab), true);
+  if (n_ids < 0) return false;
+  ids.resize(n_ids);
+  llama_memory_clear(llama_get_memory(ctx), true);
+  if (!decode(ctx, ids, 0, false)) return false;
+  std::vector<llama_token> out;
+  std::vector<float> margins;
+  for (int step = 0; step < n; ++step) {
+    const float* lg = llama_get_logits_ith(ctx, -1);
+    const auto [a, b] = top2(lg, n_vocab);
+    out.push_back(a);
+    margins.push_back(lg[a] - lg[b]);
+    if (!decode(ctx, {a}, n_ids + step, false)) return false;
+  }
+  std::printf(",\"greedy\":{\"prompt\":\"");
+  for (char ch : prompt) {
+    if (ch == '"' || ch == '\\') std::putchar('\\');
+    std::putchar(ch);
+  }
+  std::printf("\",\"prompt_ids\":[");
+  for (int i = 0; i < n_ids; ++i) std::printf("%s%d", i ? "," : "", ids[i]);
+  std::printf("],\"tokens\":[");
+  for (int i = 0; i < n; ++i) std::printf("%s%d", i ? "," : "", out[i]);
+  std::printf("],\"margins\":[");
+  for (int i = 0; i < n; ++i) std::printf("%s%.5f", i ? "," : "", margins[i]);
+  std::printf("]}");
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: peer_logits MODEL.gguf N_TOKENS TOP_K THREADS SEED\n");
+  if (argc != 6 && argc != 8) {
+    std::fprintf(stderr, "usage: peer_logits MODEL.gguf N_TOKENS|@IDS_FILE TOP_K THREADS SEED [GREEDY_PROMPT GREEDY_N]\n");
     return 2;
   }
   const std::string path = argv[1];
-  const int n_tokens = std::atoi(argv[2]), top_k = std::atoi(argv[3]), threads = std::atoi(argv[4]);
+  const bool ids_file = argv[2][0] == '@';
+  const int top_k = std::atoi(argv[3]), threads = std::atoi(argv[4]);
   const unsigned long long seed = std::strtoull(argv[5], nullptr, 10);
   llama_log_set(quiet_log, nullptr);
   llama_backend_init();
@@ -55,6 +138,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+  const std::vector<llama_token> file_ids =
+      ids_file ? ids_from_file(argv[2] + 1, llama_vocab_bos(llama_model_get_vocab(model))) : std::vector<llama_token>{};
+  if (ids_file && file_ids.empty()) {
+    std::fprintf(stderr, "peer_logits: no ids (or a word other than a number or bos) in %s\n", argv[2] + 1);
+    return 2;
+  }
+  const int n_tokens = ids_file ? (int)file_ids.size() : std::atoi(argv[2]);
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = std::max(256, n_tokens);
   cp.n_batch = cp.n_ctx;
@@ -70,17 +160,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "peer_logits: no llama.cpp context for %s\n", path.c_str());
     return 1;
   }
-  const std::vector<llama_token> ids = fixed_ids(n_tokens, n_vocab, seed);
-  llama_batch batch = llama_batch_init(n_tokens, 0, 1);
-  for (int i = 0; i < n_tokens; ++i) {
-    batch.token[i] = ids[i];
-    batch.pos[i] = i;
-    batch.n_seq_id[i] = 1;
-    batch.seq_id[i][0] = 0;
-    batch.logits[i] = 1;
-  }
-  batch.n_tokens = n_tokens;
-  if (llama_decode(ctx, batch) != 0) {
+  const std::vector<llama_token> ids = ids_file ? file_ids : fixed_ids(n_tokens, n_vocab, seed);
+  for (llama_token t : ids)
+    if (t < 0 || t >= n_vocab) {
+      std::fprintf(stderr, "peer_logits: id %d outside the vocabulary (%d)\n", t, n_vocab);
+      return 2;
+    }
+  if (!decode(ctx, ids, 0, true)) {
     std::fprintf(stderr, "peer_logits: llama_decode failed\n");
     return 1;
   }
@@ -102,8 +188,12 @@ int main(int argc, char** argv) {
     for (int k = 0; k < top_k; ++k) std::printf("%s%.5f", k ? "," : "", lg[order[k]]);
     std::printf("]}");
   }
-  std::printf("]}\n");
-  llama_batch_free(batch);
+  std::printf("]");
+  if (argc == 8 && !print_greedy(ctx, model, argv[6], std::atoi(argv[7]))) {
+    std::fprintf(stderr, "peer_logits: the greedy continuation failed\n");
+    return 1;
+  }
+  std::printf("}\n");
   llama_free(ctx);
   llama_model_free(model);
   llama_backend_free();

@@ -36,6 +36,16 @@ constexpr Bounds kSmolLM2Bounds{1.2, 0.3};
 
 // Where llama.cpp's best token leads its runner-up by more than this (several times the typical
 // difference measured between the engines), both must pick the same token.
+//
+// Where the golden has a reference file beside it (SHAPE.TYPE.reference.json: the exact network's
+// logits, the double-precision forward of tests/fixtures/forward_reference.h written by
+// tests/tools/shape_reference.cpp), a position counts only if the exact network's best token also
+// leads by more than this margin: whether two tokens tie is a property of the network, and
+// llama.cpp's own margin cannot tell it, since its rounding moves a margin as far as mpkv's does.
+// Measured on the Qwen3-1.7B shape (docs/models.md, "Against llama.cpp on the shapes"): over its 64
+// positions llama.cpp's margin between its best two tokens is up to 1.02 from the exact one, mpkv's
+// up to 0.99; at position 7 llama.cpp leads by 0.566 while the exact network has the other token
+// first by 0.020 and mpkv picks that one. The logit bounds do not change.
 constexpr double kTop1Margin = 0.5;
 
 inline nlohmann::json load_golden(const std::string& file) {
@@ -47,9 +57,15 @@ inline nlohmann::json load_golden(const std::string& file) {
 struct Diff {
   double max_abs = 0, mean_abs = 0;
   int compared_top1 = 0, top1_mismatch = 0;
+  int exact_ties = 0;  // positions llama.cpp is sure of and the exact network calls a tie (not compared)
 };
 
-inline Diff compare(const nlohmann::json& g, const std::vector<float>& logits, int n_vocab) {
+inline double top_margin(const nlohmann::json& position) {
+  return position["logits"][0].get<double>() - position["logits"][1].get<double>();
+}
+
+// ref: the exact network's top logits at the same positions (the reference file), or null.
+inline Diff compare(const nlohmann::json& g, const std::vector<float>& logits, int n_vocab, const nlohmann::json* ref = nullptr) {
   Diff d;
   int n = 0;
   const auto& pos = g["positions"];
@@ -63,7 +79,9 @@ inline Diff compare(const nlohmann::json& g, const std::vector<float>& logits, i
       d.mean_abs += diff;
       ++n;
     }
-    if (lg[0].get<double>() - lg[1].get<double>() > kTop1Margin) {
+    if (top_margin(pos[i]) > kTop1Margin && ref && top_margin((*ref)["positions"][i]) <= kTop1Margin) {
+      d.exact_ties++;
+    } else if (top_margin(pos[i]) > kTop1Margin) {
       d.compared_top1++;
       int best = 0;
       for (int v = 1; v < n_vocab; ++v)
@@ -99,19 +117,23 @@ inline std::vector<float> run_logits(const Model& model, const std::vector<int32
 }
 
 
-// Compares prefill over every golden position and decode over the first decode_positions.
-inline void check_model(const Model& model, const nlohmann::json& g, Bounds b, size_t decode_positions) {
+// Compares prefill over every golden position and decode over the first decode_positions; ref as
+// for compare (its tokens must be the golden's).
+inline void check_model(const Model& model, const nlohmann::json& g, Bounds b, size_t decode_positions,
+                        const nlohmann::json* ref = nullptr) {
   const ModelConfig& c = model.config();
   const std::vector<int32_t> toks = g["tokens"].get<std::vector<int32_t>>();
   ASSERT_EQ(toks.size(), g["positions"].size());
+  if (ref) ASSERT_EQ((*ref)["tokens"].get<std::vector<int32_t>>(), toks) << "the reference file is of other tokens";
   for (const char* mode : {"prefill", "decode"}) {
     const bool decode = mode[0] == 'd';
     const size_t n = decode ? std::min(decode_positions, toks.size()) : toks.size();
     nlohmann::json gn = g;
     gn["positions"] = nlohmann::json(std::vector<nlohmann::json>(g["positions"].begin(), g["positions"].begin() + n));
-    const Diff d = compare(gn, run_logits(model, toks, decode, n), c.n_vocab);
-    std::printf("%-7s (%zu positions): max |dlogit| %.4f, mean %.4f, top-1 mismatches %d of %d confident positions\n",
-                mode, n, d.max_abs, d.mean_abs, d.top1_mismatch, d.compared_top1);
+    const Diff d = compare(gn, run_logits(model, toks, decode, n), c.n_vocab, ref);
+    std::printf("%-7s (%zu positions): max |dlogit| %.4f, mean %.4f, top-1 mismatches %d of %d confident positions"
+                " (%d exact ties not compared)\n",
+                mode, n, d.max_abs, d.mean_abs, d.top1_mismatch, d.compared_top1, d.exact_ties);
     EXPECT_LT(d.max_abs, b.max_abs) << mode;
     EXPECT_LT(d.mean_abs, b.mean_abs) << mode;
     EXPECT_EQ(d.top1_mismatch, 0) << mode;

@@ -46,7 +46,10 @@ TEST(GoldenLogits, Gemma3MatchesLlamaCpp) {
 // logits spanning about 30 units. Measured: max 0.28 - 0.46, mean 0.060 - 0.069, prefill and decode
 // alike, 0 top-1 mismatches of 64 confident positions; the feature broken in mpkv (YaRN off, the
 // attention factor ignored, phi3's ffn_up halves swapped, the llama window applied) gives max 6.7 -
-// 28 (docs/models.md, "Checks").
+// 28 (docs/models.md, "Checks"). llama_freq_factors is the golden that sees rope_freqs.weight (every
+// pair's factor in [1.5, 8), where Llama 3.x's differ from 1 only on pairs too slow for 64
+// positions): max 0.37 / mean 0.065; with the factors ignored in mpkv's forward (layer_rope given
+// no factors) max 9.52 / mean 1.71, 7.9x the max bound.
 class GoldenArchs : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenArchs, MatchLlamaCpp) {
@@ -57,7 +60,8 @@ TEST_P(GoldenArchs, MatchLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, GoldenArchs,
-                         ::testing::Values("llama_yarn", "qwen2_yarn", "llama_attn_factor", "phi3", "llama_window"));
+                         ::testing::Values("llama_yarn", "qwen2_yarn", "llama_attn_factor", "phi3", "llama_window",
+                                           "llama_freq_factors"));
 
 }  // namespace
 }  // namespace mpkv

@@ -1,5 +1,5 @@
-// The forward pass against an independent double-precision reference written here from the
-// architecture definitions, on tiny synthetic models of each supported architecture; plus the
+// The forward pass against an independent double-precision reference written from the
+// architecture definitions (tests/fixtures/forward_reference.h), on tiny synthetic models of each supported architecture; plus the
 // consistency of prefill, chunked prefill, token-by-token decode and batched multi-sequence decode.
 #include <gtest/gtest.h>
 
@@ -7,11 +7,10 @@
 #include <cmath>
 #include <vector>
 
+#include "fixtures/forward_reference.h"
 #include "fixtures/tiny_model.h"
-#include "gguf/dequant.h"
 #include "kvcache/f16_kv_cache.h"
 #include "model/forward.h"
-#include "support/rope_reference.h"
 #include "test_support.h"
 #include "util/error.h"
 
@@ -26,63 +25,10 @@ constexpr double kDecodeVsReferenceRel = 3e-2;
 //   so it has the decode bound, and its rows equal token-by-token decode bit for bit; so does a
 //   sequence decoded next to another (batch-invariant numerics, matvec.h).
 
-using Mat = std::vector<double>;  // row-major
+using test::RefArch;
 
-Mat dequant(const WeightMatrix& w) {
-  std::vector<float> f((size_t)w.rows * w.cols);
-  for (int64_t r = 0; r < w.rows; ++r) dequantize_row(w.type, w.data + r * w.row_bytes, f.data() + r * w.cols, w.cols);
-  return Mat(f.begin(), f.end());
-}
-
-// y[r] = sum_c W[r,c] x[c]; W has x.size() columns.
-std::vector<double> mv(const Mat& W, const std::vector<double>& x) {
-  const size_t cols = x.size(), rows = W.size() / cols;
-  std::vector<double> y(rows, 0.0);
-  for (size_t r = 0; r < rows; ++r)
-    for (size_t c = 0; c < cols; ++c) y[r] += W[r * cols + c] * x[c];
-  return y;
-}
-
-// A whole 2-D tensor of the file, dequantized: [dims[1] rows][dims[0] columns].
-Mat dequant_tensor(const GgufReader& g, const std::string& name) {
-  const GgufTensorInfo& t = g.tensor(name);
-  const int64_t cols = t.dims[0], rows = t.dims[1];
-  const size_t row_bytes = ggml_row_bytes(t.type, cols);
-  std::vector<float> f((size_t)rows * cols);
-  for (int64_t r = 0; r < rows; ++r) dequantize_row(t.type, t.data + r * row_bytes, f.data() + r * cols, cols);
-  return Mat(f.begin(), f.end());
-}
-
-Mat rows_of(const Mat& m, size_t cols, size_t r0, size_t n) {
-  return Mat(m.begin() + r0 * cols, m.begin() + (r0 + n) * cols);
-}
-
-std::vector<double> rmsnorm(const std::vector<double>& x, const float* w, int off, int n, double eps) {
-  double ss = 0;
-  for (int i = 0; i < n; ++i) ss += x[off + i] * x[off + i];
-  const double inv = 1.0 / std::sqrt(ss / n + eps);
-  std::vector<double> y(n);
-  for (int i = 0; i < n; ++i) y[i] = x[off + i] * inv * w[i];
-  return y;
-}
-
-// What the reference knows of an architecture beyond the shapes: taken from the spec the test
-// wrote and the architecture definitions (docs/gemma3.md), never from the config under test.
-struct RefArch {
-  bool adjacent_rope = false;  // llama
-  bool gemma = false;          // x sqrt(d) embeddings, GeGLU (tanh GELU), post-norms
-  int window = 0;              // gemma: layers l % 6 < 5 see the last `window` positions (0: none);
-                               // llama / phi3 files' windows are not applied (llama.cpp does not)
-  double rope_base = 10000.0;  // global layers (gemma local layers: 10000)
-  double softcap = 0.0;        // logits -> cap * tanh(logits / cap)
-  double rope_scale = 1.0;     // global layers: positions divided by it (linear scaling)
-  std::vector<double> rope_freqs;  // every layer: pair j's frequency divided by rope_freqs[j]
-  int yarn_n_ctx_orig = 0;     // > 0: YaRN (test::RefRope)
-  double attn_factor = 1.0;    // rope.scaling.attn_factor: RoPE's cos and sin multiplied by it
-  bool phi3 = false;           // Q, K, V rows of one attn_qkv tensor; gate then up rows of one ffn_up
-  bool phi3_up_first = false;  // the wrong order of ffn_up's halves (to show the check can fail)
-};
-
+// What the reference knows of each tiny variant: from the spec the test wrote, never from the
+// config under test.
 RefArch ref_arch(const test::TinyModelSpec& s) {
   RefArch r;
   r.adjacent_rope = s.arch == "llama";
@@ -99,115 +45,7 @@ RefArch ref_arch(const test::TinyModelSpec& s) {
   return r;
 }
 
-// gemma3: layers l % 6 < 5 see the window; any other architecture given a window: every layer.
-bool ref_layer_is_local(const RefArch& a, int l) { return a.window > 0 && (!a.gemma || l % 6 < 5); }
-
-double ref_gelu_tanh(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
-
-// RMSNorm of each head_dim slice of x in place.
-void rmsnorm_heads(std::vector<double>& x, const float* w, int n_heads, int hd, double eps) {
-  for (int h = 0; h < n_heads; ++h) {
-    auto y = rmsnorm(x, w, h * hd, hd, eps);
-    std::copy(y.begin(), y.end(), x.begin() + h * hd);
-  }
-}
-
-// Exact softmax attention of q [n_head, hd] over cached rows [lo, t] of K, V ([t][kv_dim]).
-std::vector<double> ref_attention(const ModelConfig& c, const std::vector<double>& q,
-                                  const std::vector<std::vector<double>>& K, const std::vector<std::vector<double>>& V,
-                                  size_t lo, size_t t) {
-  const int hd = c.head_dim, group = c.n_head / c.n_head_kv;
-  std::vector<double> att(c.q_dim(), 0.0);
-  for (int h = 0; h < c.n_head; ++h) {
-    const int kh = h / group;
-    std::vector<double> s(t + 1, 0.0);
-    double mx = -1e300;
-    for (size_t j = lo; j <= t; ++j) {
-      double d = 0;
-      for (int i = 0; i < hd; ++i) d += q[h * hd + i] * K[j][kh * hd + i];
-      s[j] = d / std::sqrt((double)hd);
-      mx = std::max(mx, s[j]);
-    }
-    double z = 0;
-    for (size_t j = lo; j <= t; ++j) z += (s[j] = std::exp(s[j] - mx));
-    for (size_t j = lo; j <= t; ++j)
-      for (int i = 0; i < hd; ++i) att[h * hd + i] += s[j] / z * V[j][kh * hd + i];
-  }
-  return att;
-}
-
-struct RefLayer { Mat q, k, v, o, g, u, d; };
-
-// phi3's layer matrices read from the file's fused tensors and split here: attn_qkv is the rows of
-// Q, then K, then V; ffn_up is the gate rows, then the up rows (llama.cpp's build_qkv views and
-// ggml_swiglu halves).
-RefLayer phi3_layer_matrices(const Model& m, int l, bool up_first) {
-  const ModelConfig& c = m.config();
-  const std::string p = "blk." + std::to_string(l) + ".";
-  const Mat qkv = dequant_tensor(m.gguf(), p + "attn_qkv.weight"), up = dequant_tensor(m.gguf(), p + "ffn_up.weight");
-  const size_t d = c.d_model, qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
-  return {rows_of(qkv, d, 0, qd), rows_of(qkv, d, qd, kvd), rows_of(qkv, d, qd + kvd, kvd),
-          dequant_tensor(m.gguf(), p + "attn_output.weight"), rows_of(up, d, up_first ? c.d_ffn : 0, c.d_ffn),
-          rows_of(up, d, up_first ? 0 : c.d_ffn, c.d_ffn),
-          dequant_tensor(m.gguf(), p + "ffn_down.weight")};
-}
-
-// Logits [T, n_vocab] for one sequence, computed token by token with exact attention.
-std::vector<std::vector<double>> reference_logits(const Model& m, const std::vector<int32_t>& toks, const RefArch& a) {
-  const ModelConfig& c = m.config();
-  const ModelWeights& w = m.weights();
-  const int hd = c.head_dim;
-  const double eps = c.rms_eps;
-  const Mat emb = dequant(w.token_embd), out_w = dequant(w.output);
-  std::vector<RefLayer> Ls;
-  for (int l = 0; l < c.n_layer; ++l) {
-    const LayerWeights& lw = w.layers[l];
-    if (a.phi3) Ls.push_back(phi3_layer_matrices(m, l, a.phi3_up_first));
-    else Ls.push_back({dequant(lw.wq), dequant(lw.wk), dequant(lw.wv), dequant(lw.wo), dequant(lw.w_gate), dequant(lw.w_up), dequant(lw.w_down)});
-  }
-  std::vector<std::vector<std::vector<double>>> K(c.n_layer), V(c.n_layer);  // [layer][t][kv_dim]
-  std::vector<std::vector<double>> logits;
-  for (size_t t = 0; t < toks.size(); ++t) {
-    std::vector<double> x(emb.begin() + (size_t)toks[t] * c.d_model, emb.begin() + (size_t)(toks[t] + 1) * c.d_model);
-    if (a.gemma)
-      for (double& e : x) e *= std::sqrt((double)c.d_model);
-    for (int l = 0; l < c.n_layer; ++l) {
-      const LayerWeights& lw = w.layers[l];
-      const bool local = ref_layer_is_local(a, l);
-      auto xn = rmsnorm(x, lw.attn_norm.data, 0, c.d_model, eps);
-      auto q = mv(Ls[l].q, xn), k = mv(Ls[l].k, xn), v = mv(Ls[l].v, xn);
-      if (c.qkv_bias) {
-        for (int i = 0; i < c.q_dim(); ++i) q[i] += lw.bq.data[i];
-        for (int i = 0; i < c.kv_dim(); ++i) k[i] += lw.bk.data[i], v[i] += lw.bv.data[i];
-      }
-      if (c.qk_norm) {
-        rmsnorm_heads(q, lw.q_norm.data, c.n_head, hd, eps);
-        rmsnorm_heads(k, lw.k_norm.data, c.n_head_kv, hd, eps);
-      }
-      const double base = local ? 10000.0 : a.rope_base, scale = local ? 1.0 : a.rope_scale;
-      const test::RefRope rr{a.adjacent_rope, base, scale, a.rope_freqs, a.yarn_n_ctx_orig, a.attn_factor};
-      test::rope_reference(q.data(), c.n_head, hd, (double)t, rr);
-      test::rope_reference(k.data(), c.n_head_kv, hd, (double)t, rr);
-      K[l].push_back(k);
-      V[l].push_back(v);
-      const size_t lo = local && (int)t >= a.window ? t - a.window + 1 : 0;
-      auto o = mv(Ls[l].o, ref_attention(c, q, K[l], V[l], lo, t));
-      if (a.gemma) o = rmsnorm(o, lw.attn_post_norm.data, 0, c.d_model, eps);
-      for (int i = 0; i < c.d_model; ++i) x[i] += o[i];
-      xn = rmsnorm(x, lw.ffn_norm.data, 0, c.d_model, eps);
-      auto g = mv(Ls[l].g, xn), u = mv(Ls[l].u, xn);
-      for (int i = 0; i < c.d_ffn; ++i) g[i] = (a.gemma ? ref_gelu_tanh(g[i]) : g[i] / (1 + std::exp(-g[i]))) * u[i];
-      auto dn = mv(Ls[l].d, g);
-      if (a.gemma) dn = rmsnorm(dn, lw.ffn_post_norm.data, 0, c.d_model, eps);
-      for (int i = 0; i < c.d_model; ++i) x[i] += dn[i];
-    }
-    auto xn = rmsnorm(x, w.output_norm.data, 0, c.d_model, eps);
-    logits.push_back(mv(out_w, xn));
-    if (a.softcap > 0)
-      for (double& e : logits.back()) e = a.softcap * std::tanh(e / a.softcap);
-  }
-  return logits;
-}
+using test::reference_logits;  // tests/fixtures/forward_reference.h
 
 double max_abs(const std::vector<std::vector<double>>& a) {
   double m = 0;
@@ -290,7 +128,8 @@ TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardReference,
                          ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "llama_rope_freqs", "llama_linear",
-                                           "llama_yarn", "qwen2_yarn", "llama_attn_factor", "phi3", "llama_window"));
+                                           "llama_yarn", "qwen2_yarn", "llama_attn_factor", "phi3", "llama_window",
+                                           "llama_freq_factors"));
 
 // The RoPE and architecture variants above can fail on what they test: the same weights computed
 // without the feature (frequency factors, linear scaling, YaRN run as plain linear scaling, the
@@ -298,7 +137,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, ForwardReference,
 // the reference by more than twice the bound, and the model mpkv loads misses that reference.
 // Measured (moved / mpkv from the right reference): docs/models.md.
 RefArch without_feature(const std::string& variant, RefArch a) {
-  if (variant == "llama_rope_freqs") a.rope_freqs.clear();
+  if (variant == "llama_rope_freqs" || variant == "llama_freq_factors") a.rope_freqs.clear();
   if (variant == "llama_linear") a.rope_scale = 1.0;
   if (variant == "llama_yarn" || variant == "qwen2_yarn") a.yarn_n_ctx_orig = 0;
   if (variant == "llama_attn_factor") a.attn_factor = 1.0;
@@ -309,7 +148,8 @@ RefArch without_feature(const std::string& variant, RefArch a) {
 
 TEST(ForwardReference, RopeVariantsAndPhi3AreObservable) {
   for (const std::string variant :
-       {"llama_rope_freqs", "llama_linear", "llama_yarn", "qwen2_yarn", "llama_attn_factor", "phi3", "llama_window"}) {
+       {"llama_rope_freqs", "llama_linear", "llama_yarn", "qwen2_yarn", "llama_attn_factor", "phi3", "llama_window",
+        "llama_freq_factors"}) {
     const test::TinyModelSpec spec = reference_spec(variant);
     auto model = test::load_tiny_model("tiny_observable_" + variant, spec);
     const ModelConfig& c = model->config();
