@@ -7,6 +7,7 @@ mpkv:  `mpkv bench -d D -n N --parallel W1,W2,.. -r R` (median of R runs; --synt
        contexts with random K/V instead of prefilling them: the decode work is the same).
 llama: `llama-batched-bench -npp D -ntg N -npl W1,W2,.. -c W_max*(D+N) -fa on -ctk/-ctv KV`, one run
        (it prefills every sequence's D tokens itself; its S_TG is pl * tg / t_tg).
+       With --peer-shared-prompt, -pps: one prompt prefilled and its KV copied into each sequence's own stream.
 KV types: f16 for both, or q4_0 in llama.cpp against mpkv's uniform 4-bit (`--kv q4`).
 Prints a Markdown table (and writes it with --md): per depth and width both figures, their ratio, and
 each engine's width-W figure over its own width-1 figure.
@@ -31,14 +32,15 @@ def run(argv):
 
 
 def mpkv_decode(a, depth, widths):
-    """{width: median aggregate decode tok/s} from one `mpkv bench` run."""
+    """{width: (median aggregate decode tok/s, its roofline)} from one `mpkv bench` run (the roofline:
+    mpkv bench's bytes read and int8 multiply-adds of a step against the machine's probes)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "mpkv.json")
         run([a.mpkv, "bench", "-m", a.model, "-t", str(a.threads), "-p", "16", "-d", str(depth), "-n", str(a.n_gen),
              "-r", str(a.reps), "--parallel", ",".join(map(str, widths)), "--json", path]
             + (["--synthetic"] if a.synthetic else []) + MPKV_KV[a.kv])
         rows = json.load(open(path))["decode"]
-    return {d["sequences"]: statistics.median(d["tok_s_runs"]) for d in rows if d["depth"] == depth}
+    return {d["sequences"]: (statistics.median(d["tok_s_runs"]), d["roofline"]) for d in rows if d["depth"] == depth}
 
 
 def llama_decode(a, depth, widths):
@@ -46,7 +48,7 @@ def llama_decode(a, depth, widths):
     ctx = max(widths) * (depth + a.n_gen)
     out = run([a.llama_batched_bench, "-m", a.model, "-t", str(a.threads), "-c", str(ctx), "-b", "2048", "-ub", "512",
                "-fa", "on", "-ctk", LLAMA_KV[a.kv], "-ctv", LLAMA_KV[a.kv], "-npp", str(depth), "-ntg", str(a.n_gen),
-               "-npl", ",".join(map(str, widths)), "--output-format", "jsonl"])
+               "-npl", ",".join(map(str, widths)), "--output-format", "jsonl"] + (["-pps"] if a.peer_shared_prompt else []))
     rows = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
     return {r["pl"]: r["speed_tg"] for r in rows}
 
@@ -59,17 +61,23 @@ def table(a, results):
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     lines = [f"{os.path.basename(a.model)}, {a.threads} threads, KV {a.kv} (llama.cpp {LLAMA_KV[a.kv]}, -fa on), "
              f"decode {a.n_gen} tokens per sequence, CPU: {cpu}; mpkv medians of {a.reps} runs"
-             + (", contexts filled with random K/V (--synthetic)" if a.synthetic else "") + ".", "",
-             "| depth | sequences | mpkv tok/s | llama.cpp tok/s | mpkv / llama.cpp | mpkv W / 1 | llama.cpp W / 1 |",
-             "|---|---|---|---|---|---|---|"]
-    for depth, (m, l) in results.items():
+             + (", contexts filled with random K/V (--synthetic)" if a.synthetic else "")
+             + ("; llama.cpp's contexts copied from one prefilled prompt (-pps)" if a.peer_shared_prompt else "") + ".", "",
+             "| depth | sequences | mpkv tok/s | llama.cpp tok/s | mpkv / llama.cpp | mpkv W / 1 | llama.cpp W / 1 "
+             "| mpkv % read probe | mpkv % int8 peak | binds |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for depth, (m_roof, l) in results.items():
+        m = {w: v[0] for w, v in m_roof.items()}
         for w in sorted(set(m) | set(l)):
             mv, lv = m.get(w), l.get(w)
             ratio = f"{mv / lv:.2f}x" if mv and lv else "-"
             ms = f"{mv / m[1]:.2f}x" if mv and 1 in m else "-"
             ls = f"{lv / l[1]:.2f}x" if lv and 1 in l else "-"
-            lines.append(f"| {depth} | {w} | {mv or 0:.1f} | {lv or 0:.1f} | {ratio} | {ms} | {ls} |"
-                         .replace("| 0.0 |", "| - |"))
+            f = m_roof[w][1] if w in m_roof else None
+            roof = (f" {100 * f['read_probe_fraction']:.0f}% | {100 * f['int8_peak_fraction']:.0f}% | {f['binds']} |"
+                    if f else " - | - | - |")
+            lines.append((f"| {depth} | {w} | {mv or 0:.1f} | {lv or 0:.1f} | {ratio} | {ms} | {ls} |"
+                          .replace("| 0.0 |", "| - |")) + roof)
     lines += ["", f"Load average at the end: {os.getloadavg()[0]:.2f} (1 min)."]
     return "\n".join(lines)
 
@@ -88,6 +96,10 @@ def main():
                    help="llama.cpp's widths per depth (it prefills every context: wide and deep is slow)")
     p.add_argument("--kv", default="f16", choices=sorted(MPKV_KV))
     p.add_argument("--synthetic", action="store_true")
+    p.add_argument("--peer-shared-prompt", action="store_true",
+                   help="llama.cpp prefills one prompt and copies its KV into every sequence (-pps; with its default "
+                        "per-sequence KV streams each sequence still decodes over its own D cells): wide and deep "
+                        "runs without W x D tokens of prefill")
     p.add_argument("--md", help="also write the table here")
     a = p.parse_args()
     peer = {int(d): widths_of(w) for d, w in (x.split(":") for x in a.peer_widths.split(";") if x)}
@@ -96,7 +108,7 @@ def main():
         m = mpkv_decode(a, depth, widths_of(a.widths))
         l = llama_decode(a, depth, peer[depth]) if peer.get(depth) else {}
         results[depth] = (m, l)
-        print(f"depth {depth}: mpkv {m}, llama.cpp {l}", file=sys.stderr, flush=True)
+        print(f"depth {depth}: mpkv { {w: v[0] for w, v in m.items()} }, llama.cpp {l}", file=sys.stderr, flush=True)
     text = table(a, results)
     print(text)
     if a.md:

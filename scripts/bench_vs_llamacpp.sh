@@ -54,15 +54,21 @@ lines = ["# Engine speed: mpkv vs llama.cpp", "",
             "llama.cpp is llama-cpp-python (built from source on this machine), called "
             "token by token from Python for decode, flash attention off (its default).")
          + (" mpkv's decode contexts hold random K/V (--synthetic), llama.cpp's prefilled ones." if synthetic else ""), "",
-         "| measure | mpkv tok/s | llama.cpp tok/s | ratio | goal | mpkv tok/CPU-s | llama.cpp tok/CPU-s | CPU ratio |",
-         "|---|---|---|---|---|---|---|---|"]
+         "| measure | mpkv tok/s | llama.cpp tok/s | ratio | goal | mpkv tok/CPU-s | llama.cpp tok/CPU-s | CPU ratio | mpkv GB/s read (% probe) | binds |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
+def roofline(key):  # mpkv's roofline of the median round's decode at depth `key` (mpkv bench's "roofline")
+    runs = sorted((next(d for d in json.load(open(f"{out}/mpkv_{r}.json"))["decode"] if d["context"] == key)
+                   for r in range(1, rounds + 1)), key=lambda d: d["tok_s"])
+    f = runs[len(runs) // 2]["roofline"]
+    return f" {f['gb_s']:.1f} ({100 * f['read_probe_fraction']:.0f}%) | {f['binds']} |"
 for name, key, goal in rows:
     m, l = med("mpkv", key), med("llama", key)
     cpu = ""
     if key != "prefill" and peer != "llama-bench":  # tokens per CPU-second: what a shared machine's load distorts least
         mc, lc = med("mpkv", key, "cpu_tok_s"), med("llama", key, "cpu_tok_s")
         cpu = f" {mc:.1f} | {lc:.1f} | {mc / lc:.2f}x |"
-    lines.append(f"| {name} | {m:.1f} | {l:.1f} | {m / l:.2f}x | >= {goal}x |{cpu or ' | | |'}")
+    lines.append(f"| {name} | {m:.1f} | {l:.1f} | {m / l:.2f}x | >= {goal}x |{cpu or ' | | |'}"
+                 + (roofline(key) if key != "prefill" else " | |"))
 lines.append("")
 lines.append(f"Load average at the end: {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[2]:.2f} (15 min).")
 lines.append("")
