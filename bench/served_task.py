@@ -46,7 +46,7 @@ class MetricsSampler(threading.Thread):
     """Polls /metrics every `period` seconds: peak kv_bytes_used and the kv_effective_bits of that
     sample (stored bits per cached element when the pool was fullest), lowest non-zero kv_effective_bits."""
 
-    def __init__(self, url, period=0.5):
+    def __init__(self, url, period=1.0):
         super().__init__(daemon=True)
         self.url, self.period, self.stop_flag = url, period, threading.Event()
         self.peak_bytes, self.bits_at_peak, self.min_bits = 0.0, None, None
@@ -84,6 +84,7 @@ def serve_items(a, kv_args, max_seqs, concurrency, items, ids, log, label):
     n_ctx = max(len(p) + it["max_tokens"] for p, it in zip(ids, items))
     srv = serve_servers.mpkv_server(a.mpkv, a.model, kv_args, a.threads, n_ctx, max_seqs, len(items), log,
                                     extra=("--no-prefix-cache",))
+    srv.ready_path = "/health"  # 200 once the model is loaded (/v1/models answers before)
     with srv:
         sampler = MetricsSampler(srv.url)
         sampler.start()

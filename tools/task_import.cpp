@@ -5,6 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "eval/jsonl.h"
 #include "util/error.h"
 
 namespace mpkv::cli {
@@ -44,29 +45,15 @@ std::vector<TaskRun> import_task_runs(const std::string& jsonl, const std::strin
   for (size_t i = 0; i < f.items.size(); ++i) index[f.items[i].id] = i;
   std::vector<std::string> order;  // methods in order of first appearance
   std::map<std::string, Pending> by_method;
-  size_t line_no = 0, begin = 0;
-  while (begin < jsonl.size()) {
-    size_t end = jsonl.find('\n', begin);
-    if (end == std::string::npos) end = jsonl.size();
-    const std::string line = jsonl.substr(begin, end - begin);
-    begin = end + 1;
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = source + ":" + std::to_string(line_no);
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {
-      throw Error(where + ": not valid JSON (" + e.what() + ")");
-    }
+  for_each_jsonl_line(jsonl, source, [&](const json& j, const std::string& where) {
     MPKV_CHECK(j.is_object(), where + ": not a JSON object");
     const auto id = field<std::string>(j, "id", where);
     const auto it = index.find(id);
-    if (it == index.end()) continue;  // an item of another file
+    if (it == index.end()) return;  // an item of another file
     const auto method = field<std::string>(j, "method", where);
     RowFields row{field<double>(j, "bits", where), field<double>(j, "peak_bits_per_elem", where),
-                  field<double>(j, "context_bits_per_elem", where), field<double>(j, "seconds", where), field<bool>(j, "budgeted", where),
-                  parse_prompt_policy(field<std::string>(j, "policy", where))};
+                  field<double>(j, "context_bits_per_elem", where), field<double>(j, "seconds", where),
+                  field<bool>(j, "budgeted", where), parse_prompt_policy(field<std::string>(j, "policy", where))};
     auto [pos, fresh] = by_method.try_emplace(method);
     Pending& p = pos->second;
     if (fresh) {
@@ -97,7 +84,7 @@ std::vector<TaskRun> import_task_runs(const std::string& jsonl, const std::strin
     o.over_budget = field<bool>(j, "over_budget", where);
     o.correct = answer_correct(o.generated, item.rule, item.answer);  // scored here, by the one rule
     p.seen[i] = true;
-  }
+  });
   std::vector<TaskRun> runs;
   for (const std::string& m : order) {
     Pending& p = by_method[m];
