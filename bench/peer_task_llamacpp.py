@@ -40,7 +40,7 @@ def find_llama_server(given):
 def run_kv_type(a, binary, kv_type, items, ids, out_path):
     n_ctx = max(len(p) + it["max_tokens"] for p, it in zip(ids, items))
     n_ctx = (n_ctx + 255) // 256 * 256
-    log = out_path[: -len(".jsonl")] + "_server.log"
+    log = out_path[: -len("_outputs.jsonl")] + "_server.log"
     method = f"llama.cpp-{kv_type}"
     srv = serve_servers.llama_server_process(binary, a.model, kv_type, n_ctx, 1, a.threads, log,
                                              extra=("--cache-ram", "0"))
