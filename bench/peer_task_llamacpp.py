@@ -7,7 +7,8 @@ scripts/build_llama_server.sh) is started on loopback with -ctk/-ctv TYPE and fl
 max_tokens, no prompt cache, and every item is sent to POST /completion one at a time with the same
 token ids mpkv feeds (mpkv's tokenizer: `mpkv tokenize --ids --no-parse-special`), greedy
 (temperature 0), the item's max_tokens and stop strings. The answers are written as
-`mpkv eval --task --import` rows (bench/task_rows.py), never scored here:
+`mpkv eval --task --import` rows (bench/task_rows.py), never scored here, rewritten after every item
+(a stopped run leaves its first items; the row's seconds are those up to the last one):
 
   bench/peer_task_llamacpp.py --task tasks/passkey_1024.jsonl --items 200 --out-dir DIR
   build/mpkv eval -m MODEL --task tasks/passkey_1024.jsonl --task-items 200 --import DIR/...,...
@@ -46,6 +47,13 @@ def run_kv_type(a, binary, kv_type, items, ids, out_path):
                                              extra=("--cache-ram", "0"))
     results = []
     t0 = time.monotonic()
+
+    def flush():  # after every item, so a stopped run leaves its first items (--task-items K reads them)
+        seconds = time.monotonic() - t0
+        task_rows.write_rows(out_path, [task_rows.row_line(method, it, text, n_prompt, n_gen, BITS[kv_type], BITS[kv_type],
+                                                           seconds) for it, text, n_prompt, n_gen in results])
+        return seconds
+
     with srv:
         for it, p in zip(items, ids):
             r = task_rows.post_json(srv.url + "/completion",
@@ -57,11 +65,8 @@ def run_kv_type(a, binary, kv_type, items, ids, out_path):
                 sys.exit(f"peer_task_llamacpp: {it['id']}: llama-server evaluated {evaluated} prompt tokens, "
                          f"{len(p)} were sent (it added or dropped tokens); nothing written")
             results.append((it, r["content"], len(p), int(r.get("tokens_predicted", 0))))
-    seconds = time.monotonic() - t0
-    lines = [task_rows.row_line(method, it, text, n_prompt, n_gen, BITS[kv_type], BITS[kv_type], seconds)
-             for it, text, n_prompt, n_gen in results]
-    task_rows.write_rows(out_path, lines)
-    print(f"peer_task_llamacpp: {method}: {len(lines)} items in {seconds:.0f} s -> {out_path}")
+            seconds = flush()
+    print(f"peer_task_llamacpp: {method}: {len(results)} items in {seconds:.0f} s -> {out_path}")
 
 
 def main():

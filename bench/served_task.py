@@ -38,8 +38,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def metric(text, name):
-    m = re.search(r"^" + re.escape(name) + r"(?:\{[^}]*\})?\s+([0-9.eE+-]+)\s*$", text, re.M)
-    return float(m.group(1)) if m else None
+    """The sum of a metric's samples over its label sets (one sample for a gauge; kv_page_shrinks_total
+    has one per from/to bits pair); None when absent."""
+    vals = re.findall(r"^" + re.escape(name) + r"(?:\{[^}]*\})?\s+([0-9.eE+-]+)\s*$", text, re.M)
+    return sum(float(v) for v in vals) if vals else None
 
 
 class MetricsSampler(threading.Thread):
@@ -126,6 +128,8 @@ def main():
     p.add_argument("--budget-from", required=True, help="an `mpkv eval --task --outputs` file with BUDGET_ROW's items")
     p.add_argument("--budget-row", default="combined-2.5")
     p.add_argument("--concurrency", type=int, default=16, help="requests in flight at once under pressure")
+    p.add_argument("--budget-scale", type=float, default=1.0,
+                   help="x the budget (below 1: tighter than every sequence's bound, so pages must shrink)")
     p.add_argument("--out-dir", required=True)
     p.add_argument("-t", "--threads", type=int, default=1)
     p.add_argument("--request-timeout", type=float, default=3600.0)
@@ -135,8 +139,10 @@ def main():
     ids = [task_rows.prompt_ids(a.mpkv, a.model, it["prompt"]) for it in items]
     stem = os.path.splitext(os.path.basename(a.task))[0]
     os.makedirs(a.out_dir, exist_ok=True)
-    out = {k: os.path.join(a.out_dir, f"{stem}_served_{k}_outputs.jsonl") for k in ("alone", "pressure")}
-    budget = a.concurrency * budget_bytes(a.budget_from, a.budget_row)
+    tag = f"pressure{a.budget_scale:g}" if a.budget_scale != 1 else "pressure"
+    out = {"alone": os.path.join(a.out_dir, f"{stem}_served_alone_outputs.jsonl"),
+           "pressure": os.path.join(a.out_dir, f"{stem}_served_{tag}_outputs.jsonl")}
+    budget = int(a.budget_scale * a.concurrency * budget_bytes(a.budget_from, a.budget_row))
     plan_label = os.path.splitext(os.path.basename(a.plan))[0].replace("_", "-")
     summary = {"command": " ".join(["bench/served_task.py"] + sys.argv[1:]), "task": a.task, "items": len(items)}
     if a.skip_alone:
@@ -146,12 +152,13 @@ def main():
         alone, facts = serve_items(a, ["--kv-method", "f16"], 1, 1, items, ids,
                                    os.path.join(a.out_dir, f"{stem}_served_alone_server.log"), "f16")
         summary["alone"] = facts
-        task_rows.write_rows(out["alone"], [task_rows.row_line("f16", it, t, len(p), n, 16.0, 16.0, facts["seconds"])
+        peak = facts["kv_effective_bits_at_peak"] or 16.0
+        task_rows.write_rows(out["alone"], [task_rows.row_line("f16", it, t, len(p), n, 16.0, peak, facts["seconds"])
                                             for it, p, (t, n) in zip(items, ids, alone)])
     kv = ["--kv-plan", a.plan, "--kv-budget-mib", f"{budget / 2**20:.6f}"]
-    label = f"served-{plan_label}-x{a.concurrency}"
+    label = f"served-{plan_label}-x{a.concurrency}" + (f"-budget{a.budget_scale:g}" if a.budget_scale != 1 else "")
     pressed, facts = serve_items(a, kv, a.concurrency, a.concurrency, items, ids,
-                                 os.path.join(a.out_dir, f"{stem}_served_pressure_server.log"), label)
+                                 os.path.join(a.out_dir, f"{stem}_served_{tag}_server.log"), label)
     bits = float(m.group(1)) if (m := re.search(r"_(\d+(?:\.\d+)?)$", os.path.splitext(os.path.basename(a.plan))[0])) else 0.0
     peak_bits = facts["kv_effective_bits_at_peak"] or 0.0
     task_rows.write_rows(out["pressure"], [task_rows.row_line(label, it, t, len(p), n, bits, peak_bits, facts["seconds"])
@@ -160,7 +167,7 @@ def main():
     summary["pressure"] = facts
     summary["identical_answers"] = same
     summary["identical_fraction"] = same / len(items)
-    with open(os.path.join(a.out_dir, f"{stem}_served_summary.json"), "w") as f:
+    with open(os.path.join(a.out_dir, f"{stem}_served_{tag}_summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(f"served_task: {label}: {same}/{len(items)} answers identical to f16 alone; "
           f"lowest kv_effective_bits {facts['min_kv_effective_bits']}, peak KV {facts['peak_kv_bytes_used'] / 2**20:.2f} MiB "

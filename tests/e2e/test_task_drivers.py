@@ -3,7 +3,7 @@
 bench/peer_task_llamacpp.py, bench/served_task.py), without a model or a server:
 - a row line carries every field tools/task_import.cpp requires, with the item's id and answer;
 - the peer driver without a llama-server binary says so, exits 0 and writes nothing;
-- /metrics samples are read by name, labels or not."""
+- /metrics samples are read by name, labels or not, summed over label sets."""
 import json
 import os
 import subprocess
@@ -43,10 +43,12 @@ def main():
         assert not os.path.exists(out), "nothing is written without the peer"
 
     text = ('# HELP mpkv:kv_bytes_used x\nmpkv:kv_bytes_used{model_name="m"} 123456\n'
-            "mpkv:kv_effective_bits 2.75\nmpkv:kv_effective_bits_other 9\n")
+            "mpkv:kv_effective_bits 2.75\nmpkv:kv_effective_bits_other 9\n"
+            'mpkv:kv_page_shrinks_total{from="16",to="8"} 10\nmpkv:kv_page_shrinks_total{from="4",to="2"} 5\n')
     assert served_task.metric(text, "mpkv:kv_bytes_used") == 123456
     assert served_task.metric(text, "mpkv:kv_effective_bits") == 2.75
-    assert served_task.metric(text, "mpkv:kv_page_shrinks_total") is None
+    assert served_task.metric(text, "mpkv:kv_page_shrinks_total") == 15  # summed over its label sets
+    assert served_task.metric(text, "mpkv:kv_tokens") is None
     print("test_task_drivers: ok")
 
 
