@@ -41,7 +41,9 @@ void run_task_mode(const EvalArgs& a, const CLI::App* sub) {
   TaskEvalArgs t = a.task;
   t.model = a.model;
   t.plan_dir = a.plan_dir;
-  t.methods = a.methods;
+  // With --import and no --methods, only the imported rows are reported (no forward pass).
+  if (!t.imports.empty() && !given(sub, "--methods")) t.methods.clear();
+  else t.methods = a.methods;
   t.bits = a.bits;
   t.json = a.json;
   t.md = a.md;
@@ -103,6 +105,9 @@ void register_eval(CLI::App& app) {
   sub->add_option("--evict-sink", a->task.sink, "--task: tokens f16-evict keeps at the start of the prompt")
       ->capture_default_str()->check(integer_in(0, 1 << 20, ">= 0"));
   sub->add_option("--outputs", a->task.outputs, "--task: write every item's generated text and score (JSONL)");
+  sub->add_option("--import", a->task.imports,
+                  "--task: rows read back from --outputs files of earlier runs, scored again and paired with f16")
+      ->delimiter(',');
   add_threads_option(sub, a->threads);
   sub->add_option("--json", a->json, "write the results as JSON");
   sub->add_option("--md", a->md, "write the markdown report to this file too");

@@ -3,11 +3,13 @@
 
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
 #include "eval/eval_methods.h"
 #include "eval/task_run.h"
+#include "task_import.h"
 #include "task_report.h"
 #include "util/error.h"
 
@@ -29,7 +31,7 @@ std::vector<TaskMethod> task_methods(const TaskEvalArgs& a, const Model& model) 
       rest.push_back(n);
     }
   }
-  const EvalMatrix m = eval_matrix(rest, a.bits, a.plan_dir, a.model);
+  const EvalMatrix m = rest.empty() ? EvalMatrix{} : eval_matrix(rest, a.bits, a.plan_dir, a.model);
   for (const std::string& s : m.skipped) std::fprintf(stderr, "eval --task: skipped %s\n", s.c_str());
   std::vector<TaskMethod> matrix;
   for (const EvalMethod& e : m.methods) {
@@ -46,7 +48,7 @@ std::vector<TaskMethod> task_methods(const TaskEvalArgs& a, const Model& model) 
   const auto f16_end = std::find_if(matrix.begin(), matrix.end(), [](const TaskMethod& t) { return t.budgeted; });
   out.insert(out.begin(), matrix.begin(), f16_end);
   out.insert(out.end(), f16_end, matrix.end());
-  MPKV_CHECK(!out.empty(), "eval --task: no methods");
+  MPKV_CHECK(!out.empty() || !a.imports.empty(), "eval --task: no methods");
   return out;
 }
 
@@ -90,7 +92,19 @@ void run_task_eval(const TaskEvalArgs& a) {
   const int train = model->config().n_ctx_train;
   MPKV_CHECK(train <= 0 || o.n_ctx <= train, "eval --task: an item needs " + std::to_string(o.n_ctx) +
                                                   " positions, more than the model's context of " + std::to_string(train));
+  for (TaskFileReport& f : files)  // imported rows are checked before the first forward pass too
+    for (const std::string& path : a.imports)
+      for (TaskRun& r : import_task_runs(read_text_file(path), path, f)) f.runs.push_back(std::move(r));
+  for (const TaskFileReport& f : files) {
+    std::set<std::string> labels;
+    for (const TaskMethod& m : methods) labels.insert(m.label);
+    for (const TaskRun& r : f.runs)
+      MPKV_CHECK(labels.insert(r.method.label).second,
+                 "eval --task: two rows named '" + r.method.label + "' for " + f.path + " (run here or imported twice)");
+  }
   for (TaskFileReport& f : files) {
+    std::vector<TaskRun> imported = std::move(f.runs);
+    f.runs.clear();
     for (const TaskMethod& m : methods) {
       std::fprintf(stderr, "eval --task: %s x %zu items, %s ...\n", f.path.c_str(), f.items.size(), m.label.c_str());
       f.runs.push_back({m, run_task_method(*model, tok, f.items, f.prompts, m, budget, o)});
@@ -99,6 +113,8 @@ void run_task_eval(const TaskEvalArgs& a) {
       for (const ItemOutcome& it : r.items) k += it.correct;
       std::fprintf(stderr, "eval --task:   %d / %zu right in %.1f s\n", k, r.items.size(), r.seconds);
     }
+    for (TaskRun& r : imported) f.runs.push_back(std::move(r));
+    order_task_runs(f.runs);
   }
   TaskReportInfo info{a.command, a.model, a.budget_method, a.parallel, a.threads, a.sink,
                       model->config().kv_dims()};

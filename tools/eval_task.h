@@ -1,7 +1,8 @@
 // `mpkv eval --task FILE...`: exact-match accuracy of KV methods on generated tasks at equal KV
 // memory (docs/accuracy_tasks.md). Each file's items run once per method through the serving
 // engine (eval/task_run.h); the report has one table per file with Wilson intervals and paired
-// McNemar comparisons against the f16 row.
+// McNemar comparisons against the f16 row. Rows may also be read back from the per-item outputs
+// of earlier runs (--import), then reported beside the ones run here.
 #pragma once
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@ namespace mpkv::cli {
 struct TaskEvalArgs {
   std::string model, plan_dir, json, md, outputs;
   std::vector<std::string> tasks, methods;
+  std::vector<std::string> imports;  // --outputs files of earlier runs read back as rows (task_import.h)
   std::vector<double> bits;
   std::string budget_method = "combined:2.5";
   int items = 0;     // first N items of each file (0: all)

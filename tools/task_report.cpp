@@ -25,8 +25,6 @@ std::vector<bool> correct_of(const TaskMethodResult& r) {
   return v;
 }
 
-bool is_reference(const TaskRun& r) { return !r.method.budgeted && r.method.policy == PromptPolicy::full; }
-
 // The per-row figures shared by markdown and JSON.
 struct RowStats {
   int right = 0, n = 0, over = 0;
@@ -52,7 +50,7 @@ RowStats row_stats(const TaskFileReport& f, const TaskRun& run, const TaskReport
   s.budget_bits /= s.n;
   s.kept_frac /= s.n;
   s.ci = wilson_interval(s.right, s.n);
-  if (!f.runs.empty() && is_reference(f.runs[0]) && &run != &f.runs[0]) {
+  if (!f.runs.empty() && is_f16_reference(f.runs[0]) && &run != &f.runs[0]) {
     s.paired = true;
     s.pc = paired_counts(correct_of(f.runs[0].result), correct_of(run.result));
     s.p = mcnemar_exact_p(s.pc.ref_only, s.pc.method_only);
@@ -108,6 +106,10 @@ std::string file_section(const TaskFileReport& f, const TaskReportInfo& info) {
 
 }  // namespace
 
+bool is_f16_reference(const TaskRun& r) {
+  return r.method.label == "f16" && !r.method.budgeted && r.method.policy == PromptPolicy::full;
+}
+
 std::string task_markdown(const TaskReportInfo& info, const std::vector<TaskFileReport>& files) {
   std::string s = "## Task accuracy: " + info.model + "\n\n    " + info.command + "\n\nBudget per sequence: " +
                   info.budget_method + "'s byte-model bound at prompt + max_tokens; " + std::to_string(info.parallel) +
@@ -127,6 +129,7 @@ std::string task_json(const TaskReportInfo& info, const std::vector<TaskFileRepo
       json row{{"method", r.method.label}, {"bits", r.method.bits}, {"right", st.right}, {"n", st.n},
                {"accuracy", double(st.right) / st.n}, {"wilson95", {st.ci.lo, st.ci.hi}},
                {"budget_bits_per_elem", st.budget_bits}, {"peak_bits_per_elem", r.result.peak_bits_per_elem},
+               {"context_bits_per_elem", r.result.context_bits_per_elem},
                {"prompt_kept_fraction", st.kept_frac}, {"over_budget_items", st.over}, {"seconds", r.result.seconds}};
       if (st.paired)
         row["paired_vs_f16"] = {{"difference", st.pc.difference()}, {"f16_only", st.pc.ref_only},
@@ -147,7 +150,12 @@ std::string task_outputs_jsonl(const std::vector<TaskFileReport>& files) {
         const auto got = extract_answer(o.generated, f.items[i].rule);
         json j{{"file", f.path}, {"method", r.method.label}, {"id", f.items[i].id}, {"correct", o.correct},
                {"answer", f.items[i].answer}, {"extracted", got ? *got : ""}, {"generated", o.generated},
-               {"prompt_tokens", o.prompt_tokens}, {"kept_tokens", o.kept_tokens}, {"generated_tokens", o.generated_tokens}};
+               {"prompt_tokens", o.prompt_tokens}, {"kept_tokens", o.kept_tokens}, {"generated_tokens", o.generated_tokens},
+               {"budget_bytes", o.budget_bytes}, {"over_budget", o.over_budget},
+               // the row's fields on every line, so that a file of one row can be read back (--import)
+               {"bits", r.method.bits}, {"budgeted", r.method.budgeted}, {"policy", prompt_policy_name(r.method.policy)},
+               {"peak_bits_per_elem", r.result.peak_bits_per_elem},
+               {"context_bits_per_elem", r.result.context_bits_per_elem}, {"seconds", r.result.seconds}};
         s += j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
       }
   return s;

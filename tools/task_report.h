@@ -12,6 +12,9 @@ struct TaskRun {
   TaskMethodResult result;
 };
 
+// The f16 row with the whole prompt and no budget, the reference of the paired columns.
+bool is_f16_reference(const TaskRun& r);
+
 struct TaskFileReport {
   std::string path;
   std::vector<TaskItem> items;

@@ -3,8 +3,8 @@
 
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
+#include "eval/jsonl.h"
 #include "util/error.h"
 
 namespace mpkv {
@@ -58,18 +58,7 @@ TaskItem parse_item(const json& j, const std::string& where) {
 std::vector<TaskItem> parse_task_items(const std::string& jsonl, const std::string& source) {
   std::vector<TaskItem> items;
   std::set<std::string> ids;
-  std::istringstream in(jsonl);
-  int line_no = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = source + ":" + std::to_string(line_no);
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {
-      throw Error(where + ": not valid JSON (" + e.what() + ")");
-    }
+  for_each_jsonl_line(jsonl, source, [&](const json& j, const std::string& where) {
     TaskItem it;
     try {
       it = parse_item(j, where);
@@ -78,7 +67,7 @@ std::vector<TaskItem> parse_task_items(const std::string& jsonl, const std::stri
     }
     MPKV_CHECK(ids.insert(it.id).second, where + ": duplicate id '" + it.id + "'");
     items.push_back(std::move(it));
-  }
+  });
   MPKV_CHECK(!items.empty(), source + ": no task items (one JSON object per line)");
   return items;
 }

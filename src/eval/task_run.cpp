@@ -50,6 +50,16 @@ size_t elements_per_token(const KvDims& d) { return (size_t)d.n_layer * d.n_head
 
 }  // namespace
 
+const char* prompt_policy_name(PromptPolicy p) {
+  return p == PromptPolicy::full ? "full" : p == PromptPolicy::streaming ? "streaming" : "truncate";
+}
+
+PromptPolicy parse_prompt_policy(const std::string& s) {
+  for (PromptPolicy p : {PromptPolicy::full, PromptPolicy::streaming, PromptPolicy::truncate})
+    if (s == prompt_policy_name(p)) return p;
+  throw Error("unknown prompt policy '" + s + "' (full, streaming, truncate)");
+}
+
 int f16_tokens_within(const KvByteModel& f16, size_t bytes) {
   int lo = 0, hi = 1 << 24;  // the largest t with bound(t) <= bytes lies in [lo, hi)
   while (hi - lo > 1) {
@@ -90,7 +100,7 @@ TaskMethodResult run_task_method(const Model& model, const Tokenizer& tok, const
   TaskMethodResult r;
   r.items.resize(items.size());
   const auto t0 = std::chrono::steady_clock::now();
-  double bits_sum = 0;
+  double bits_sum = 0, context_bits_sum = 0;
   int batches = 0;
   for (size_t b0 = 0; b0 < items.size(); b0 += o.parallel) {
     const size_t b1 = std::min(items.size(), b0 + o.parallel);
@@ -121,18 +131,21 @@ TaskMethodResult run_task_method(const Model& model, const Tokenizer& tok, const
       });
     }
     engine.run_until_idle();
-    size_t tokens = 0;
+    size_t tokens = 0, context = 0;
     for (size_t i = b0; i < b1; ++i) {
       r.items[i].correct = answer_correct(r.items[i].generated, items[i].rule, items[i].answer);
       tokens += r.items[i].kept_tokens + r.items[i].generated_tokens;
+      context += r.items[i].prompt_tokens + r.items[i].generated_tokens;
     }
     const size_t peak = engine.cache().pool().peak_used();
     r.peak_bytes = std::max(r.peak_bytes, peak);
     bits_sum += 8.0 * peak / double(tokens * elements_per_token(dims));
+    context_bits_sum += 8.0 * peak / double(context * elements_per_token(dims));
     ++batches;
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.peak_bits_per_elem = batches ? bits_sum / batches : 0;
+  r.context_bits_per_elem = batches ? context_bits_sum / batches : 0;
   return r;
 }
 

@@ -26,6 +26,8 @@
 namespace mpkv {
 
 enum class PromptPolicy { full, streaming, truncate };
+const char* prompt_policy_name(PromptPolicy p);  // "full", "streaming", "truncate"
+PromptPolicy parse_prompt_policy(const std::string& s);  // input error for any other name
 
 struct TaskMethod {
   std::string label;  // "kivi-2", "f16-evict"
@@ -57,6 +59,9 @@ struct TaskMethodResult {
   double seconds = 0;
   size_t peak_bytes = 0;       // the largest per-batch pool peak
   double peak_bits_per_elem = 0;  // mean over batches of peak bytes x 8 / (K/V elements of the batch's tokens)
+  // The same over the K/V elements of the whole context (every item's full prompt + generated
+  // tokens): the memory per element of the task as posed; below peak_bits_per_elem for cut prompts.
+  double context_bits_per_elem = 0;
 };
 
 // Tokens of the f16 cache's bound that fit `bytes` (the largest t with sequence_bytes_bound(t) <= bytes; 0 if none).

@@ -90,6 +90,9 @@ TEST(CliEvalTask, ReportAgreesWithOutputs) {
   // kivi-2 is the budget itself: its peak stays within it; the f16 row holds 16-bit rows.
   EXPECT_LE(rows[3]["peak_bits_per_elem"].get<double>(), rows[3]["budget_bits_per_elem"].get<double>() + 1e-9);
   EXPECT_GT(rows[0]["peak_bits_per_elem"].get<double>(), 16.0);
+  // Over the whole context: the same where the cache saw the whole prompt, less where it was cut.
+  EXPECT_DOUBLE_EQ(rows[0]["context_bits_per_elem"].get<double>(), rows[0]["peak_bits_per_elem"].get<double>());
+  EXPECT_LT(rows[1]["context_bits_per_elem"].get<double>(), rows[1]["peak_bits_per_elem"].get<double>());
 }
 
 TEST(CliEvalTask, BadInputIsAnErrorAndWritesNothing) {
@@ -106,6 +109,76 @@ TEST(CliEvalTask, BadInputIsAnErrorAndWritesNothing) {
   EXPECT_NE(r.out.find("eval_task_bad.jsonl:1: missing"), std::string::npos) << r.out;
   r = run_cli("eval -m " + m + " --task " + tasks + " --methods f16 --budget-method kivi:2,uniform:2 -t 1 --json " + json);
   EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(json));
+}
+
+// Rows run in separate processes come back through --import: the same counts and paired columns as
+// one run, every answer scored again (a line's own "correct" is ignored), and bad imports are errors.
+TEST(CliEvalTask, ImportedRowsArePairedAndRescored) {
+  const std::string m = tiny_model(), tasks = task_file(), base = dir() + "/eval_task_imp";
+  auto r = run_cli("eval -m " + m + " --task " + tasks + " --methods f16,kivi:2 --budget-method kivi:2 -t 1 --json " +
+                   base + "_one.json --outputs " + base + "_one.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  r = run_cli("eval -m " + m + " --task " + tasks + " --methods kivi:2 --budget-method kivi:2 -t 1 --outputs " + base +
+              "_kivi.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  r = run_cli("eval -m " + m + " --task " + tasks + " --methods f16 --budget-method kivi:2 -t 1 --outputs " + base +
+              "_f16.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  // The kivi row first on the command line: the f16 row still comes first in the report.
+  r = run_cli("eval -m " + m + " --task " + tasks + " --budget-method kivi:2 --import " + base + "_kivi.jsonl," + base +
+              "_f16.jsonl --json " + base + "_imp.json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto one = nlohmann::json::parse(std::ifstream(base + "_one.json"))["files"][0]["rows"];
+  const auto imp = nlohmann::json::parse(std::ifstream(base + "_imp.json"))["files"][0]["rows"];
+  ASSERT_EQ(imp.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(imp[i]["method"], one[i]["method"]);
+    EXPECT_EQ(imp[i]["right"], one[i]["right"]);
+    EXPECT_EQ(imp[i]["budget_bits_per_elem"], one[i]["budget_bits_per_elem"]);
+  }
+  EXPECT_EQ(imp[1]["paired_vs_f16"], one[1]["paired_vs_f16"]);
+  // A line claiming "correct" for a wrong answer is scored wrong; one more right answer is scored right.
+  std::ifstream in(base + "_kivi.jsonl");
+  std::string edited, line;
+  int flipped = -1;
+  for (int i = 0; std::getline(in, line); ++i) {
+    auto j = nlohmann::json::parse(line);
+    j["method"] = "edited";
+    if (i == 0) {  // "correct" is left as it was, now wrong
+      flipped = j["correct"].get<bool>() ? -1 : 1;
+      j["generated"] = j["correct"].get<bool>() ? std::string(" 999999") : " " + j["answer"].get<std::string>() + ".";
+    }
+    edited += j.dump() + "\n";
+  }
+  std::ofstream(base + "_edited.jsonl") << edited;
+  r = run_cli("eval -m " + m + " --task " + tasks + " --budget-method kivi:2 --import " + base + "_f16.jsonl," + base +
+              "_edited.jsonl --json " + base + "_ed.json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto ed = nlohmann::json::parse(std::ifstream(base + "_ed.json"))["files"][0]["rows"];
+  EXPECT_EQ(ed[1]["right"].get<int>(), one[1]["right"].get<int>() + flipped);
+  // Errors, and nothing written: the same row twice, a row lacking an item, another answer.
+  const std::string json = base + "_bad.json";
+  r = run_cli("eval -m " + m + " --task " + tasks + " --methods f16 --budget-method kivi:2 -t 1 --import " + base +
+              "_f16.jsonl --json " + json);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("two rows named 'f16'"), std::string::npos) << r.out;
+  std::ifstream in2(base + "_kivi.jsonl");
+  std::string head, wrong_answer;
+  for (int i = 0; std::getline(in2, line); ++i) {
+    if (i < 5) head += line + "\n";
+    auto j = nlohmann::json::parse(line);
+    if (i == 2) j["answer"] = "1";
+    wrong_answer += j.dump() + "\n";
+  }
+  std::ofstream(base + "_short.jsonl") << head;
+  std::ofstream(base + "_wrong.jsonl") << wrong_answer;
+  r = run_cli("eval -m " + m + " --task " + tasks + " --budget-method kivi:2 --import " + base + "_short.jsonl --json " + json);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("lacks item 't5'"), std::string::npos) << r.out;
+  r = run_cli("eval -m " + m + " --task " + tasks + " --budget-method kivi:2 --import " + base + "_wrong.jsonl --json " + json);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("_wrong.jsonl:3: item 't2' has another answer"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(json));
 }
 
