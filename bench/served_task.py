@@ -85,7 +85,7 @@ def complete(url, item, ids, timeout):
 def serve_items(a, kv_args, max_seqs, concurrency, items, ids, log, label):
     n_ctx = max(len(p) + it["max_tokens"] for p, it in zip(ids, items))
     srv = serve_servers.mpkv_server(a.mpkv, a.model, kv_args, a.threads, n_ctx, max_seqs, len(items), log,
-                                    extra=("--no-prefix-cache",))
+                                    extra=("--no-prefix-cache", *a.serve_arg))
     srv.ready_path = "/health"  # 200 once the model is loaded (/v1/models answers before)
     with srv:
         sampler = MetricsSampler(srv.url)
@@ -134,6 +134,8 @@ def main():
     p.add_argument("-t", "--threads", type=int, default=1)
     p.add_argument("--request-timeout", type=float, default=3600.0)
     p.add_argument("--skip-alone", action="store_true", help="reuse the alone rows already in --out-dir")
+    p.add_argument("--serve-arg", action="append", default=[],
+                   help="extra argument for both mpkv serve runs (repeatable), e.g. --serve-arg=--max-batch-tokens=64")
     a = p.parse_args()
     items = task_rows.read_items(a.task, a.items)
     ids = [task_rows.prompt_ids(a.mpkv, a.model, it["prompt"]) for it in items]
