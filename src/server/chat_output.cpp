@@ -17,6 +17,19 @@ ChatDelta ChatOutputParser::push(std::string_view text) {
   return out;
 }
 
+// The whitespace next to the thinking tags is the block's layout, not text (Qwen3's template writes
+// "<think>\n" + reasoning + "\n</think>\n\n"): the thinking begins at its first non-space, as the
+// content after </think> does (docs/serving.md, "Reasoning").
+void ChatOutputParser::release_reasoning(std::string_view text, ChatDelta& out) {
+  if (!reasoning_started_) {
+    const size_t first = skip_json_space(text, 0);
+    if (first == text.size()) return;
+    text.remove_prefix(first);
+    reasoning_started_ = true;
+  }
+  out.reasoning.append(text);
+}
+
 void ChatOutputParser::release_content(std::string_view text, ChatDelta& out) {
   if (!content_started_) {  // content begins at its first non-space (whitespace after </think> dropped)
     const size_t first = skip_json_space(text, 0);
@@ -47,11 +60,11 @@ void ChatOutputParser::step(ChatDelta& out) {
         const size_t end = pending_.find(kThinkEnd);
         if (end == std::string::npos) {
           const size_t keep = partial_marker_suffix(pending_, kThinkEnd);
-          out.reasoning.append(pending_, 0, pending_.size() - keep);
+          release_reasoning(std::string_view(pending_).substr(0, pending_.size() - keep), out);
           pending_.erase(0, pending_.size() - keep);
           return;
         }
-        out.reasoning.append(pending_, 0, end);
+        release_reasoning(std::string_view(pending_).substr(0, end), out);
         pending_.erase(0, end + kThinkEnd.size());
         phase_ = opts_.forced ? Phase::forced : Phase::content;
         break;
@@ -80,7 +93,7 @@ ChatDelta ChatOutputParser::finish() {
   switch (phase_) {
     case Phase::start:
     case Phase::content: release_content(pending_, out); break;
-    case Phase::thinking: out.reasoning.append(pending_); break;  // thinking the answer never closed
+    case Phase::thinking: release_reasoning(pending_, out); break;  // thinking the answer never closed
     case Phase::forced:
       try {
         out.tool_calls = tool_calls_from_forced_output(*opts_.forced, pending_, opts_.call_id_prefix);

@@ -81,7 +81,6 @@ std::string difference(const ChatDelta& d, const ojson& g) {
 // stays true.
 const std::set<std::string> kKnownDisagreements = {
     "Qwen-QwQ-32B/one_call", "Qwen-QwQ-32B/plain", "Qwen-QwQ-32B/think_answer", "Qwen-QwQ-32B/think_call",
-    "Qwen-Qwen3-0.6B/think_answer", "Qwen-Qwen3-0.6B/think_call",
     "deepseek-ai-DeepSeek-R1-Distill-Llama-8B/no_think", "deepseek-ai-DeepSeek-R1-Distill-Llama-8B/open_think",
     "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B/no_think", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B/open_think",
     "meta-llama-Llama-3.1-8B-Instruct/python_tag", "meta-llama-Llama-3.1-8B-Instruct/text_then_json",

@@ -162,7 +162,7 @@ TEST(ChatOutput, Thinking) {
   ChatOutputOptions o;
   o.thinking = true;
   ChatDelta d = parse_whole(o, "<think>\nHmm, 2+2.\n</think>\n\nIt is 4.");
-  EXPECT_EQ(d.reasoning, "\nHmm, 2+2.\n");
+  EXPECT_EQ(d.reasoning, "Hmm, 2+2.\n");  // the newline after <think> is the block's layout
   EXPECT_EQ(d.content, "It is 4.");
   d = parse_whole(o, "No thinking here.");
   EXPECT_EQ(d.reasoning, "");
@@ -178,6 +178,37 @@ TEST(ChatOutput, Thinking) {
   d = parse_whole(o, "Need weather.</think>\n<tool_call>{\"name\": \"w\", \"arguments\": {}}</tool_call>");
   EXPECT_EQ(d.reasoning, "Need weather.");
   ASSERT_EQ(d.tool_calls.size(), 1u);
+}
+
+// The whitespace next to the tags is dropped however the answer is split: before the thinking
+// (after <think>, or at the start of a block the prompt opened) and before the content.
+TEST(ChatOutput, ThinkingLayoutWhitespaceAnySplit) {
+  ChatOutputOptions o;
+  o.thinking = true;
+  o.tools = ToolCallFormat::hermes;
+  struct Case {
+    bool starts_in_thinking;
+    std::string text, reasoning, content;
+    size_t calls;
+  };
+  const Case cases[] = {
+      {false, "<think>\nThe user greets me.\n</think>\n\nHello! How can I help?", "The user greets me.\n", "Hello! How can I help?", 0},
+      {false, "<think>\n \n\tA  b\n</think>", "A  b\n", "", 0},
+      {false, "<think>\n\n</think>\n\nOnly an answer.", "", "Only an answer.", 0},
+      {false, "<think>\nI need the weather.\n</think>\n\n<tool_call>\n{\"name\": \"w\", \"arguments\": {}}\n</tool_call>",
+       "I need the weather.\n", "", 1},
+      {true, "\n  The user wants 2+2.\n</think>\n\nThe answer is 4.", "The user wants 2+2.\n", "The answer is 4.", 0},
+      {true, "\nNever closed.", "Never closed.", "", 0},
+  };
+  for (const Case& c : cases) {
+    o.starts_in_thinking = c.starts_in_thinking;
+    for (size_t step : {size_t{1}, size_t{2}, size_t{5}, c.text.size()}) {
+      const ChatDelta d = parse_pieces(o, c.text, step);
+      EXPECT_EQ(d.reasoning, c.reasoning) << "step " << step << ": " << c.text;
+      EXPECT_EQ(d.content, c.content) << "step " << step << ": " << c.text;
+      EXPECT_EQ(d.tool_calls.size(), c.calls) << "step " << step << ": " << c.text;
+    }
+  }
 }
 
 TEST(ChatOutput, AnySplitGivesTheSameAnswer) {
