@@ -47,6 +47,7 @@ class ChatOutputParser {
  private:
   enum class Phase : uint8_t { start, thinking, content, tool_block, forced };
   void step(ChatDelta& out);  // releases what pending_ makes certain in the current phase
+  bool ends_answer_if_after_text(const ParsedBlock& block) const;
   void release_reasoning(std::string_view text, ChatDelta& out);
   void release_content(std::string_view text, ChatDelta& out);
 
@@ -54,7 +55,8 @@ class ChatOutputParser {
   Phase phase_;
   std::string pending_;          // text not yet released (whole tool block in Phase::tool_block)
   bool reasoning_started_ = false;  // non-space thinking released (whitespace before it is dropped)
-  bool content_started_ = false;    // non-space content released (a Llama 3 call must come first)
+  bool content_started_ = false;    // non-space content released (text before a Llama 3 call)
+  bool first_brace_seen_ = false;   // the answer's first '{' was not a Llama 3 call: later ones are text
   size_t n_calls_ = 0;
 };
 
