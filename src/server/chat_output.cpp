@@ -17,7 +17,7 @@ ChatDelta ChatOutputParser::push(std::string_view text) {
   return out;
 }
 
-// The whitespace next to the thinking tags is the block's layout, not text (Qwen3's template writes
+// The whitespace after the thinking tags is the block's layout, not text (Qwen3's template writes
 // "<think>\n" + reasoning + "\n</think>\n\n"): the thinking begins at its first non-space, as the
 // content after </think> does (docs/serving.md, "Reasoning").
 void ChatOutputParser::release_reasoning(std::string_view text, ChatDelta& out) {

@@ -1,8 +1,8 @@
 // A chat answer's text split into thinking, content and tool calls as it is generated
 // (docs/serving.md, "Tool calls" and "Reasoning"). push() takes each new piece of text and returns
 // what is now certain: thinking (between <think> and </think>, or from the start when the prompt
-// opened the block), content (each from its first non-space: the whitespace next to the thinking
-// tags is the block's layout), and nothing of a tool-call block until finish(), which parses it
+// opened the block), content (each from its first non-space: the whitespace after a thinking
+// tag is the block's layout), and nothing of a tool-call block until finish(), which parses it
 // (tool_call_parse.h) into calls, or gives it back as content when it is not well-formed. Text that
 // may still turn into a tag or a call's start is held back, so a stream never shows markup that
 // later turns out to be a call. A non-streaming answer is the same calls: everything pushed, then

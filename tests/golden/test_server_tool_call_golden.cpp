@@ -85,7 +85,7 @@ std::string difference(const ChatDelta& d, const ojson& g) {
 const std::set<std::string> kKnownDisagreements = {
     // The prompt opened the thinking ("<think>\n") and the template never writes a thinking block of
     // its own, so llama.cpp does not know the block's layout: its reasoning starts with the prompt's
-    // newline and its content keeps the "\n\n" after </think>. mpkv drops the whitespace next to the
+    // newline and its content keeps the "\n\n" after </think>. mpkv drops the whitespace after the
     // tags as for Qwen3 (where llama.cpp drops it too); the text otherwise agrees (an answer that
     // never closes the block is all thinking for both).
     "Qwen-QwQ-32B/one_call", "Qwen-QwQ-32B/plain", "Qwen-QwQ-32B/think_answer", "Qwen-QwQ-32B/think_call",

@@ -220,7 +220,7 @@ TEST(ChatOutput, Thinking) {
   ASSERT_EQ(d.tool_calls.size(), 1u);
 }
 
-// The whitespace next to the tags is dropped however the answer is split: before the thinking
+// The whitespace after the tags is dropped however the answer is split: before the thinking
 // (after <think>, or at the start of a block the prompt opened) and before the content.
 TEST(ChatOutput, ThinkingLayoutWhitespaceAnySplit) {
   ChatOutputOptions o;
