@@ -7,6 +7,7 @@
 #include "server/chat_output.h"
 #include "server/json_scan.h"
 #include "server/tool_call_format.h"
+#include "server/tool_call_parse.h"
 
 using namespace mpkv::server;
 
@@ -155,6 +156,18 @@ TEST(ToolCallParse, Llama3JsonAfterText) {
       EXPECT_EQ(d.tool_calls[0].arguments, c.call_args);
     }
   }
+}
+
+TEST(ToolCallParse, Llama3JsonStartIsKnownAsSoonAsItCanBe) {
+  EXPECT_EQ(llama3_json_start("{"), JsonCallStart::undecided);
+  EXPECT_EQ(llama3_json_start("{ \n"), JsonCallStart::undecided);
+  EXPECT_EQ(llama3_json_start(R"({"name": "f", "parameters": {"a": 1)"), JsonCallStart::undecided);
+  EXPECT_EQ(llama3_json_start(R"({"name": "f", "parameters": {"a": 1}})"), JsonCallStart::call);
+  EXPECT_EQ(llama3_json_start(R"({"name": "f", "parameters": {}} and then)"), JsonCallStart::call);
+  EXPECT_EQ(llama3_json_start("{ x"), JsonCallStart::not_call);  // a call's first key is a string
+  EXPECT_EQ(llama3_json_start("{}"), JsonCallStart::not_call);
+  EXPECT_EQ(llama3_json_start(R"({"name": "f", "parameters": [1]})"), JsonCallStart::not_call);
+  EXPECT_EQ(llama3_json_start(R"({"city": "Paris"})"), JsonCallStart::not_call);
 }
 
 // JSON that is not a call object is streamed once it is known not to be one, not held to the end.
