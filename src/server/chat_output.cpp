@@ -17,6 +17,19 @@ ChatDelta ChatOutputParser::push(std::string_view text) {
   return out;
 }
 
+// The whitespace after the thinking tags is the block's layout, not text (Qwen3's template writes
+// "<think>\n" + reasoning + "\n</think>\n\n"): the thinking begins at its first non-space, as the
+// content after </think> does (docs/serving.md, "Reasoning").
+void ChatOutputParser::release_reasoning(std::string_view text, ChatDelta& out) {
+  if (!reasoning_started_) {
+    const size_t first = skip_json_space(text, 0);
+    if (first == text.size()) return;
+    text.remove_prefix(first);
+    reasoning_started_ = true;
+  }
+  out.reasoning.append(text);
+}
+
 void ChatOutputParser::release_content(std::string_view text, ChatDelta& out) {
   if (!content_started_) {  // content begins at its first non-space (whitespace after </think> dropped)
     const size_t first = skip_json_space(text, 0);
@@ -47,17 +60,17 @@ void ChatOutputParser::step(ChatDelta& out) {
         const size_t end = pending_.find(kThinkEnd);
         if (end == std::string::npos) {
           const size_t keep = partial_marker_suffix(pending_, kThinkEnd);
-          out.reasoning.append(pending_, 0, pending_.size() - keep);
+          release_reasoning(std::string_view(pending_).substr(0, pending_.size() - keep), out);
           pending_.erase(0, pending_.size() - keep);
           return;
         }
-        out.reasoning.append(pending_, 0, end);
+        release_reasoning(std::string_view(pending_).substr(0, end), out);
         pending_.erase(0, end + kThinkEnd.size());
         phase_ = opts_.forced ? Phase::forced : Phase::content;
         break;
       }
       case Phase::content: {
-        const MarkupScan m = scan_tool_call_start(opts_.tools, pending_, !content_started_);
+        const MarkupScan m = scan_tool_call_start(opts_.tools, pending_, !first_brace_seen_);
         if (m.start == std::string_view::npos) {
           release_content(std::string_view(pending_).substr(0, pending_.size() - m.hold), out);
           pending_.erase(0, pending_.size() - m.hold);
@@ -68,10 +81,26 @@ void ChatOutputParser::step(ChatDelta& out) {
         phase_ = Phase::tool_block;
         break;
       }
-      case Phase::tool_block:
+      case Phase::tool_block: {
+        // A Llama 3 block at the answer's first '{' is released as content as soon as it is known
+        // not to be a call object; every other block is held whole until finish().
+        if (opts_.tools != ToolCallFormat::llama3_json || pending_.empty() || pending_[0] != '{') return;
+        if (llama3_json_start(pending_) != JsonCallStart::not_call) return;
+        first_brace_seen_ = true;  // later braces are text
+        phase_ = Phase::content;
+        break;
+      }
       case Phase::forced: return;  // parsed whole, by finish()
     }
   }
+}
+
+// A bare Llama 3 JSON call after text must end the answer, as llama.cpp reads these answers (text,
+// the calls, the end): "Sure: {call}" is a call, "{call} is the shape to use" in the middle of an
+// answer is not. A call that is the answer, or follows <|python_tag|>, may have text after it.
+bool ChatOutputParser::ends_answer_if_after_text(const ParsedBlock& block) const {
+  if (opts_.tools != ToolCallFormat::llama3_json || !content_started_ || pending_[0] != '{') return true;
+  return skip_json_space(block.trailing, 0) == block.trailing.size();
 }
 
 ChatDelta ChatOutputParser::finish() {
@@ -80,7 +109,7 @@ ChatDelta ChatOutputParser::finish() {
   switch (phase_) {
     case Phase::start:
     case Phase::content: release_content(pending_, out); break;
-    case Phase::thinking: out.reasoning.append(pending_); break;  // thinking the answer never closed
+    case Phase::thinking: release_reasoning(pending_, out); break;  // thinking the answer never closed
     case Phase::forced:
       try {
         out.tool_calls = tool_calls_from_forced_output(*opts_.forced, pending_, opts_.call_id_prefix);
@@ -91,7 +120,7 @@ ChatDelta ChatOutputParser::finish() {
       break;
     case Phase::tool_block: {
       std::optional<ParsedBlock> block = parse_tool_call_block(opts_.tools, pending_);
-      if (!block) {
+      if (!block || !ends_answer_if_after_text(*block)) {
         release_content(pending_, out);
         break;
       }

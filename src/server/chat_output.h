@@ -1,7 +1,8 @@
 // A chat answer's text split into thinking, content and tool calls as it is generated
 // (docs/serving.md, "Tool calls" and "Reasoning"). push() takes each new piece of text and returns
 // what is now certain: thinking (between <think> and </think>, or from the start when the prompt
-// opened the block), content, and nothing of a tool-call block until finish(), which parses it
+// opened the block), content (each from its first non-space: the whitespace after a thinking
+// tag is the block's layout), and nothing of a tool-call block until finish(), which parses it
 // (tool_call_parse.h) into calls, or gives it back as content when it is not well-formed. Text that
 // may still turn into a tag or a call's start is held back, so a stream never shows markup that
 // later turns out to be a call. A non-streaming answer is the same calls: everything pushed, then
@@ -46,12 +47,16 @@ class ChatOutputParser {
  private:
   enum class Phase : uint8_t { start, thinking, content, tool_block, forced };
   void step(ChatDelta& out);  // releases what pending_ makes certain in the current phase
+  bool ends_answer_if_after_text(const ParsedBlock& block) const;
+  void release_reasoning(std::string_view text, ChatDelta& out);
   void release_content(std::string_view text, ChatDelta& out);
 
   ChatOutputOptions opts_;
   Phase phase_;
   std::string pending_;          // text not yet released (whole tool block in Phase::tool_block)
-  bool content_started_ = false;  // non-space content released (a Llama 3 call must come first)
+  bool reasoning_started_ = false;  // non-space thinking released (whitespace before it is dropped)
+  bool content_started_ = false;    // non-space content released (text before a Llama 3 call)
+  bool first_brace_seen_ = false;   // the answer's first '{' was not a Llama 3 call: later ones are text
   size_t n_calls_ = 0;
 };
 

@@ -3,8 +3,8 @@
 // tests/golden/tool_calls/ are llama.cpp's parses of model outputs for those templates):
 //   hermes       <tool_call>{"name": ..., "arguments": {...}}</tool_call>, one block per call
 //                (Qwen 2.5 / 3, QwQ, Hermes 2 / 3, SmolLM3);
-//   llama3_json  {"name": ..., "parameters": {...}} as the whole answer, optionally after
-//                <|python_tag|> (Llama 3.1 / 3.2 / 3.3);
+//   llama3_json  {"name": ..., "parameters": {...}} as the answer, after <|python_tag|>, or ending
+//                the answer after text at its first '{' (Llama 3.1 / 3.2 / 3.3);
 //   mistral      [TOOL_CALLS][{"name": ..., "arguments": {...}, "id"?: ...}, ...] (Mistral Nemo) or
 //                [TOOL_CALLS]name[ARGS]{...} per call (Mistral Small 3.2, Devstral);
 //   none         the template has no tool-call markup this server reads: nothing is parsed.

@@ -1,10 +1,23 @@
 // Llama 3.x JSON calls (tool_call_format.h): the answer is {"name": "f", "parameters": {...}}
-// (Llama 3.2's template asks for exactly this), optionally after <|python_tag|>; several calls are
-// separated by ';' or space.
+// (Llama 3.2's template asks for exactly this), optionally after <|python_tag|> or after text that
+// ends where the answer's first '{' begins (chat_output.cpp then wants the calls to end the answer);
+// several calls are separated by ';' or space.
 #include "server/json_scan.h"
 #include "server/tool_call_parse.h"
 
 namespace mpkv::server {
+
+JsonCallStart llama3_json_start(std::string_view s) {
+  const size_t end = json_container_end(s, 0);
+  if (end == std::string_view::npos) {
+    // Not closed yet (or not JSON at all): a call's first key comes right after the '{', so any
+    // other character there settles it now rather than at the end of the answer.
+    const size_t key = skip_json_space(s, 1);
+    return key < s.size() && s[key] != '"' ? JsonCallStart::not_call : JsonCallStart::undecided;
+  }
+  size_t pos = 0;
+  return read_call_object(s, pos, {"parameters", "arguments"}) ? JsonCallStart::call : JsonCallStart::not_call;
+}
 
 std::optional<ParsedBlock> parse_llama3_block(std::string_view s) {
   constexpr std::string_view python_tag = "<|python_tag|>";

@@ -27,18 +27,18 @@ size_t partial_marker_suffix(std::string_view s, std::string_view marker) {
   return 0;
 }
 
-MarkupScan scan_tool_call_start(ToolCallFormat f, std::string_view content, bool at_start) {
+MarkupScan scan_tool_call_start(ToolCallFormat f, std::string_view content, bool first_brace_open) {
   switch (f) {
     case ToolCallFormat::none: return {};
     case ToolCallFormat::hermes: return scan_marker(content, kHermesStart);
     case ToolCallFormat::mistral: return scan_marker(content, kMistralStart);
     case ToolCallFormat::llama3_json: {
       MarkupScan m = scan_marker(content, kPythonTag);
-      if (m.start != std::string_view::npos || !at_start) return m;
-      // A bare JSON object as the whole answer: its '{' must be the answer's first non-space.
-      const size_t first = skip_json_space(content, 0);
-      if (first == content.size()) return {std::string_view::npos, content.size()};  // only space so far
-      if (content[first] == '{') return {first, 0};
+      if (!first_brace_open) return m;
+      // A bare JSON call may follow text ("Sure: {...}", as llama.cpp reads Llama 3.x answers), but
+      // only at the answer's first '{': whichever of the two comes first begins the block.
+      const size_t brace = content.find('{');
+      if (brace != std::string_view::npos && (m.start == std::string_view::npos || brace < m.start)) return {brace, 0};
       return m;
     }
   }

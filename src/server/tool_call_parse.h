@@ -3,6 +3,7 @@
 // them (OpenAI's `function.arguments` string). Text that is not a well-formed call of the format is
 // not a call: it stays content, as llama.cpp leaves output its parser does not accept.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,14 +19,21 @@ struct ParsedToolCall {
   std::string arguments;  // JSON object text
 };
 
-// Where tool-call markup begins in `content` (content released so far is not in it; at_start: no
-// non-space content came before it). start == npos: none yet, and the last `hold` bytes must be held
-// back because more text may make them the start of a call.
+// Where tool-call markup begins in `content` (content released so far is not in it). start == npos:
+// none yet, and the last `hold` bytes must be held back because more text may make them the start of
+// a call. first_brace_open (llama3_json): no '{' came before in the answer, so the first '{' of
+// `content` may begin a bare JSON call (llama3_json_start says whether it does).
 struct MarkupScan {
   size_t start = std::string_view::npos;
   size_t hold = 0;
 };
-MarkupScan scan_tool_call_start(ToolCallFormat f, std::string_view content, bool at_start);
+MarkupScan scan_tool_call_start(ToolCallFormat f, std::string_view content, bool first_brace_open);
+
+// What the text from a Llama 3 answer's first '{' is, as far as it has been generated: a call object
+// ({"name": ..., "parameters"|"arguments": {...}}), not one (so it is content and is released), or
+// not known until more text comes (the object is not closed yet).
+enum class JsonCallStart : uint8_t { undecided, call, not_call };
+JsonCallStart llama3_json_start(std::string_view from_brace);
 
 // The calls of a block of output that begins where scan_tool_call_start found markup, and what
 // follows the last call (content). nullopt when the block is not well-formed calls of the format.

@@ -93,7 +93,7 @@ def test_thinking(client):
     m = r.choices[0].message
     extra = m.model_extra or {}
     check(m.content == "Hello!", "content %r" % m.content)
-    check(extra.get("reasoning_content") == "\nThe user greets me.\n", "reasoning_content %r" % extra)
+    check(extra.get("reasoning_content") == "The user greets me.\n", "reasoning_content %r" % extra)
     check(extra.get("reasoning") == extra.get("reasoning_content"), "reasoning %r" % extra)
     content, reasoning = "", ""
     for ch in client.chat.completions.create(model="script", messages=user(text), stream=True):
@@ -101,7 +101,7 @@ def test_thinking(client):
             d = ch.choices[0].delta
             content += d.content or ""
             reasoning += (d.model_extra or {}).get("reasoning_content") or ""
-    check(content == "Hello!" and reasoning == "\nThe user greets me.\n", "streamed %r / %r" % (content, reasoning))
+    check(content == "Hello!" and reasoning == "The user greets me.\n", "streamed %r / %r" % (content, reasoning))
 
 
 def test_hostile(openai, client):

@@ -7,6 +7,7 @@
 #include "server/chat_output.h"
 #include "server/json_scan.h"
 #include "server/tool_call_format.h"
+#include "server/tool_call_parse.h"
 
 using namespace mpkv::server;
 
@@ -120,13 +121,65 @@ TEST(ToolCallParse, Llama3Json) {
   d = parse_whole(o, R"(<|python_tag|>{"name": "f", "parameters": {}})");
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].name, "f");
-  // JSON after text is not a call (the call must be the answer).
-  d = parse_whole(o, R"(Sure: {"name": "f", "parameters": {}})");
-  EXPECT_TRUE(d.tool_calls.empty());
-  EXPECT_EQ(d.content, R"(Sure: {"name": "f", "parameters": {}})");
   d = parse_whole(o, R"({"not": "a call"})");
   EXPECT_TRUE(d.tool_calls.empty());
   EXPECT_EQ(d.content, R"({"not": "a call"})");
+}
+
+// A bare JSON call after text, at the answer's first '{' and ending the answer, is a call (as
+// llama.cpp reads Llama 3.x answers); anywhere else the JSON is text. Every split the same.
+TEST(ToolCallParse, Llama3JsonAfterText) {
+  const auto o = tools(ToolCallFormat::llama3_json);
+  struct Case {
+    std::string text, content, call_name, call_args;  // call_name "": no call
+  };
+  const Case cases[] = {
+      {R"(Sure: {"name": "get_weather", "parameters": {"city": "Paris"}})", "Sure: ", "get_weather", R"({"city":"Paris"})"},
+      {"I'll check.\n{\"name\": \"f\", \"arguments\": {\"x\": \"}\"}}\n", "I'll check.\n", "f", R"({"x":"}"})"},
+      // Text after the call: the JSON was an example in the middle of an answer.
+      {R"(Use {"name": "f", "parameters": {}} to call it.)", R"(Use {"name": "f", "parameters": {}} to call it.)", "", ""},
+      // Only the first '{' may begin a call.
+      {R"(Set {"a": 1} first. {"name": "f", "parameters": {}})", R"(Set {"a": 1} first. {"name": "f", "parameters": {}})", "", ""},
+      {R"(Code: f() { return 1; } {"name": "f", "parameters": {}})", R"(Code: f() { return 1; } {"name": "f", "parameters": {}})", "", ""},
+      // Cut before the object closed (a length stop): text.
+      {R"(Sure: {"name": "f", "parameters": {"a")", R"(Sure: {"name": "f", "parameters": {"a")", "", ""},
+      // <|python_tag|> after a first '{' that was text still begins a call.
+      {R"({"a": 1} <|python_tag|>{"name": "f", "parameters": {}})", R"({"a": 1} )", "f", "{}"},
+  };
+  for (const Case& c : cases) {
+    for (size_t step : {size_t{1}, size_t{2}, size_t{3}, size_t{7}, c.text.size()}) {
+      const ChatDelta d = parse_pieces(o, c.text, step);
+      EXPECT_EQ(d.content, c.content) << "step " << step << ": " << c.text;
+      ASSERT_EQ(d.tool_calls.size(), c.call_name.empty() ? 0u : 1u) << "step " << step << ": " << c.text;
+      if (c.call_name.empty()) continue;
+      EXPECT_EQ(d.tool_calls[0].name, c.call_name);
+      EXPECT_EQ(d.tool_calls[0].arguments, c.call_args);
+    }
+  }
+}
+
+TEST(ToolCallParse, Llama3JsonStartIsKnownAsSoonAsItCanBe) {
+  EXPECT_EQ(llama3_json_start("{"), JsonCallStart::undecided);
+  EXPECT_EQ(llama3_json_start("{ \n"), JsonCallStart::undecided);
+  EXPECT_EQ(llama3_json_start(R"({"name": "f", "parameters": {"a": 1)"), JsonCallStart::undecided);
+  EXPECT_EQ(llama3_json_start(R"({"name": "f", "parameters": {"a": 1}})"), JsonCallStart::call);
+  EXPECT_EQ(llama3_json_start(R"({"name": "f", "parameters": {}} and then)"), JsonCallStart::call);
+  EXPECT_EQ(llama3_json_start("{ x"), JsonCallStart::not_call);  // a call's first key is a string
+  EXPECT_EQ(llama3_json_start("{}"), JsonCallStart::not_call);
+  EXPECT_EQ(llama3_json_start(R"({"name": "f", "parameters": [1]})"), JsonCallStart::not_call);
+  EXPECT_EQ(llama3_json_start(R"({"city": "Paris"})"), JsonCallStart::not_call);
+}
+
+// JSON that is not a call object is streamed once it is known not to be one, not held to the end.
+TEST(ToolCallParse, Llama3JsonNotACallIsNotHeld) {
+  ChatOutputParser p(tools(ToolCallFormat::llama3_json));
+  EXPECT_EQ(p.push("Here is {").content, "Here is ");  // the '{' may begin a call
+  EXPECT_EQ(p.push("x").content, "{x");               // a call's first key is a string: not one
+  EXPECT_EQ(p.push("} and {\"y\"").content, "} and {\"y\"");  // later braces are text
+  ChatOutputParser q(tools(ToolCallFormat::llama3_json));
+  EXPECT_EQ(q.push(R"(Data: {"city": "Paris")").content, "Data: ");
+  EXPECT_EQ(q.push("} and more").content, R"({"city": "Paris"} and more)");  // closed, no "name"
+  EXPECT_TRUE(q.finish().empty());
 }
 
 TEST(ToolCallParse, Mistral) {
@@ -162,7 +215,7 @@ TEST(ChatOutput, Thinking) {
   ChatOutputOptions o;
   o.thinking = true;
   ChatDelta d = parse_whole(o, "<think>\nHmm, 2+2.\n</think>\n\nIt is 4.");
-  EXPECT_EQ(d.reasoning, "\nHmm, 2+2.\n");
+  EXPECT_EQ(d.reasoning, "Hmm, 2+2.\n");  // the newline after <think> is the block's layout
   EXPECT_EQ(d.content, "It is 4.");
   d = parse_whole(o, "No thinking here.");
   EXPECT_EQ(d.reasoning, "");
@@ -178,6 +231,37 @@ TEST(ChatOutput, Thinking) {
   d = parse_whole(o, "Need weather.</think>\n<tool_call>{\"name\": \"w\", \"arguments\": {}}</tool_call>");
   EXPECT_EQ(d.reasoning, "Need weather.");
   ASSERT_EQ(d.tool_calls.size(), 1u);
+}
+
+// The whitespace after the tags is dropped however the answer is split: before the thinking
+// (after <think>, or at the start of a block the prompt opened) and before the content.
+TEST(ChatOutput, ThinkingLayoutWhitespaceAnySplit) {
+  ChatOutputOptions o;
+  o.thinking = true;
+  o.tools = ToolCallFormat::hermes;
+  struct Case {
+    bool starts_in_thinking;
+    std::string text, reasoning, content;
+    size_t calls;
+  };
+  const Case cases[] = {
+      {false, "<think>\nThe user greets me.\n</think>\n\nHello! How can I help?", "The user greets me.\n", "Hello! How can I help?", 0},
+      {false, "<think>\n \n\tA  b\n</think>", "A  b\n", "", 0},
+      {false, "<think>\n\n</think>\n\nOnly an answer.", "", "Only an answer.", 0},
+      {false, "<think>\nI need the weather.\n</think>\n\n<tool_call>\n{\"name\": \"w\", \"arguments\": {}}\n</tool_call>",
+       "I need the weather.\n", "", 1},
+      {true, "\n  The user wants 2+2.\n</think>\n\nThe answer is 4.", "The user wants 2+2.\n", "The answer is 4.", 0},
+      {true, "\nNever closed.", "Never closed.", "", 0},
+  };
+  for (const Case& c : cases) {
+    o.starts_in_thinking = c.starts_in_thinking;
+    for (size_t step : {size_t{1}, size_t{2}, size_t{5}, c.text.size()}) {
+      const ChatDelta d = parse_pieces(o, c.text, step);
+      EXPECT_EQ(d.reasoning, c.reasoning) << "step " << step << ": " << c.text;
+      EXPECT_EQ(d.content, c.content) << "step " << step << ": " << c.text;
+      EXPECT_EQ(d.tool_calls.size(), c.calls) << "step " << step << ": " << c.text;
+    }
+  }
 }
 
 TEST(ChatOutput, AnySplitGivesTheSameAnswer) {

@@ -213,11 +213,11 @@ TEST(ServerReasoning, ThinkingGoesToReasoningContent) {
   const json body = user("<think>\nThe user greets me.\n</think>\n\nHello!");
   const json m = s.answer(body)["choices"][0]["message"];
   EXPECT_EQ(m["content"], "Hello!");
-  EXPECT_EQ(m["reasoning_content"], "\nThe user greets me.\n");
+  EXPECT_EQ(m["reasoning_content"], "The user greets me.\n");
   EXPECT_EQ(m["reasoning"], m["reasoning_content"]);  // vLLM's newer name
   const Assembled a = assemble(s.stream(body));
   EXPECT_EQ(a.content, "Hello!");
-  EXPECT_EQ(a.reasoning, "\nThe user greets me.\n");
+  EXPECT_EQ(a.reasoning, "The user greets me.\n");
   EXPECT_EQ(a.reasoning_vllm, a.reasoning);
   EXPECT_EQ(a.finish, "stop");
 }
@@ -228,7 +228,7 @@ TEST(ServerReasoning, ThinkingThenToolCall) {
   body["tools"] = kTools;
   const json a = s.answer(body);
   EXPECT_EQ(a["choices"][0]["finish_reason"], "tool_calls");
-  EXPECT_EQ(a["choices"][0]["message"]["reasoning_content"], "\nI need the weather.\n");
+  EXPECT_EQ(a["choices"][0]["message"]["reasoning_content"], "I need the weather.\n");
   EXPECT_EQ(a["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather");
 }
 
