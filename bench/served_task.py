@@ -86,7 +86,7 @@ def serve_items(a, kv_args, max_seqs, concurrency, items, ids, log, label):
     n_ctx = max(len(p) + it["max_tokens"] for p, it in zip(ids, items))
     srv = serve_servers.mpkv_server(a.mpkv, a.model, kv_args, a.threads, n_ctx, max_seqs, len(items), log,
                                     extra=("--no-prefix-cache", *a.serve_arg))
-    srv.ready_path = "/health"  # 200 once the model is loaded (/v1/models answers before)
+    srv.ready_path = "/health"  # 200 once the model is loaded
     with srv:
         sampler = MetricsSampler(srv.url)
         sampler.start()

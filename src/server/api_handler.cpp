@@ -158,7 +158,10 @@ HttpResponse ApiHandler::route(const HttpRequest& req) {
     throw ApiError(405, "method " + req.method + " is not allowed on " + p + " (use " + (post ? "POST" : "GET") + ")");
   if (req.body.size() > opts_.max_body_bytes)
     throw ApiError(413, "the request body is larger than " + std::to_string(opts_.max_body_bytes) + " bytes");
-  if (p == "/v1/models") return models();
+  if (p == "/v1/models") {  // a model list only from a server that can serve it: routers poll this for readiness
+    ready_backend();
+    return models();
+  }
   if (p == "/metrics") {
     Backend* b = backend_.load();
     HttpResponse r;

@@ -102,14 +102,21 @@ TEST(ServerHandler, HealthFollowsLoadingAndDraining) {
   ApiHandler h({});
   EXPECT_EQ(h.handle(get("/health")).status, 503);
   EXPECT_EQ(h.handle(post("/v1/chat/completions", kChat)).status, 503);
+  // The model list too: a client that polls /v1/models for readiness must not start while the
+  // model loads (llama-server answers 503 there as well).
+  const HttpResponse loading = h.handle(get("/v1/models"));
+  EXPECT_EQ(loading.status, 503);
+  EXPECT_EQ(json::parse(loading.body)["error"]["message"], "the model is loading");
   EchoBackend b(64, 4, true);
   h.set_backend(&b);
   EXPECT_EQ(h.handle(get("/health")).status, 200);
+  EXPECT_EQ(h.handle(get("/v1/models")).status, 200);
   h.begin_drain();
   const HttpResponse r = h.handle(get("/health"));
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(header(r, "Retry-After"), "1");
   EXPECT_EQ(h.handle(post("/v1/chat/completions", kChat)).status, 503);
+  EXPECT_EQ(h.handle(get("/v1/models")).status, 503);
 }
 
 TEST(ServerHandler, ApiKeyGuardsEverythingButHealth) {
