@@ -21,6 +21,12 @@ sigset_t shutdown_signals() {
 ShutdownSignal::ShutdownSignal() {
   const sigset_t s = shutdown_signals();
   pthread_sigmask(SIG_BLOCK, &s, nullptr);
+  // A shell starts background jobs (`mpkv serve &` in a script) with SIGINT ignored. Threads made
+  // before this point (OpenBLAS starts its own when the library loads) do not block the signals,
+  // and one of them takes a SIGINT sent while the model loads and, ignored, drops it: the server
+  // would never stop. With the default action such a signal ends the loading process instead;
+  // once serving, wait() takes it (docs/serving.md, "Shutdown").
+  for (const int sig : {SIGINT, SIGTERM}) signal(sig, SIG_DFL);
 }
 
 int ShutdownSignal::wait(std::chrono::milliseconds timeout) {

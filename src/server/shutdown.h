@@ -11,7 +11,8 @@ namespace mpkv::server {
 class ShutdownSignal {
  public:
   // Blocks SIGINT and SIGTERM in the calling thread, and so in every thread it starts afterwards:
-  // make it before any thread, and the signals only arrive through wait().
+  // make it before any thread, and the signals only arrive through wait(). Either one ignored by
+  // the parent (a shell's background job ignores SIGINT) is taken again.
   ShutdownSignal();
   // Waits up to `timeout` for SIGINT or SIGTERM; returns the signal number, or 0.
   int wait(std::chrono::milliseconds timeout);

@@ -49,12 +49,12 @@ class ServerProcess:
     """A server whose first stdout line is 'listening on http://127.0.0.1:PORT' (mpkv serve,
     mpkv_script_serve). health_timeout: also wait (bounded) until GET /health answers 200."""
 
-    def __init__(self, cmd, listen_timeout=60, health_timeout=None):
+    def __init__(self, cmd, listen_timeout=60, health_timeout=None, preexec_fn=None):
         self.log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "mpkv_e2e_%s_%d.log" % (
             os.path.basename(cmd[0]), os.getpid()))
         self.log = open(self.log_path, "w")
         print("starting: " + " ".join(cmd), flush=True)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, preexec_fn=preexec_fn)
         box = {}
         t = threading.Thread(target=lambda: box.update(line=self.proc.stdout.readline()), daemon=True)
         t.start()
@@ -98,10 +98,11 @@ class ServerProcess:
             self.proc.wait(10)
 
 
-def mpkv_serve(mpkv, model, args, api_key=API_KEY):
-    """`mpkv serve` on an ephemeral loopback port, loaded (GET /health 200)."""
+def mpkv_serve(mpkv, model, args, api_key=API_KEY, preexec_fn=None):
+    """`mpkv serve` on an ephemeral loopback port, loaded (GET /health 200); preexec_fn runs in the
+    child before exec (e.g. to start it with a signal ignored, as a shell's background job is)."""
     cmd = [mpkv, "serve", "-m", model, "--port", "0", "-t", "2"] + (["--api-key", api_key] if api_key else []) + list(args)
-    return ServerProcess(cmd, listen_timeout=60, health_timeout=120)
+    return ServerProcess(cmd, listen_timeout=60, health_timeout=120, preexec_fn=preexec_fn)
 
 
 def metric(text, name):

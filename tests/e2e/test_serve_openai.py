@@ -11,7 +11,8 @@ Starts the server on an ephemeral loopback port with the real SmolLM2 model and 
      alone at temperature 0, every bad one its 4xx, the KV budget is never exceeded (polled from
      /metrics during the run) and mpkv:kv_bytes_used returns to what the prefix cache keeps;
   3. a client that disconnects mid-stream has its request aborted (bytes back to the cached ones);
-  4. SIGTERM with a request in flight: it is aborted after --shutdown-timeout, the server exits 0.
+  4. SIGTERM with a request in flight: it is aborted after --shutdown-timeout, the server exits 0;
+  5. a server started with SIGINT ignored (as a shell starts `mpkv serve &`) still stops on SIGINT.
 Every wait is bounded. Exit code 77 (CTest: skipped) when the model is absent.
 Usage: test_serve_openai.py --mpkv BUILD/mpkv --source SOURCE_DIR
 """
@@ -411,6 +412,30 @@ def test_shutdown(srv):
         time.time() - t0, "was aborted and told so" if aborted else "finished before the deadline"), flush=True)
 
 
+def test_sigint_when_started_ignoring_it(mpkv, model):
+    """A shell starts a background job with SIGINT ignored. A thread made before the server blocks
+    the signal (OpenBLAS starts its threads when the library loads) takes an ignored SIGINT sent
+    while the model loads and drops it, so the server would never stop: it takes the signal's
+    action back to the default (server/shutdown.h), which /proc shows deterministically."""
+    srv = mpkv_serve(mpkv, model, ["-c", "64", "--kv-budget-mib", "8"],
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    with open("/proc/%d/status" % srv.proc.pid) as f:
+        ignored = int(re.search(r"^SigIgn:\s*([0-9a-f]+)$", f.read(), re.M).group(1), 16)
+    if ignored & (1 << (signal.SIGINT - 1)):
+        srv.kill()
+        fail("the server kept SIGINT ignored as its parent left it")
+    t0 = time.time()
+    srv.proc.send_signal(signal.SIGINT)
+    try:
+        rc = srv.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        fail("a server started with SIGINT ignored did not exit within 30 s of SIGINT")
+    check(rc == 0, "exit code %d after SIGINT; log:\n%s" % (rc, srv.read_log()))
+    print("sigint: a server started with SIGINT ignored takes it again and exited 0 after %.1f s" % (
+        time.time() - t0), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mpkv", required=True)
@@ -434,6 +459,7 @@ def main():
         test_disconnect(srv)
         mismatch = test_concurrent(openai, client, srv)
         test_shutdown(srv)
+        test_sigint_when_started_ignoring_it(args.mpkv, model)
         if mismatch:
             fail(mismatch)
     return run_against(srv, run)
