@@ -109,8 +109,10 @@ void read_unapplied_window(const GgufReader& g, ModelConfig& c) {
 // phi3's longrope factors as llama.cpp chooses them (llama_model::get_rope_factors; docs/models.md,
 // "Longrope"): with both tensors in the file, rope_factors_long.weight when the context per sequence
 // exceeds `rope.scaling.original_context_length` (absent: context_length), else
-// rope_factors_short.weight. llama.cpp reads them for phi3 only; on another architecture they are
-// tensors it does not use, which ModelWeights refuses by name. n_ctx 0: context_length stands in.
+// rope_factors_short.weight. The context is compared as llama.cpp has it: rounded up to a multiple
+// of 256 (its context constructor pads n_ctx so), so that mpkv's -c N picks what llama.cpp's -c N
+// picks. llama.cpp reads them for phi3 only; on another architecture they are tensors it does not
+// use, which ModelWeights refuses by name. n_ctx 0: context_length stands in.
 void choose_longrope(const GgufReader& g, ModelConfig& c, int n_ctx) {
   const bool has_long = g.find_tensor("rope_factors_long.weight") != nullptr;
   const bool has_short = g.find_tensor("rope_factors_short.weight") != nullptr;
@@ -130,7 +132,9 @@ void choose_longrope(const GgufReader& g, ModelConfig& c, int n_ctx) {
   lr.n_ctx_orig = (int)orig;
   lr.n_ctx_given = n_ctx > 0;
   lr.n_ctx = n_ctx > 0 ? n_ctx : c.n_ctx_train;
-  lr.factors = lr.n_ctx > lr.n_ctx_orig ? LongropeFactors::long_factors : LongropeFactors::short_factors;
+  constexpr int64_t kLlamaCppCtxPad = 256;
+  lr.n_ctx_compared = ((int64_t)lr.n_ctx + kLlamaCppCtxPad - 1) / kLlamaCppCtxPad * kLlamaCppCtxPad;
+  lr.factors = lr.n_ctx_compared > lr.n_ctx_orig ? LongropeFactors::long_factors : LongropeFactors::short_factors;
 }
 
 }  // namespace
@@ -265,9 +269,11 @@ std::string ModelConfig::longrope_choice() const {
   const Longrope& lr = longrope;
   if (lr.factors == LongropeFactors::none) return "";
   const bool is_long = lr.factors == LongropeFactors::long_factors;
+  const std::string rounded =
+      lr.n_ctx_compared != lr.n_ctx ? ", " + std::to_string(lr.n_ctx_compared) + " as llama.cpp rounds it up" : "";
   return std::string(longrope_tensor_name(lr.factors)) + ": context " + std::to_string(lr.n_ctx) +
-         (lr.n_ctx_given ? "" : " (none given: context_length, as llama.cpp's n_ctx 0)") + (is_long ? " > " : " <= ") +
-         "original context " + std::to_string(lr.n_ctx_orig) +
+         (lr.n_ctx_given ? "" : " (none given: context_length, as llama.cpp's n_ctx 0)") + rounded +
+         (is_long ? " > " : " <= ") + "original context " + std::to_string(lr.n_ctx_orig) +
          " (llama.cpp's rule: long factors only beyond the original context; docs/models.md, \"Longrope\")";
 }
 

@@ -1,5 +1,6 @@
 // Model hyperparameters read from GGUF metadata ("<arch>.*" keys).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,8 +35,9 @@ enum class LongropeFactors { none, short_factors, long_factors };
 // startup log to say.
 struct Longrope {
   LongropeFactors factors = LongropeFactors::none;
-  int n_ctx = 0;             // the per-sequence context compared
+  int n_ctx = 0;             // the per-sequence context the model runs with
   bool n_ctx_given = false;  // false: none was given and context_length stood in (llama.cpp's n_ctx 0)
+  int64_t n_ctx_compared = 0;  // n_ctx rounded up to a multiple of 256, as llama.cpp compares it
   int n_ctx_orig = 0;        // `rope.scaling.original_context_length` (absent: context_length)
 };
 

@@ -271,7 +271,9 @@ TEST(CliFlags, LongropeChoiceIsShownForTheContext) {
   EXPECT_TRUE(has(r, "rope mscale    cos and sin x 1.11803")) << r.out;
   r = run_cli("info -m " + p + " -c 257");
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_TRUE(has(r, "rope longrope  rope_factors_long.weight: context 257 > original context 256")) << r.out;
+  EXPECT_TRUE(has(r, "rope longrope  rope_factors_long.weight: context 257, 512 as llama.cpp rounds it up > original "
+                     "context 256"))
+      << r.out;
   EXPECT_TRUE(has(r, "rope factors   rope_factors_long.weight, 8 pairs, 1.5 .. 12")) << r.out;
   r = run_cli("info -m " + p);
   EXPECT_TRUE(has(r, "rope_factors_long.weight: context 1024 (none given: context_length, as llama.cpp's n_ctx 0) > "
@@ -279,10 +281,14 @@ TEST(CliFlags, LongropeChoiceIsShownForTheContext) {
       << r.out;
   r = run_cli("generate -m " + p + " -c 200 -n 2 --temp 0 -p hello");
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_TRUE(has(r, "[model] longrope factors rope_factors_short.weight: context 200 <= original context 256")) << r.out;
+  EXPECT_TRUE(has(r, "[model] longrope factors rope_factors_short.weight: context 200, 256 as llama.cpp rounds it up "
+                     "<= original context 256"))
+      << r.out;
   r = run_cli("generate -m " + p + " -c 300 -n 2 --temp 0 -p hello");
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_TRUE(has(r, "[model] longrope factors rope_factors_long.weight: context 300 > original context 256")) << r.out;
+  EXPECT_TRUE(has(r, "[model] longrope factors rope_factors_long.weight: context 300, 512 as llama.cpp rounds it up > "
+                     "original context 256"))
+      << r.out;
 }
 
 // What info says of the variants it runs the way llama.cpp does: YaRN's derived parameters and

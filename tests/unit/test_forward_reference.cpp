@@ -41,7 +41,8 @@ RefArch ref_arch(const test::TinyModelSpec& s) {
   if (s.rope_scaling_type != "none" && s.rope_scaling_factor != 0.0f) r.rope_scale = s.rope_scaling_factor;
   r.rope_freqs.assign(s.rope_freqs.begin(), s.rope_freqs.end());
   // phi3 longrope, llama.cpp's rule (docs/models.md, "Longrope"): the long factors when the context
-  // the model runs with exceeds the original context (absent: context_length), else the short.
+  // the model runs with exceeds the original context (absent: context_length), else the short (the
+  // variants' contexts, 256 and 512, are multiples of 256: llama.cpp's rounding leaves them alone).
   if (!s.rope_factors_long.empty()) {
     const int ctx = s.run_n_ctx > 0 ? s.run_n_ctx : s.context_length;
     const int orig = s.rope_orig_ctx > 0 ? s.rope_orig_ctx : s.context_length;

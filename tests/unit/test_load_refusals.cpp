@@ -213,19 +213,22 @@ TEST(LoadRefusals, LongropeFactorsMustBeF32OfHalfTheRopeDimAndPositive) {
 }
 
 // The choice follows the context the model is loaded for, by llama.cpp's rule (docs/models.md,
-// "Longrope"): the long factors only when the context per sequence exceeds the original context (256
-// here); no context (0) stands for context_length (1024). The values are the spec's.
+// "Longrope"): the long factors only when the context per sequence, rounded up to a multiple of 256
+// as llama.cpp pads it, exceeds the original context (256 here); no context (0) stands for
+// context_length (1024). The values are the spec's.
 TEST(LoadRefusals, LongropeChoiceFollowsTheContext) {
   const test::TinyModelSpec spec = test::tiny_variant_spec("phi3_longrope_short");
   const std::string path = test::temp_dir() + "/longrope_choice.gguf";
   test::write_tiny_model(path, spec);
-  struct Case { int n_ctx; bool is_long; int compared; };
-  for (const Case& k : {Case{1, false, 1}, Case{255, false, 255}, Case{256, false, 256}, Case{257, true, 257},
-                        Case{512, true, 512}, Case{100000, true, 100000}, Case{0, true, 1024}}) {
+  struct Case { int n_ctx; bool is_long; int compared; int64_t rounded; };
+  for (const Case& k : {Case{1, false, 1, 256}, Case{255, false, 255, 256}, Case{256, false, 256, 256},
+                        Case{257, true, 257, 512}, Case{512, true, 512, 512}, Case{100000, true, 100000, 100096},
+                        Case{0, true, 1024, 1024}}) {
     auto m = Model::load(path, k.n_ctx);
     const Longrope& lr = m->config().longrope;
     EXPECT_EQ(lr.factors, k.is_long ? LongropeFactors::long_factors : LongropeFactors::short_factors) << k.n_ctx;
     EXPECT_EQ(lr.n_ctx, k.compared);
+    EXPECT_EQ(lr.n_ctx_compared, k.rounded);
     EXPECT_EQ(lr.n_ctx_given, k.n_ctx > 0);
     EXPECT_EQ(lr.n_ctx_orig, 256);
     const std::vector<float>& want = k.is_long ? spec.rope_factors_long : spec.rope_factors_short;
@@ -252,6 +255,19 @@ TEST(LoadRefusals, LongropeChoiceFollowsTheContext) {
   EXPECT_EQ(Model::load(p2, 1024)->config().longrope.factors, LongropeFactors::short_factors);
   EXPECT_EQ(Model::load(p2, 1025)->config().longrope.factors, LongropeFactors::long_factors);
   EXPECT_EQ(Model::load(p2, 0)->config().longrope.factors, LongropeFactors::short_factors);
+  // An original context that is no multiple of 256 (300): llama.cpp's -c 280 is 512 > 300, long;
+  // -c 256 stays 256, short.
+  test::TinyModelSpec odd = spec;
+  odd.rope_orig_ctx = 300;
+  const std::string p3 = test::temp_dir() + "/longrope_orig_300.gguf";
+  test::write_tiny_model(p3, odd);
+  EXPECT_EQ(Model::load(p3, 256)->config().longrope.factors, LongropeFactors::short_factors);
+  const auto m280 = Model::load(p3, 280);
+  EXPECT_EQ(m280->config().longrope.factors, LongropeFactors::long_factors);
+  EXPECT_EQ(m280->config().longrope.n_ctx_compared, 512);
+  EXPECT_TRUE(contains(m280->config().longrope_choice(),
+                       "rope_factors_long.weight: context 280, 512 as llama.cpp rounds it up > original context 300"))
+      << m280->config().longrope_choice();
 }
 
 // llama.cpp does not apply llama.attention.sliding_window: mpkv keeps every layer global.
