@@ -114,6 +114,8 @@ void read_unapplied_window(const GgufReader& g, ModelConfig& c) {
 // picks. llama.cpp reads them for phi3 only; on another architecture they are tensors it does not
 // use, which ModelWeights refuses by name. n_ctx 0: context_length stands in.
 void choose_longrope(const GgufReader& g, ModelConfig& c, int n_ctx) {
+  // The commands check their -c; a negative context here is a caller's bug.
+  MPKV_ASSERT(n_ctx >= 0, "Model::load given the context " + std::to_string(n_ctx));
   const bool has_long = g.find_tensor("rope_factors_long.weight") != nullptr;
   const bool has_short = g.find_tensor("rope_factors_short.weight") != nullptr;
   if (c.arch != Arch::phi3 || (!has_long && !has_short)) return;
@@ -123,7 +125,6 @@ void choose_longrope(const GgufReader& g, ModelConfig& c, int n_ctx) {
                                         "' but not '" +
                                         (has_long ? "rope_factors_short.weight" : "rope_factors_long.weight") +
                                         "'; phi3's longrope needs both (docs/models.md, \"Longrope\")");
-  MPKV_CHECK(n_ctx >= 0, "the context to choose longrope factors for must be >= 0");
   const std::string key = c.arch_name + ".rope.scaling.original_context_length";
   const int64_t orig = g.get_int(key, c.n_ctx_train);
   MPKV_CHECK(orig > 0 && orig <= INT32_MAX,

@@ -247,6 +247,8 @@ TEST(LoadRefusals, LongropeChoiceFollowsTheContext) {
     EXPECT_EQ(contains(say, "none given"), k.n_ctx == 0) << say;
     EXPECT_TRUE(contains(m->config().describe(), "rope longrope  " + say)) << m->config().describe();
   }
+  // A negative context comes from no user (the commands check -c): a bug, not a bad file.
+  EXPECT_THROW(Model::load(path, -1), InternalError);
   // Without rope.scaling.original_context_length llama.cpp compares with context_length.
   test::TinyModelSpec no_orig = spec;
   no_orig.rope_orig_ctx = 0;
