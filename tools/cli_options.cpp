@@ -226,6 +226,13 @@ void check_kv_flags(const CLI::App* sub, const KvCacheOptions& o) {
   }
 }
 
+std::unique_ptr<Model> load_model(const std::string& path, int n_ctx) {
+  auto model = Model::load(path, n_ctx);
+  const std::string choice = model->config().longrope_choice();
+  if (!choice.empty()) std::fprintf(stderr, "[model] longrope factors %s\n", choice.c_str());
+  return model;
+}
+
 void cap_kv_sizes(KvCacheOptions& o, int n_ctx) {
   o.window = o.window > n_ctx ? n_ctx : o.window;
   o.sink = o.sink > n_ctx ? n_ctx : o.sink;

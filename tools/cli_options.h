@@ -9,10 +9,12 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "engine/sampler.h"
 #include "kvcache/kv_cache_factory.h"
+#include "model/model.h"
 
 namespace mpkv::cli {
 
@@ -54,6 +56,10 @@ void check_kv_flags(const CLI::App* sub, const KvCacheOptions& o);
 void cap_kv_sizes(KvCacheOptions& o, int n_ctx);
 // A warning on stderr when a quantizing plan keeps every position of an n_ctx context at fp16.
 void warn_if_nothing_quantized(const KvPlan& plan, int n_ctx);
+
+// Model::load for a run of n_ctx tokens per sequence (the context that chooses phi3's longrope
+// factors), saying on stderr which factors that context chose and why (docs/models.md, "Longrope").
+std::unique_ptr<Model> load_model(const std::string& path, int n_ctx);
 
 // "1e+07" -> "10000000", "6" -> "6", "0.5" -> "0.5": MiB and other figures without clipping.
 std::string format_number(double x);

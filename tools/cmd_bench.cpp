@@ -225,7 +225,7 @@ void register_bench(CLI::App& app) {
     cap_kv_sizes(a->kv, max_ctx);
     validate(a->kv);
     const int threads = apply_threads(a->threads);
-    auto model = Model::load(a->model);
+    auto model = load_model(a->model, max_ctx);
     const ModelConfig& c = model->config();
     const auto ids = bench_tokens(max_ctx, c.n_vocab);
     const KvDims dims = c.kv_dims();

@@ -12,7 +12,9 @@
 //      (with the full report), --report-in reads it back.
 //   2. allocation (src/calib/plan_allocation.h allocate_plan): pmkvq | ratequant | combined under a
 //      budget counted by the KV cache's own accounting for one sequence of --max-len tokens.
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -233,7 +235,9 @@ void run_calibrate(const Args& a, CLI::App* sub) {
   const double t_start = now_s();
   const std::clock_t cpu_start = std::clock();
   apply_threads(a.threads);
-  auto model = Model::load(a.model);
+  // The plan serves sequences of --max-len tokens (default 4096, as plan_request): that context
+  // chooses phi3's longrope factors, so the keys are calibrated as they will be rotated.
+  auto model = load_model(a.model, a.max_len > 0 ? (int)std::min<int64_t>(a.max_len, INT32_MAX) : 4096);
   const ModelConfig& c = model->config();
   const KvModelIdentity id = kv_model_identity(*model);
   const calib::PlanRequest req = plan_request(a, sub, c, id);

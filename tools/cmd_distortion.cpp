@@ -70,7 +70,7 @@ void run_check(const Args& a) {
   MPKV_CHECK(!a.report_in.empty(), "--check needs --report-in (a calibration report from mpkv calibrate)");
   MPKV_CHECK(a.check_drop < a.check_bits, "--check-drop must be below --check-bits");
   apply_threads(a.threads);
-  auto model = Model::load(a.model);
+  auto model = load_model(a.model, a.ctx);
   const ModelConfig& c = model->config();
   const calib::CalibrationInputs in =
       read_calibration_report(a.report_in, "--report-in " + a.report_in + ": ", c, kv_model_identity(*model));
@@ -129,7 +129,7 @@ void run_check(const Args& a) {
 
 void run_distortion(const Args& a) {
   apply_threads(a.threads);
-  auto model = Model::load(a.model);
+  auto model = load_model(a.model, a.ctx);
   const ModelConfig& c = model->config();
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   const auto ids = tok.encode(read_text_file(a.file), tok.add_bos(), false);

@@ -1,6 +1,7 @@
 // mpkv eval: quality of KV methods side by side (eval_protocols.h): a methods x bits matrix under
 // the decode and prefill-fake protocols on a text, and/or long-generation drift. Writes markdown
 // (stdout, --md) and JSON (--json) for scripts/plot_eval.py.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -122,7 +123,9 @@ void register_eval(CLI::App& app) {
       fake |= p == "prefill-fake";
     }
     const int threads = apply_threads(a->threads);
-    auto model = Model::load(a->model);
+    // The longest sequence this run holds: a text window, or the greedy drift run (its short chat
+    // prompt aside); it chooses phi3's longrope factors (docs/models.md, "Longrope").
+    auto model = load_model(a->model, std::max(a->file.empty() ? 0 : a->n_ctx, a->drift_tokens));
     const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
     // Every method, plan and text is checked before the first forward pass.
     const EvalMatrix text_m = methods_for(a->methods, a->bits, *a, *model);

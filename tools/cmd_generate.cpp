@@ -147,7 +147,7 @@ void run_generate(const GenerateArgs& a, const CLI::App* sub) {
   validate(kv);  // before loading anything
   const std::vector<std::string> texts = prompt_texts(a);
   const int threads = apply_threads(a.threads);
-  auto model = Model::load(a.model);
+  auto model = load_model(a.model, a.n_ctx);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   kv.model = kv_model_identity(*model);  // a --kv-plan for another model is an Error
   if (a.chat && !tok.has_chat_template())  // docs/chat_templates.md, "Without a template"

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "cli_options.h"
 #include "commands.h"
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
@@ -71,30 +72,36 @@ void print_tensors(const GgufReader& g) {
   }
 }
 
-// rope_freqs.weight, when the model has it: how many pairs and the range of the factors.
-void print_rope_factors(const VectorWeight& f) {
+// The RoPE frequency factors the model applies, when it has some: the tensor (rope_freqs.weight, or
+// the longrope tensor the context chose), how many pairs and the range of the factors.
+void print_rope_factors(const Model& m) {
+  const VectorWeight& f = m.weights().rope_freqs;
   if (!f.data) return;
+  const LongropeFactors lr = m.config().longrope.factors;
   float lo = f.data[0], hi = f.data[0];
   for (int64_t j = 1; j < f.n; ++j) lo = std::min(lo, f.data[j]), hi = std::max(hi, f.data[j]);
-  std::printf("rope factors   rope_freqs.weight, %lld pairs, %g .. %g (frequency of pair j divided by factor j)\n",
-              (long long)f.n, lo, hi);
+  std::printf("rope factors   %s, %lld pairs, %g .. %g (frequency of pair j divided by factor j)\n",
+              lr == LongropeFactors::none ? "rope_freqs.weight" : longrope_tensor_name(lr), (long long)f.n, lo, hi);
 }
 
 }  // namespace
 
 void register_info(CLI::App& app) {
-  struct Args { std::string model; bool tensors = false, metadata = false; };
+  struct Args { std::string model; bool tensors = false, metadata = false; int n_ctx = 0; };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("info", "show a model's architecture, hyperparameters, metadata and tensors");
   sub->add_option("-m,--model", a->model, "GGUF model file")->required();
   sub->add_flag("--tensors", a->tensors, "list every tensor");
   sub->add_flag("--metadata", a->metadata, "list every metadata key");
+  sub->add_option("-c,--ctx-size", a->n_ctx,
+                  "context per sequence to choose phi3's longrope factors for (0: the file's context_length)")
+      ->capture_default_str()->check(integer_in(0, 1 << 30, "in [0, 1073741824]"));
   sub->callback([a] {
     const GgufReader g(a->model);  // a file that is no valid GGUF is an error before any output
     std::unique_ptr<Model> model;
     std::optional<std::string> failure;
     try {
-      model = Model::load(a->model);
+      model = Model::load(a->model, a->n_ctx);
     } catch (const Error& e) {
       failure = e.what();
     }
@@ -103,7 +110,7 @@ void register_info(CLI::App& app) {
     if (model) {
       std::printf("%s", model->config().describe().c_str());
       std::printf("tied output    %s\n", model->weights().tied_output ? "yes" : "no");
-      print_rope_factors(model->weights().rope_freqs);
+      print_rope_factors(*model);
     }
     if (!model || a->metadata) print_metadata(g);
     print_tensor_summary(g);

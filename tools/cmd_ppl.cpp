@@ -35,7 +35,7 @@ void register_ppl(CLI::App& app) {
     cap_kv_sizes(a->kv, a->n_ctx);
     validate(a->kv);
     apply_threads(a->threads);
-    auto model = Model::load(a->model);
+    auto model = load_model(a->model, a->n_ctx);
     a->kv.model = kv_model_identity(*model);  // a --kv-plan for another model is an Error
     const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
     const std::string text = read_text_file(a->file);

@@ -90,7 +90,7 @@ void run_serve(ServeArgs a) {
   std::fflush(stdout);
 
   const int threads = apply_threads(a.threads);
-  auto model = Model::load(a.model);
+  auto model = load_model(a.model, a.engine.n_ctx);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   KvCacheOptions kv = a.kv;
   kv.model = kv_model_identity(*model);

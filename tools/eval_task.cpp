@@ -1,12 +1,15 @@
 // `mpkv eval --task` (eval_task.h): methods, budget, runs and the report.
 #include "eval_task.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "cli_options.h"
 #include "cli_util.h"
+#include "gguf/gguf_reader.h"
 #include "eval/eval_methods.h"
 #include "eval/task_run.h"
 #include "task_import.h"
@@ -75,10 +78,9 @@ void run_task_eval(const TaskEvalArgs& a) {
     if (a.items > 0 && (int)f.items.size() > a.items) f.items.resize(a.items);
     files.push_back(std::move(f));
   }
-  auto model = Model::load(a.model);
-  const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
-  const std::vector<TaskMethod> methods = task_methods(a, *model);
-  const KvByteModel budget = budget_model(a, *model);
+  // The items are tokenized before the model is built: the longest item's prompt + max_tokens is the
+  // run's context, which chooses phi3's longrope factors (docs/models.md, "Longrope").
+  const Tokenizer tok = Tokenizer::from_gguf(GgufReader(a.model));
   for (TaskFileReport& f : files)
     for (const TaskItem& it : f.items) f.prompts.push_back(tok.encode(it.prompt, tok.add_bos(), /*parse_special=*/false));
   TaskRunOptions o;
@@ -89,6 +91,9 @@ void run_task_eval(const TaskEvalArgs& a) {
     for (size_t i = 0; i < f.items.size(); ++i)
       o.n_ctx = std::max(o.n_ctx, (int)f.prompts[i].size() + f.items[i].max_tokens);
   }
+  auto model = load_model(a.model, o.n_ctx);
+  const std::vector<TaskMethod> methods = task_methods(a, *model);
+  const KvByteModel budget = budget_model(a, *model);
   const int train = model->config().n_ctx_train;
   MPKV_CHECK(train <= 0 || o.n_ctx <= train, "eval --task: an item needs " + std::to_string(o.n_ctx) +
                                                   " positions, more than the model's context of " + std::to_string(train));

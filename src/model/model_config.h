@@ -1,5 +1,6 @@
 // Model hyperparameters read from GGUF metadata ("<arch>.*" keys).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,12 +16,30 @@ enum class Arch { llama, qwen2, qwen3, gemma3, phi3 };
 //   neox:     pairs (j, j + d/2) — qwen2, qwen3, gemma3, phi3.
 enum class RopeStyle { adjacent, neox };
 
-// `<arch>.rope.scaling.type` values mpkv runs (docs/models.md, "RoPE"); longrope is refused.
-//   none:   positions as they are, whatever the factor says;
-//   linear: positions divided by the factor (rope_scale);
-//   yarn:   per pair a mix of the divided (interpolated) and undivided (extrapolated) angle, with
-//           cos / sin scaled up (RopeYarn).
-enum class RopeScaling { none, linear, yarn };
+// `<arch>.rope.scaling.type` values (docs/models.md, "RoPE"):
+//   none:     positions as they are, whatever the factor says;
+//   linear:   positions divided by the factor (rope_scale);
+//   yarn:     per pair a mix of the divided (interpolated) and undivided (extrapolated) angle, with
+//             cos / sin scaled up (RopeYarn);
+//   longrope: as linear for the positions (llama.cpp gives this type nothing of its own); what makes
+//             phi3's longrope are its factor tensors (Longrope), read whatever the type says.
+enum class RopeScaling { none, linear, yarn, longrope };
+
+// phi3's longrope factor tensors, [rope_dim / 2] divisors of the pairs' frequencies: which one RoPE
+// uses (docs/models.md, "Longrope"). llama.cpp's rule: rope_factors_long.weight when the context per
+// sequence exceeds the original (pre-extension) training context, rope_factors_short.weight otherwise.
+//   none:  the file has neither tensor (every architecture but phi3, and phi3 files without them).
+enum class LongropeFactors { none, short_factors, long_factors };
+
+// The longrope choice and what it was made from, for the forward pass and for `mpkv info` / the
+// startup log to say.
+struct Longrope {
+  LongropeFactors factors = LongropeFactors::none;
+  int n_ctx = 0;             // the per-sequence context the model runs with
+  bool n_ctx_given = false;  // false: none was given and context_length stood in (llama.cpp's n_ctx 0)
+  int64_t n_ctx_compared = 0;  // n_ctx rounded up to a multiple of 256, as llama.cpp compares it
+  int n_ctx_orig = 0;        // `rope.scaling.original_context_length` (absent: context_length)
+};
 
 // YaRN as llama.cpp derives it for these architectures (docs/models.md, "YaRN"): it reads none of
 // the file's `rope.scaling.yarn_*` keys, so ext_factor is 1, beta_fast 32, beta_slow 1, and the
@@ -66,6 +85,7 @@ struct ModelConfig {
   // and sin are multiplied by it (docs/models.md, "RoPE"). `rope.scaling.attn_factor`, times YaRN's
   // own correction.
   float rope_attn_factor = 1.0f;
+  Longrope longrope;        // phi3 with rope_factors_long / rope_factors_short.weight; else none
   int rope_dim = 0;         // channels rotated per head (== head_dim for supported models)
   RopeStyle rope_style = RopeStyle::adjacent;
   bool qkv_bias = false;    // qwen2
@@ -91,11 +111,18 @@ struct ModelConfig {
   int group_size() const { return n_head / n_head_kv; }  // query heads per KV head
 
   // Reads and validates; throws Error naming the architecture or key when unsupported/missing.
-  static ModelConfig from_gguf(const GgufReader& gguf);
+  // n_ctx: the context per sequence the model will run with (prompt + generated tokens, or a
+  // perplexity window), which chooses phi3's longrope factors; 0 when the caller runs no context
+  // (`mpkv info` without -c), which stands for context_length as llama.cpp's n_ctx 0 does.
+  static ModelConfig from_gguf(const GgufReader& gguf, int n_ctx);
   std::string describe() const;
+  // One line saying which longrope factors were chosen and why; empty without longrope factors.
+  std::string longrope_choice() const;
 };
 
 const char* arch_name(Arch a);
 const char* rope_scaling_name(RopeScaling s);
+// The tensor name of a longrope choice ("rope_factors_short.weight"); "none" for none.
+const char* longrope_tensor_name(LongropeFactors f);
 
 }  // namespace mpkv

@@ -70,12 +70,14 @@ class Loader {
   std::set<std::string> used_;
 };
 
-// rope_freqs.weight: F32 [rope_dim / 2], every factor finite and positive (each divides a frequency).
-VectorWeight rope_freq_factors(Loader& ld, const ModelConfig& c) {
-  const VectorWeight f = ld.vec("rope_freqs.weight", c.rope_dim / 2);
+// A tensor of RoPE frequency factors (llama's rope_freqs.weight, phi3's rope_factors_long /
+// rope_factors_short.weight): F32 [rope_dim / 2], every factor finite and positive (each divides a
+// pair's frequency). A file breaking this is an input error naming the tensor.
+VectorWeight rope_freq_factors(Loader& ld, const ModelConfig& c, const std::string& name) {
+  const VectorWeight f = ld.vec(name, c.rope_dim / 2);
   for (int64_t j = 0; j < f.n; ++j)
     MPKV_CHECK(std::isfinite(f.data[j]) && f.data[j] > 0.0f,
-               "tensor 'rope_freqs.weight' has factor " + std::to_string(f.data[j]) + " at pair " + std::to_string(j) +
+               "tensor '" + name + "' has factor " + std::to_string(f.data[j]) + " at pair " + std::to_string(j) +
                    "; RoPE frequency factors must be finite and positive");
   return f;
 }
@@ -108,16 +110,6 @@ void load_phi3_fused(Loader& ld, const ModelConfig& c, const std::string& p, Lay
   L.w_up = row_slice(up, c.d_ffn, c.d_ffn);
 }
 
-// phi3's longrope factors: llama.cpp uses rope_factors_long.weight when the context it is given
-// exceeds rope.scaling.original_context_length and rope_factors_short.weight otherwise (a choice
-// by the run's context size, which a loaded mpkv model does not have): refused, naming the tensor.
-void refuse_longrope_factors(const GgufReader& g, const std::string& name) {
-  if (!g.find_tensor(name)) return;
-  throw Error("model " + g.path() + " has tensor '" + name +
-              "' (longrope factors: llama.cpp picks rope_factors_long or rope_factors_short by the context size "
-              "it runs with), which mpkv does not support (docs/models.md, \"phi3\")");
-}
-
 }  // namespace
 
 ModelWeights ModelWeights::from_gguf(const GgufReader& g, const ModelConfig& c) {
@@ -132,9 +124,13 @@ ModelWeights ModelWeights::from_gguf(const GgufReader& g, const ModelConfig& c) 
     w.tied_output = true;
   }
   // llama.cpp reads rope_freqs.weight for llama (not for qwen2, qwen3, gemma3): docs/models.md, "RoPE".
-  if (c.arch == Arch::llama && ld.has("rope_freqs.weight")) w.rope_freqs = rope_freq_factors(ld, c);
-  if (c.arch == Arch::phi3)
-    for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) refuse_longrope_factors(g, name);
+  if (c.arch == Arch::llama && ld.has("rope_freqs.weight")) w.rope_freqs = rope_freq_factors(ld, c, "rope_freqs.weight");
+  // phi3's longrope: both tensors validated, the one the config chose for its context applied.
+  if (c.longrope.factors != LongropeFactors::none) {
+    w.rope_factors_long = rope_freq_factors(ld, c, "rope_factors_long.weight");
+    w.rope_factors_short = rope_freq_factors(ld, c, "rope_factors_short.weight");
+    w.rope_freqs = c.longrope.factors == LongropeFactors::long_factors ? w.rope_factors_long : w.rope_factors_short;
+  }
   w.layers.resize(c.n_layer);
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";

@@ -32,9 +32,13 @@ struct ModelWeights {
   VectorWeight output_norm;               // [d_model]
   WeightMatrix output;                    // [n_vocab, d_model]; == token_embd when tied
   bool tied_output = false;
-  // llama only: rope_freqs.weight, [rope_dim / 2] per-pair divisors of the RoPE frequencies (Llama
-  // 3.1+ long-context scaling, docs/models.md "RoPE"); data null when the file has none.
+  // The [rope_dim / 2] per-pair divisors of the RoPE frequencies that the forward pass applies
+  // (docs/models.md, "RoPE"): llama's rope_freqs.weight (Llama 3.1+ long-context scaling), or the
+  // phi3 longrope tensor that ModelConfig::longrope chose for the context; data null when none.
   VectorWeight rope_freqs;
+  // phi3 only: both longrope tensors, [rope_dim / 2] each (rope_freqs views one of them); data null
+  // when the file has none.
+  VectorWeight rope_factors_long, rope_factors_short;
   std::vector<LayerWeights> layers;
   // Owners of the matrices' packed copies (WeightMatrix::packed, matvec_packed.h), made at load
   // for the types that have a packed layout; shared by copies of this struct.

@@ -230,22 +230,24 @@ TEST(CliFlags, InfoNamesTheTensorOrKeyThatStopsAModel) {
   EXPECT_TRUE(has(r, "error: mpkv cannot run this model: model " + p +
                          " has tensor 'blk.0.attn_q.bias' that mpkv does not use for architecture llama"))
       << r.out;
-  const std::string q = test::temp_dir() + "/flags_longrope.gguf";
+  const std::string q = test::temp_dir() + "/flags_unknown_scaling.gguf";
   spec.extra_tensors.clear();
-  spec.rope_scaling_type = "longrope";
+  spec.rope_scaling_type = "su";
   test::write_tiny_model(q, spec);
   r = run_cli("info -m " + q);
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_TRUE(has(r, "llama.rope.scaling.type                  'longrope'")) << r.out;
-  EXPECT_TRUE(has(r, "has llama.rope.scaling.type = 'longrope', which mpkv does not support")) << r.out;
-  // phi3 with longrope factors (Phi-3.5-mini): the tensor that stops it.
-  test::TinyModelSpec phi = test::tiny_variant_spec("phi3");
-  phi.extra_tensors = {"rope_factors_long.weight"};
+  EXPECT_TRUE(has(r, "llama.rope.scaling.type                  'su'")) << r.out;
+  EXPECT_TRUE(has(r, "has unknown llama.rope.scaling.type = 'su'")) << r.out;
+  // phi3 with one longrope factor tensor but not the other: the tensors that stop it.
+  test::TinyModelSpec phi = test::tiny_variant_spec("phi3_longrope_long");
+  phi.rope_factors_short.clear();
   const std::string l = test::temp_dir() + "/flags_phi3_longrope.gguf";
   test::write_tiny_model(l, phi);
   r = run_cli("info -m " + l);
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_TRUE(has(r, "error: mpkv cannot run this model: model " + l + " has tensor 'rope_factors_long.weight'")) << r.out;
+  EXPECT_TRUE(has(r, "error: mpkv cannot run this model: model " + l +
+                         " has tensor 'rope_factors_long.weight' but not 'rope_factors_short.weight'"))
+      << r.out;
   // A model it runs shows its RoPE factors.
   const std::string f = test::temp_dir() + "/flags_rope_freqs.gguf";
   spec.rope_scaling_type.clear();
@@ -254,6 +256,39 @@ TEST(CliFlags, InfoNamesTheTensorOrKeyThatStopsAModel) {
   r = run_cli("info -m " + f);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(has(r, "rope factors   rope_freqs.weight, 8 pairs, 1 .. 8")) << r.out;
+}
+
+// phi3 longrope (docs/models.md, "Longrope"): info says which factor tensor the context chose and why
+// (-c, else context_length 1024), with the chosen tensor's range; generate says it on stderr at
+// startup for its -c.
+TEST(CliFlags, LongropeChoiceIsShownForTheContext) {
+  const std::string p = test::temp_dir() + "/flags_phi3_longrope_choice.gguf";
+  test::write_tiny_model(p, test::tiny_variant_spec("phi3_longrope_short"));
+  auto r = run_cli("info -m " + p + " -c 256");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(has(r, "rope longrope  rope_factors_short.weight: context 256 <= original context 256")) << r.out;
+  EXPECT_TRUE(has(r, "rope factors   rope_factors_short.weight, 8 pairs, 1 .. 3")) << r.out;
+  EXPECT_TRUE(has(r, "rope mscale    cos and sin x 1.11803")) << r.out;
+  r = run_cli("info -m " + p + " -c 257");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(has(r, "rope longrope  rope_factors_long.weight: context 257, 512 as llama.cpp rounds it up > original "
+                     "context 256"))
+      << r.out;
+  EXPECT_TRUE(has(r, "rope factors   rope_factors_long.weight, 8 pairs, 1.5 .. 12")) << r.out;
+  r = run_cli("info -m " + p);
+  EXPECT_TRUE(has(r, "rope_factors_long.weight: context 1024 (none given: context_length, as llama.cpp's n_ctx 0) > "
+                     "original context 256"))
+      << r.out;
+  r = run_cli("generate -m " + p + " -c 200 -n 2 --temp 0 -p hello");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(has(r, "[model] longrope factors rope_factors_short.weight: context 200, 256 as llama.cpp rounds it up "
+                     "<= original context 256"))
+      << r.out;
+  r = run_cli("generate -m " + p + " -c 300 -n 2 --temp 0 -p hello");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(has(r, "[model] longrope factors rope_factors_long.weight: context 300, 512 as llama.cpp rounds it up > "
+                     "original context 256"))
+      << r.out;
 }
 
 // What info says of the variants it runs the way llama.cpp does: YaRN's derived parameters and

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <memory>
 
 #include "golden/golden_compare.h"
 #include "test_support.h"
@@ -50,18 +51,54 @@ TEST(GoldenLogits, Gemma3MatchesLlamaCpp) {
 // pair's factor in [1.5, 8), where Llama 3.x's differ from 1 only on pairs too slow for 64
 // positions): max 0.37 / mean 0.065; with the factors ignored in mpkv's forward (layer_rope given
 // no factors) max 9.52 / mean 1.71, 7.9x the max bound.
+//
+// mpkv is loaded for the context llama.cpp was created with (the golden's n_ctx, peer_logits'
+// per-sequence context; goldens older than that field were made at 256, the tiny models'
+// context_length, which Model::load's 0 stands for), since phi3's longrope factors are chosen by it.
+// phi3_longrope_short / _long (llama.cpp at n_ctx 256 / 512, original context 256: the short / the
+// long factors): max 0.41 / 0.32, mean 0.068 / 0.065; with the factors ignored in mpkv's forward
+// (layer_rope given no factors) max 7.95 / 15.7, mean 1.23 / 2.24 (6.6x / 13x the max bound), with
+// the attention factor ignored (1 instead of 1.118) max 3.18 / 3.71, mean 0.60 / 0.63.
 class GoldenArchs : public ::testing::TestWithParam<std::string> {};
+
+std::unique_ptr<Model> load_for_golden(const std::string& variant, const nlohmann::json& g) {
+  const std::string path = test::source_path("tests/golden/archs/" + variant + ".gguf");
+  EXPECT_TRUE(std::filesystem::exists(path)) << path << " missing; run scripts/make_arch_golden.sh";
+  return Model::load(path, g.value("n_ctx", 0));
+}
 
 TEST_P(GoldenArchs, MatchLlamaCpp) {
   const std::string v = GetParam();
-  const std::string path = test::source_path("tests/golden/archs/" + v + ".gguf");
-  ASSERT_TRUE(std::filesystem::exists(path)) << path << " missing; run scripts/make_arch_golden.sh";
-  check_model(path, "archs/" + v + "_logits.json", golden::kSmolLM2Bounds, SIZE_MAX);
+  const nlohmann::json g = golden::load_golden("archs/" + v + "_logits.json");
+  check_model(*load_for_golden(v, g), g, golden::kSmolLM2Bounds, SIZE_MAX);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, GoldenArchs,
                          ::testing::Values("llama_yarn", "qwen2_yarn", "llama_attn_factor", "phi3", "llama_window",
-                                           "llama_freq_factors"));
+                                           "llama_freq_factors", "phi3_longrope_short", "phi3_longrope_long"));
+
+// The longrope goldens see the choice: each was made at the context its variant runs with, mpkv
+// loaded for that context chooses the tensor llama.cpp's rule names (the variant's), and mpkv
+// loaded for the other side of the original context (256) applies the other tensor and misses
+// llama.cpp's logits by several times the bound: measured max 12.8 / 13.7, mean 1.98 / 1.98 (the
+// short / the long golden; 10.7x / 11.4x the max bound).
+TEST(GoldenArchs, LongropeChoiceIsTheOneLlamaCppMade) {
+  struct Case { std::string variant; int n_ctx, other_n_ctx; LongropeFactors chosen; };
+  for (const Case& k : {Case{"phi3_longrope_short", 256, 512, LongropeFactors::short_factors},
+                        Case{"phi3_longrope_long", 512, 256, LongropeFactors::long_factors}}) {
+    const nlohmann::json g = golden::load_golden("archs/" + k.variant + "_logits.json");
+    ASSERT_EQ(g.value("n_ctx", 0), k.n_ctx) << k.variant << ": the golden was made at another context";
+    const auto model = load_for_golden(k.variant, g);
+    EXPECT_EQ(model->config().longrope.factors, k.chosen) << k.variant;
+    const auto other = Model::load(test::source_path("tests/golden/archs/" + k.variant + ".gguf"), k.other_n_ctx);
+    ASSERT_NE(other->config().longrope.factors, k.chosen);
+    const std::vector<int32_t> toks = g["tokens"].get<std::vector<int32_t>>();
+    const golden::Diff d = golden::compare(g, golden::run_logits(*other, toks, false, toks.size()), other->config().n_vocab);
+    std::printf("%s with the other factors: max |dlogit| %.4f, mean %.4f, top-1 mismatches %d of %d\n", k.variant.c_str(),
+                d.max_abs, d.mean_abs, d.top1_mismatch, d.compared_top1);
+    EXPECT_GT(d.max_abs, 3 * golden::kSmolLM2Bounds.max_abs) << k.variant;
+  }
+}
 
 }  // namespace
 }  // namespace mpkv

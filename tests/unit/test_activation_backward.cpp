@@ -58,7 +58,7 @@ std::unique_ptr<Model> tiny(const std::string& arch, uint64_t seed = 7) {
   spec.seed = seed;
   const std::string path = test::temp_dir() + "/calib_tiny_" + arch + ".gguf";
   test::write_tiny_model(path, spec);
-  return Model::load(path);
+  return Model::load(path, spec.run_n_ctx);  // longrope variants: the context that picks their factors
 }
 
 std::vector<int32_t> random_tokens(int n, int vocab, uint64_t seed) {
@@ -329,7 +329,8 @@ TEST_P(BackwardRecomputesEngine, KeysValuesAndLossMatchTheEngine) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, BackwardRecomputesEngine,
                          ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "gemma3_query_scale",
-                                           "llama_rope_freqs", "llama_yarn", "phi3"));
+                                           "llama_rope_freqs", "llama_yarn", "phi3", "phi3_longrope_short",
+                                           "phi3_longrope_long"));
 
 TEST(BackwardErrors, RejectsBadInput) {
   auto model = tiny("llama");

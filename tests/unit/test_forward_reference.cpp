@@ -40,6 +40,15 @@ RefArch ref_arch(const test::TinyModelSpec& s) {
   // llama.cpp: an absent scaling type is linear; none ignores the factor; factor 0 / absent is 1.
   if (s.rope_scaling_type != "none" && s.rope_scaling_factor != 0.0f) r.rope_scale = s.rope_scaling_factor;
   r.rope_freqs.assign(s.rope_freqs.begin(), s.rope_freqs.end());
+  // phi3 longrope, llama.cpp's rule (docs/models.md, "Longrope"): the long factors when the context
+  // the model runs with exceeds the original context (absent: context_length), else the short (the
+  // variants' contexts, 256 and 512, are multiples of 256: llama.cpp's rounding leaves them alone).
+  if (!s.rope_factors_long.empty()) {
+    const int ctx = s.run_n_ctx > 0 ? s.run_n_ctx : s.context_length;
+    const int orig = s.rope_orig_ctx > 0 ? s.rope_orig_ctx : s.context_length;
+    const std::vector<float>& f = ctx > orig ? s.rope_factors_long : s.rope_factors_short;
+    r.rope_freqs.assign(f.begin(), f.end());
+  }
   if (s.rope_scaling_type == "yarn") r.yarn_n_ctx_orig = s.rope_orig_ctx > 0 ? s.rope_orig_ctx : 256;
   if (s.rope_attn_factor != 0.0f) r.attn_factor = s.rope_attn_factor;
   return r;
@@ -82,7 +91,7 @@ TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
   const test::TinyModelSpec spec = reference_spec(GetParam());
   const std::string path = test::temp_dir() + "/tiny_" + GetParam() + ".gguf";
   test::write_tiny_model(path, spec);
-  auto model = Model::load(path);
+  auto model = Model::load(path, spec.run_n_ctx);
   const ModelConfig& c = model->config();
   const KvDims dims = c.kv_dims();
   const int T = 24;
@@ -129,11 +138,12 @@ TEST_P(ForwardReference, PrefillDecodeAndBatchesMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardReference,
                          ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "llama_rope_freqs", "llama_linear",
                                            "llama_yarn", "qwen2_yarn", "llama_attn_factor", "phi3", "llama_window",
-                                           "llama_freq_factors"));
+                                           "llama_freq_factors", "phi3_longrope_short", "phi3_longrope_long"));
 
 // The RoPE and architecture variants above can fail on what they test: the same weights computed
 // without the feature (frequency factors, linear scaling, YaRN run as plain linear scaling, the
-// attention factor; phi3 with ffn_up's halves swapped; llama_window with its window applied) move
+// attention factor; phi3 with ffn_up's halves swapped; llama_window with its window applied; the
+// longrope variants without their factors, or with the other tensor of the pair) move
 // the reference by more than twice the bound, and the model mpkv loads misses that reference.
 // Measured (moved / mpkv from the right reference): docs/models.md.
 RefArch without_feature(const std::string& variant, RefArch a) {
@@ -143,14 +153,25 @@ RefArch without_feature(const std::string& variant, RefArch a) {
   if (variant == "llama_attn_factor") a.attn_factor = 1.0;
   if (variant == "phi3") a.phi3_up_first = true;
   if (variant == "llama_window") a.window = 5;
+  if (variant == "phi3_longrope_short" || variant == "phi3_longrope_long") a.rope_freqs.clear();
+  if (variant == "phi3_longrope_short+other") {  // the long factors where the context chose short
+    const auto& f = test::tiny_variant_spec("phi3_longrope_short").rope_factors_long;
+    a.rope_freqs.assign(f.begin(), f.end());
+  }
+  if (variant == "phi3_longrope_long+other") {
+    const auto& f = test::tiny_variant_spec("phi3_longrope_long").rope_factors_short;
+    a.rope_freqs.assign(f.begin(), f.end());
+  }
+  if (variant == "phi3_longrope_long+attn_factor") a.attn_factor = 1.0;
   return a;
 }
 
 TEST(ForwardReference, RopeVariantsAndPhi3AreObservable) {
   for (const std::string variant :
        {"llama_rope_freqs", "llama_linear", "llama_yarn", "qwen2_yarn", "llama_attn_factor", "phi3", "llama_window",
-        "llama_freq_factors"}) {
-    const test::TinyModelSpec spec = reference_spec(variant);
+        "llama_freq_factors", "phi3_longrope_short", "phi3_longrope_long", "phi3_longrope_short+other",
+        "phi3_longrope_long+other", "phi3_longrope_long+attn_factor"}) {
+    const test::TinyModelSpec spec = reference_spec(variant.substr(0, variant.find('+')));
     auto model = test::load_tiny_model("tiny_observable_" + variant, spec);
     const ModelConfig& c = model->config();
     const int T = 24;
