@@ -28,6 +28,24 @@ struct KvPage {
   std::vector<uint8_t> cur, fin;  // [n_blocks] current and final bits
 };
 
+// The fp16 rows one multi-token append of a (sequence, layer) keeps for the queries of that append
+// (docs/numerics.md, "Prefill chunks"): K and V of positions [pos0, pos0 + rows), pos0 the first
+// window position before the append (at least the sink): the window as it was and every row the
+// append put in the window, also those it then flushed into pages. A query at position p of the
+// chunk reads [b(p), p] from here (b(p) = PageStore::fp16_from, where decoding token by token
+// would have left its window) and only the codes below, whatever the chunk's length.
+// Working memory of the forward pass that appends the tokens, not cache storage: an append of
+// n > 1 tokens opens it with n + R + g - 1 rows at most (R the layer's window, g its flush
+// granularity); the layer's next append (a 1-token one keeps none: decoding never copies), the
+// sequence's next reserve and its removal free it. So it holds the fp16 K / V of one pass's
+// tokens (plus a window per layer) between that pass and the next; not charged to the budget
+// (kv_byte_model.h), like the activations of that pass.
+struct KvStage {
+  int pos0 = 0;
+  int tokens = 0;                  // the append's token count: queries at most this many may read it
+  std::vector<uint16_t> k16, v16;  // [rows, n_head_kv, head_dim] fp16 bits
+};
+
 struct KvLayerState {
   // [cap_rows, n_head_kv, head_dim] fp16 bits: rows [0, sink) the sink, rows [sink, sink + win_n)
   // the window (oldest first).
@@ -37,6 +55,7 @@ struct KvLayerState {
   // pages start at position sink_n + dropped (a multiple of page_tokens; 0 for global layers).
   int dropped = 0;
   std::vector<KvPage*> pages;  // owned by the page store (shared pages: prefix cache)
+  std::unique_ptr<KvStage> stage;  // null: none (decoding; kept small for kLayerRecordBytes)
 };
 
 struct KvSeqState {

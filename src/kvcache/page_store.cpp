@@ -166,6 +166,33 @@ void PageStore::pop_window_rows(KvLayerState& ls, int k) const {
   ls.win_n -= k;
 }
 
+void PageStore::open_stage(KvLayerState& ls, int tokens) const {
+  const size_t row = (size_t)dims_.n_head_kv * dims_.head_dim;
+  ls.stage = std::make_unique<KvStage>();
+  ls.stage->pos0 = std::max(ls.n_tokens - ls.win_n, plan_.sink);  // a sink still filling: the window starts after it
+  ls.stage->tokens = tokens;
+  // Sized once for the whole append: the rows the window holds now and every row it may receive.
+  const size_t rows = (size_t)ls.win_n + tokens;
+  ls.stage->k16.reserve(rows * row);
+  ls.stage->v16.reserve(rows * row);
+  stage_window_rows(ls, 0, ls.win_n);
+}
+
+void PageStore::stage_window_rows(KvLayerState& ls, int first, int m) const {
+  MPKV_ASSERT(ls.stage != nullptr, "KV stage: rows staged with no stage open");
+  const size_t row = (size_t)dims_.n_head_kv * dims_.head_dim;
+  const size_t at = (size_t)(plan_.sink + first) * row, n = (size_t)m * row;
+  ls.stage->k16.insert(ls.stage->k16.end(), ls.k16.begin() + at, ls.k16.begin() + at + n);
+  ls.stage->v16.insert(ls.stage->v16.end(), ls.v16.begin() + at, ls.v16.begin() + at + n);
+}
+
+int PageStore::fp16_from(int layer, int base, int pos) const {
+  if (pos < plan_.sink) return pos + 1;
+  const int R = bytes_.window(layer), g = bytes_.flush_granularity(layer);
+  const int over = pos + 1 - base - R;  // rows past the window's R
+  return over < g ? base : base + over / g * g;
+}
+
 // A sliding-window layer's query at p sees positions >= p - W + 1, and every later query sits at
 // first_query or after: full pages wholly before first_query - W + 1 are never read again.
 size_t PageStore::pages_before_window(const KvLayerState& ls, int layer, int first_query) const {

@@ -62,6 +62,19 @@ class PageStore {
   void put_row(KvLayerState& ls, int r, const float* k, const float* v, int i) const;
   void write_window_rows(const KvLayerState& ls, int first, int m, KvPage& p) const;
   void pop_window_rows(KvLayerState& ls, int k) const;
+  // The stage of a multi-token append (kv_page_records.h: KvStage). open_stage replaces the layer's
+  // stage by one holding its window rows as they are; stage_window_rows copies window rows
+  // [sink + first, sink + first + m) after them (call it for the rows an append puts in the window,
+  // before a flush pops them); drop_stage frees it.
+  void open_stage(KvLayerState& ls, int tokens) const;
+  void stage_window_rows(KvLayerState& ls, int first, int m) const;
+  void drop_stage(KvLayerState& ls) const { ls.stage.reset(); }
+  // The first position a query at `pos` reads as fp16 rows in `layer` (below it, pages' codes;
+  // from it to pos, the window) when the tokens up to pos are appended one at a time from the
+  // window start `base` (>= the sink): the window keeps R..R+g-1 rows, flushing its oldest g at a
+  // time (kv_byte_model.h), so b = base + g * floor((pos + 1 - base - R) / g), never below base.
+  // A position in the sink reads every row fp16: b = pos + 1.
+  int fp16_from(int layer, int base, int pos) const;
   // How many of the layer's leading pages no query at first_query or later can read (a sliding-
   // window layer; 0 for global layers). Only full pages count; the open page is kept.
   size_t pages_before_window(const KvLayerState& ls, int layer, int first_query) const;

@@ -37,9 +37,13 @@ struct SpanWork {
   float* out = nullptr;
   int n_tokens = 0;
   // Segment lists in position order: [0, n_head_kv) every row of a KV head (sink, pages, window);
-  // in a sliding-window layer then one per (query token t, KV head h) at n_head_kv * (1 + t) + h,
-  // only the rows that token sees.
+  // for several queries or a sliding-window layer then one per (query token t, KV head h) at
+  // n_head_kv * (1 + t) + h: the rows that token reads as decoding reads them (attention_plan.cpp,
+  // phase 3), in a global layer only those after the shared list's first prefix_end[t * n_head_kv + h]
+  // segments, which the token reads from list h.
   std::vector<std::vector<AttnSegment>> segs;
+  std::vector<size_t> prefix_end;
+  std::vector<size_t> unit_ends;  // scratch of phase 3: one head's complete unit ends
   // Queries per KV head, [n_head_kv][n_tokens * group][head_dim] (j = token * group + g), scaled by
   // 1/sqrt(head_dim), in model space (qm) and in the keys' code space (qc, rotated quantizers).
   std::vector<float> qm, qc;

@@ -30,6 +30,7 @@ bool PagedKvCache::reserve(int seq, int n_tokens) {
   KvSeqState* s = store_.find(seq);
   if (s) {
     acct_.unhold(*s);
+    for (KvLayerState& ls : s->layers) store_.drop_stage(ls);  // the previous pass's queries are done with them
     // The next positions follow: free what no later query of a sliding-window layer can read
     // before counting room (what attention returns does not change).
     for (int l = 0; l < dims_.n_layer; ++l) drop_out_of_window(s->layers[l], l, s->layers[l].n_tokens);
@@ -102,6 +103,11 @@ void PagedKvCache::append(int seq, int layer, int n_tokens, const float* k, cons
   KvLayerState& ls = s.layers[layer];
   const int first_query = ls.n_tokens;         // the earliest position that attends after this append
   drop_out_of_window(ls, layer, first_query);  // before this append charges new pages
+  // Several tokens: keep the rows this append flushes readable as fp16 by its own queries (the
+  // stage, kv_page_records.h). One token (decoding) reads the window as it stands: no copy.
+  const bool staged = n_tokens > 1;
+  if (staged) store_.open_stage(ls, n_tokens);
+  else if (ls.stage) store_.drop_stage(ls);
   int i = 0;
   for (; i < n_tokens && ls.sink_n < plan_.sink; ++i) {
     store_.put_row(ls, ls.sink_n++, k, v, i);
@@ -111,6 +117,7 @@ void PagedKvCache::append(int seq, int layer, int n_tokens, const float* k, cons
   while (i < n_tokens) {
     const int m = std::min(n_tokens - i, cap - ls.win_n);
     for (int r = 0; r < m; ++r) store_.put_row(ls, plan_.sink + ls.win_n + r, k, v, i + r);
+    if (staged) store_.stage_window_rows(ls, ls.win_n, m);
     ls.win_n += m;
     ls.n_tokens += m;
     i += m;

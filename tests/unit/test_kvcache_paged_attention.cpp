@@ -91,7 +91,7 @@ void run_and_check(PagedKvCache& cache, int seq, const std::vector<int>& chunks,
       cache.attend(seq, l, n, q.data(), out.data());
       std::vector<double> K, V;
       test::dequantized_cache(cache, seq, l, hist[l], K, V);
-      const auto ref = test::reference_attention(d, K, V, hist[l].n, q.data(), n);
+      const auto ref = test::reference_attention_decoded(cache, l, hist[l], K, V, q.data(), n);
       const double tol = kAttendVsDequantizedRel * max_abs(V);
       double worst = 0;
       for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::abs(out[i] - ref[i]));

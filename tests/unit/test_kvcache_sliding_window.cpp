@@ -63,7 +63,8 @@ void check_windowed(KvCache& cache, PagedKvCache* paged, const std::vector<int>&
       if (paged) test::dequantized_cache(*paged, 0, l, hist[l], K, V);
       else
         for (size_t i = 0; i < K.size(); ++i) K[i] = test::round_fp16(hist[l].k[i]), V[i] = test::round_fp16(hist[l].v[i]);
-      const auto ref = test::reference_attention(d, K, V, hist[l].n, q.data(), n, d.window_of(l));
+      const auto ref = paged ? test::reference_attention_decoded(*paged, l, hist[l], K, V, q.data(), n, d.window_of(l))
+                             : test::reference_attention(d, K, V, hist[l].n, q.data(), n, d.window_of(l));
       double worst = 0;
       for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::abs(out[i] - ref[i]));
       ASSERT_LE(worst, kAttendVsDequantizedRel * max_abs(V)) << what << " layer " << l << " after " << hist[l].n << " tokens";

@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include <cstring>
 
 #include "kvcache/kv_cache_factory.h"
 #include "kvcache/paged_kv_cache.h"
@@ -133,6 +134,40 @@ inline std::vector<double> reference_attention(const KvDims& d, const std::vecto
       for (int t = lo; t < vis; ++t)
         for (int c = 0; c < hd; ++c) o[c] += s[t] / l * V[(size_t)t * row + (size_t)h * hd + c];
     }
+  }
+  return out;
+}
+
+// The first position a query at p of a sequence that attached no prefix reads at fp16 (sink and
+// window) in `layer`, written out from the rule rather than asked of the cache: had the tokens
+// arrived one at a time, the window would hold R..R+g-1 rows after the sink when p is appended,
+// flushing its oldest g at a time (kv_byte_model.h; R the layer's window, g its flush granularity),
+// and a query reads that, whatever the prefill chunks (docs/numerics.md, "Prefill chunks").
+inline int decoded_fp16_from(const PagedKvCache& c, int layer, int p) {
+  const int sink = c.plan().sink, R = c.byte_model().window(layer), g = c.byte_model().flush_granularity(layer);
+  if (p < sink) return p + 1;
+  int flushed = 0;  // rows after the sink in pages once p is appended
+  while (p + 1 - sink - flushed >= R + g) flushed += g;
+  return sink + flushed;
+}
+
+// reference_attention of the last n_q of h.n positions as each query reads them: K, V (the cache's
+// dequantized rows, dequantized_cache) below decoded_fp16_from, the fp16 rows of h from it on.
+inline std::vector<double> reference_attention_decoded(const PagedKvCache& c, int layer, const History& h,
+                                                       const std::vector<double>& K, const std::vector<double>& V,
+                                                       const float* q, int n_q, int window = 0) {
+  const KvDims& d = c.dims();
+  const size_t row = (size_t)d.n_head_kv * d.head_dim, q_row = (size_t)d.n_head * d.head_dim;
+  std::vector<double> out;
+  for (int i = 0; i < n_q; ++i) {
+    const int p = h.n - n_q + i;
+    std::vector<double> Kp(K.begin(), K.begin() + (p + 1) * row), Vp(V.begin(), V.begin() + (p + 1) * row);
+    for (size_t x = (size_t)decoded_fp16_from(c, layer, p) * row; x < Kp.size(); ++x) {
+      Kp[x] = round_fp16(h.k[x]);
+      Vp[x] = round_fp16(h.v[x]);
+    }
+    const auto one = reference_attention(d, Kp, Vp, p + 1, q + i * q_row, 1, window);
+    out.insert(out.end(), one.begin(), one.end());
   }
   return out;
 }
