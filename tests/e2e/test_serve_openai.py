@@ -381,6 +381,16 @@ def test_disconnect(srv):
     print("disconnect: the request was aborted and its pages freed", flush=True)
 
 
+def wait_exit_0(srv, what):
+    """The server exits 0 within 30 s of `what` (a signal it was sent)."""
+    try:
+        rc = srv.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        fail("the server did not exit within 30 s of %s" % what)
+    check(rc == 0, "exit code %d after %s; log:\n%s" % (rc, what, srv.read_log()))
+
+
 def test_shutdown(srv):
     _, resp = open_long_stream(srv, 1)
     t0 = time.time()
@@ -398,12 +408,7 @@ def test_shutdown(srv):
         if not chunk:
             break
         rest += chunk
-    try:
-        rc = srv.proc.wait(30)
-    except subprocess.TimeoutExpired:
-        srv.kill()
-        fail("the server did not exit within 30 s of SIGTERM")
-    check(rc == 0, "exit code %d after SIGTERM; log:\n%s" % (rc, srv.read_log()))
+    wait_exit_0(srv, "SIGTERM")
     # It either finished within --shutdown-timeout or was aborted and told so; never cut silently.
     aborted = b"shutting down" in rest
     check(aborted or rest.endswith(b"data: [DONE]\r\n\r\n") or b"data: [DONE]" in rest,
@@ -426,12 +431,7 @@ def test_sigint_when_started_ignoring_it(mpkv, model):
         fail("the server kept SIGINT ignored as its parent left it")
     t0 = time.time()
     srv.proc.send_signal(signal.SIGINT)
-    try:
-        rc = srv.proc.wait(30)
-    except subprocess.TimeoutExpired:
-        srv.kill()
-        fail("a server started with SIGINT ignored did not exit within 30 s of SIGINT")
-    check(rc == 0, "exit code %d after SIGINT; log:\n%s" % (rc, srv.read_log()))
+    wait_exit_0(srv, "SIGINT (started with it ignored)")
     print("sigint: a server started with SIGINT ignored takes it again and exited 0 after %.1f s" % (
         time.time() - t0), flush=True)
 
