@@ -181,10 +181,16 @@ void plan_token_lists(const PageStore& store, int layer, const KvLayerState& ls,
   int base = cached - ls.win_n;  // position of the first fp16 row k16 / v16 point at
   if (w.n_tokens > 1) {
     const KvStage* st = ls.stage.get();
-    MPKV_ASSERT(st && st->tokens >= w.n_tokens && st->pos0 + (int)(st->k16.size() / row) == cached,
-                "KV attend: " + std::to_string(w.n_tokens) + " queries in layer " + std::to_string(layer) +
-                    ", but the layer's last append kept the rows of " + std::to_string(st ? st->tokens : 1) +
-                    " (a paged cache attends at most the tokens of the layer's last append)");
+    // The stage's rows run from its pos0 (the window's start, never before the sink's end) to the
+    // last cached position; an append that stayed inside the sink staged none.
+    MPKV_ASSERT(st && st->tokens >= w.n_tokens, "KV attend: " + std::to_string(w.n_tokens) + " queries in layer " +
+                                                     std::to_string(layer) + ", but the layer's last append kept the rows of " +
+                                                     std::to_string(st ? st->tokens : 1) +
+                                                     " (a paged cache attends at most the tokens of the layer's last append)");
+    MPKV_ASSERT(st->pos0 + (int)(st->k16.size() / row) == std::max(cached, store.plan().sink),
+                "KV attend: the stage of layer " + std::to_string(layer) + " holds rows from " + std::to_string(st->pos0) +
+                    " to " + std::to_string(st->pos0 + (int)(st->k16.size() / row)) + ", not to position " +
+                    std::to_string(cached));
     k16 = st->k16.data();
     v16 = st->v16.data();
     base = st->pos0;

@@ -49,8 +49,9 @@ struct Case {
 std::vector<Case> cases() {
   const KvDims global = test::small_dims();
   const KvDims sliding(2, 4, 2, 64, {0, 24});  // layer 1 sees the last 24 positions
-  auto plan = [](const KvDims& d, const std::string& method, int group, std::vector<int> layer_windows = {}) {
-    KvPlan p = make_kv_plan(test::cache_options(method, 2, 8, 2, 16, group), d);
+  auto plan = [](const KvDims& d, const std::string& method, int group, std::vector<int> layer_windows = {},
+                 int sink = 2) {
+    KvPlan p = make_kv_plan(test::cache_options(method, 2, 8, sink, 16, group), d);
     p.layer_windows = std::move(layer_windows);
     return p;
   };
@@ -61,7 +62,11 @@ std::vector<Case> cases() {
           {"kivi2, layer windows 8 / 3", global, plan(global, "kivi", 8, {8, 3})},
           {"uniform2, layer windows 5 / 8", global, plan(global, "uniform", 0, {5, 8})},
           {"kivi2, sliding layer", sliding, plan(sliding, "kivi", 8)},
-          {"uniform2, sliding layer", sliding, plan(sliding, "uniform", 0)}};
+          {"uniform2, sliding layer", sliding, plan(sliding, "uniform", 0)},
+          // A sink longer than a chunk: the first chunk of 7 lies wholly in the sink, so its
+          // append stages no window row at all.
+          {"kivi2, sink 12", global, plan(global, "kivi", 8, {}, 12)},
+          {"uniform2, sink 12", global, plan(global, "uniform", 0, {}, 12)}};
 }
 
 TEST(ChunkInvariance, PrefillChunksReadWhatDecodingReads) {
