@@ -60,6 +60,9 @@ struct Args {
   bool smooth = true, per_head = false, progress = true, all_pairs = false, progressive = false, direct = false;
 };
 
+// --max-len, or the 4096 tokens a plan is solved for when it is not given.
+int64_t max_len_or_default(const Args& a) { return a.max_len > 0 ? a.max_len : 4096; }
+
 // Widths the sensitivities are measured at: every width an allocation method chooses from (the
 // ratequant set contains pmkvq's and combined's ladder {2, 4, 8}).
 std::vector<int> sensitivity_bits(QuantMethod m) { return calib::plan_candidate_bits(calib::PlanMethod::ratequant, m); }
@@ -89,7 +92,7 @@ calib::PlanRequest plan_request(const Args& a, CLI::App* sub, const ModelConfig&
   r.quantizer = parse_method(a.quantizer);
   r.dims = c.kv_dims();  // with the sliding windows: the byte model counts a windowed layer's pages
   r.model = id;
-  r.max_len = a.max_len > 0 ? a.max_len : 4096;
+  r.max_len = max_len_or_default(a);
   r.window = a.window;
   r.sink = a.sink;
   r.layer_windows = a.layer_windows;
@@ -237,7 +240,7 @@ void run_calibrate(const Args& a, CLI::App* sub) {
   apply_threads(a.threads);
   // The plan serves sequences of --max-len tokens (default 4096, as plan_request): that context
   // chooses phi3's longrope factors, so the keys are calibrated as they will be rotated.
-  auto model = load_model(a.model, a.max_len > 0 ? (int)std::min<int64_t>(a.max_len, INT32_MAX) : 4096);
+  auto model = load_model(a.model, (int)std::min<int64_t>(max_len_or_default(a), INT32_MAX));
   const ModelConfig& c = model->config();
   const KvModelIdentity id = kv_model_identity(*model);
   const calib::PlanRequest req = plan_request(a, sub, c, id);

@@ -127,9 +127,9 @@ ModelWeights ModelWeights::from_gguf(const GgufReader& g, const ModelConfig& c) 
   if (c.arch == Arch::llama && ld.has("rope_freqs.weight")) w.rope_freqs = rope_freq_factors(ld, c, "rope_freqs.weight");
   // phi3's longrope: both tensors validated, the one the config chose for its context applied.
   if (c.longrope.factors != LongropeFactors::none) {
-    w.rope_factors_long = rope_freq_factors(ld, c, "rope_factors_long.weight");
-    w.rope_factors_short = rope_freq_factors(ld, c, "rope_factors_short.weight");
-    w.rope_freqs = c.longrope.factors == LongropeFactors::long_factors ? w.rope_factors_long : w.rope_factors_short;
+    const VectorWeight long_factors = rope_freq_factors(ld, c, "rope_factors_long.weight");
+    const VectorWeight short_factors = rope_freq_factors(ld, c, "rope_factors_short.weight");
+    w.rope_freqs = c.longrope.factors == LongropeFactors::long_factors ? long_factors : short_factors;
   }
   w.layers.resize(c.n_layer);
   for (int l = 0; l < c.n_layer; ++l) {

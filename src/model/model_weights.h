@@ -36,9 +36,6 @@ struct ModelWeights {
   // (docs/models.md, "RoPE"): llama's rope_freqs.weight (Llama 3.1+ long-context scaling), or the
   // phi3 longrope tensor that ModelConfig::longrope chose for the context; data null when none.
   VectorWeight rope_freqs;
-  // phi3 only: both longrope tensors, [rope_dim / 2] each (rope_freqs views one of them); data null
-  // when the file has none.
-  VectorWeight rope_factors_long, rope_factors_short;
   std::vector<LayerWeights> layers;
   // Owners of the matrices' packed copies (WeightMatrix::packed, matvec_packed.h), made at load
   // for the types that have a packed layout; shared by copies of this struct.
