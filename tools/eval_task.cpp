@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,17 @@
 namespace mpkv::cli {
 
 namespace {
+
+// A progress line on stderr at most every kProgressSeconds (a 200-item row at 1K takes minutes).
+constexpr double kProgressSeconds = 30;
+std::function<void(const TaskProgress&)> progress_printer() {
+  auto last = std::make_shared<double>(0.0);
+  return [last](const TaskProgress& p) {
+    if (p.done == p.total || p.seconds - *last < kProgressSeconds) return;  // the last batch: the summary line says it
+    *last = p.seconds;
+    std::fprintf(stderr, "eval --task:   %zu / %zu items, %d right, %.0f s\n", p.done, p.total, p.right, p.seconds);
+  };
+}
 
 // The rows: f16-evict / f16-trunc (prompt-level cuts at the budget) and everything eval_matrix names.
 std::vector<TaskMethod> task_methods(const TaskEvalArgs& a, const Model& model) {
@@ -87,6 +99,7 @@ void run_task_eval(const TaskEvalArgs& a) {
   o.parallel = a.parallel;
   o.sink = a.sink;
   o.threads = a.threads;
+  o.on_batch = progress_printer();
   for (TaskFileReport& f : files) {
     for (size_t i = 0; i < f.items.size(); ++i)
       o.n_ctx = std::max(o.n_ctx, (int)f.prompts[i].size() + f.items[i].max_tokens);

@@ -101,7 +101,7 @@ TaskMethodResult run_task_method(const Model& model, const Tokenizer& tok, const
   r.items.resize(items.size());
   const auto t0 = std::chrono::steady_clock::now();
   double bits_sum = 0, context_bits_sum = 0;
-  int batches = 0;
+  int batches = 0, right = 0;
   for (size_t b0 = 0; b0 < items.size(); b0 += o.parallel) {
     const size_t b1 = std::min(items.size(), b0 + o.parallel);
     KvCacheOptions kv = m.kv;
@@ -134,6 +134,7 @@ TaskMethodResult run_task_method(const Model& model, const Tokenizer& tok, const
     size_t tokens = 0, context = 0;
     for (size_t i = b0; i < b1; ++i) {
       r.items[i].correct = answer_correct(r.items[i].generated, items[i].rule, items[i].answer);
+      right += r.items[i].correct;
       tokens += r.items[i].kept_tokens + r.items[i].generated_tokens;
       context += r.items[i].prompt_tokens + r.items[i].generated_tokens;
     }
@@ -142,6 +143,8 @@ TaskMethodResult run_task_method(const Model& model, const Tokenizer& tok, const
     bits_sum += 8.0 * peak / double(tokens * elements_per_token(dims));
     context_bits_sum += 8.0 * peak / double(context * elements_per_token(dims));
     ++batches;
+    if (o.on_batch)
+      o.on_batch({b1, items.size(), right, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.peak_bits_per_elem = batches ? bits_sum / batches : 0;

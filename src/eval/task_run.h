@@ -14,6 +14,7 @@
 //   truncate   the most recent tokens only (the BOS token kept when the tokenizer adds one)
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,11 +38,19 @@ struct TaskMethod {
   bool budgeted = false;  // under the reference budget (false for f16 rows)
 };
 
+// Where a method's run stands, after each batch of items (for a caller's progress line).
+struct TaskProgress {
+  size_t done = 0, total = 0;  // items finished / in the file
+  int right = 0;               // of the finished ones
+  double seconds = 0;          // since the method's first batch began
+};
+
 struct TaskRunOptions {
   int n_ctx = 0;        // engine context; every item's prompt + max_tokens must fit
   int parallel = 1;     // items decoding at once
   int threads = 1;      // recorded only
   int sink = 4;         // tokens PromptPolicy::streaming keeps at the start
+  std::function<void(const TaskProgress&)> on_batch;  // optional: called after every batch
 };
 
 struct ItemOutcome {

@@ -11,7 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "eval/task_run.h"
 #include "fixtures/tiny_model.h"
+#include "gguf/gguf_reader.h"
+#include "kvcache/kv_cache_factory.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace mpkv {
@@ -93,6 +98,39 @@ TEST(CliEvalTask, ReportAgreesWithOutputs) {
   // Over the whole context: the same where the cache saw the whole prompt, less where it was cut.
   EXPECT_DOUBLE_EQ(rows[0]["context_bits_per_elem"].get<double>(), rows[0]["peak_bits_per_elem"].get<double>());
   EXPECT_LT(rows[1]["context_bits_per_elem"].get<double>(), rows[1]["peak_bits_per_elem"].get<double>());
+}
+
+// The progress callback: once per batch of `parallel` items, counting finished items and right answers
+// as the result does.
+TEST(CliEvalTask, ProgressIsReportedPerBatch) {
+  const std::string m = tiny_model();
+  std::ifstream in(task_file());
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::vector<TaskItem> items = parse_task_items(text.str(), "eval_task.jsonl");
+  const Tokenizer tok = Tokenizer::from_gguf(GgufReader(m));
+  std::vector<std::vector<int32_t>> prompts;
+  for (const TaskItem& it : items) prompts.push_back(tok.encode(it.prompt, tok.add_bos(), false));
+  auto model = Model::load(m, 256);
+  const KvDims dims = model->config().kv_dims();
+  const KvByteModel f16(dims, make_kv_plan(KvCacheOptions{}, dims));
+  TaskMethod method;
+  method.label = "f16";
+  TaskRunOptions o;
+  o.n_ctx = 256;
+  o.parallel = 4;
+  std::vector<TaskProgress> seen;
+  o.on_batch = [&seen](const TaskProgress& p) { seen.push_back(p); };
+  const TaskMethodResult r = run_task_method(*model, tok, items, prompts, method, f16, o);
+  ASSERT_EQ(seen.size(), 2u);  // 6 items in batches of 4 and 2
+  EXPECT_EQ(seen[0].done, 4u);
+  EXPECT_EQ(seen[1].done, 6u);
+  int right_first = 0, right = 0;
+  for (size_t i = 0; i < r.items.size(); ++i) (i < 4 ? right_first : right) += r.items[i].correct;
+  EXPECT_EQ(seen[0].right, right_first);
+  EXPECT_EQ(seen[1].right, right_first + right);
+  for (const TaskProgress& p : seen) EXPECT_EQ(p.total, 6u);
+  EXPECT_LE(seen[0].seconds, seen[1].seconds);
 }
 
 TEST(CliEvalTask, BadInputIsAnErrorAndWritesNothing) {
