@@ -231,19 +231,19 @@ size_t PageStore::rewrite_page(KvPage& p, const std::vector<uint8_t>& to_bits) {
   return freed;
 }
 
-std::map<int, size_t> PageStore::read_bytes_by_bits(int seq_id) const {
-  std::map<int, size_t> by_bits;
+KvReadBytes PageStore::read_bytes(int seq_id) const {
+  KvReadBytes r;
   const size_t fp16_row = (size_t)dims_.n_head_kv * dims_.head_dim * 2 * sizeof(uint16_t);  // K and V
   for (int l = 0; l < dims_.n_layer; ++l) {
     const KvLayerState& ls = seq(seq_id).layers[l];
-    by_bits[16] += (size_t)(ls.sink_n + ls.win_n) * fp16_row;
+    r.fp16_rows += (size_t)(ls.sink_n + ls.win_n) * fp16_row;
     // The open page is read only over its filled rows: its share of the block (exact for fp16
     // blocks; a partly filled quantized block is counted in proportion).
     for (const KvPage* p : ls.pages)
       for (int b = 0; b < n_blocks_; ++b)
-        by_bits[p->cur[b]] += block_bytes(l, b, p->cur[b]) * (size_t)p->filled / (size_t)plan_.page_tokens;
+        r.pages_by_bits[p->cur[b]] += block_bytes(l, b, p->cur[b]) * (size_t)p->filled / (size_t)plan_.page_tokens;
   }
-  return by_bits;
+  return r;
 }
 
 std::map<int, size_t> PageStore::bits_histogram() const {
