@@ -91,14 +91,16 @@ TEST(ServingDecodeRoofline, StepsWithAPromptChunkAreNotCounted) {
   EXPECT_EQ(m.decode.work.weight_bytes, m.decode.steps * gguf_matrix_bytes(*f.model));
 }
 
-// Uniform 4-bit pages of 8 tokens with a sink of 1 and an fp16 window of 4: a query at pos reads
-// n = pos + 1 positions: 1 sink row and 4 window rows at fp16, the other n - 5 in pages (full ones
-// and the open page's filled share, each block's bytes x filled / 8) at 4 bits.
-TEST(ServingDecodeRoofline, QuantizedPagesAndFp16RowsAreCountedApart) {
+// Uniform pages of 8 tokens with a sink of 1 and an fp16 window of 4: a query at pos reads n = pos
+// + 1 positions: 1 sink row and 4 window rows at fp16, the other n - 5 in pages (full ones and the
+// open page's filled share: its bytes at each width x filled / 8). Keys and values at one width
+// (4 bits), then at two (keys 2, values 4: every page holds blocks of both).
+void expect_quantized_reads(int k_bits, int v_bits) {
   const auto& f = tiny();
   KvCacheOptions o;
   o.method = KvMethod::uniform;
-  o.bits = 4;
+  o.k_bits = k_bits;
+  o.v_bits = v_bits;
   o.window = 4;
   o.sink = 1;
   o.page_tokens = 8;
@@ -109,18 +111,27 @@ TEST(ServingDecodeRoofline, QuantizedPagesAndFp16RowsAreCountedApart) {
   eng.run_until_idle();
   const EngineMetrics m = eng.metrics();
   ASSERT_EQ(m.decode.steps, 5u);
-  uint64_t rows = 0, pages = 0;
+  uint64_t rows = 0;
+  std::map<int, uint64_t> pages;
   for (int pos = 20; pos <= 24; ++pos) {
     const int in_pages = pos + 1 - 5;
     rows += 5 * kFp16PositionBytes;
-    for (int l = 0; l < 2; ++l)
-      for (int b = 0; b < bm.blocks_per_page(); ++b)
-        pages += bm.block_bytes(l, b, 4) * (in_pages / 8) + bm.block_bytes(l, b, 4) * (in_pages % 8) / 8;
+    for (int l = 0; l < 2; ++l) {
+      std::map<int, uint64_t> page;  // one page's bytes by width: block b is a key when b is even
+      for (int b = 0; b < bm.blocks_per_page(); ++b) {
+        const int bits = b % 2 ? v_bits : k_bits;
+        page[bits] += bm.block_bytes(l, b, bits);
+      }
+      for (const auto& [bits, bytes] : page) pages[bits] += bytes * (in_pages / 8) + bytes * (in_pages % 8) / 8;
+    }
   }
   EXPECT_EQ(m.decode.work.kv_fp16_row_bytes, rows);
-  EXPECT_EQ(m.decode.work.kv_page_bytes_by_bits, (std::map<int, uint64_t>{{4, pages}}));
-  EXPECT_LT(pages, (uint64_t)(5 * 16) * kFp16PositionBytes) << "4-bit pages read fewer bytes than fp16 would";
+  EXPECT_EQ(m.decode.work.kv_page_bytes_by_bits, pages);
+  EXPECT_EQ(pages.size(), k_bits == v_bits ? 1u : 2u);
 }
+
+TEST(ServingDecodeRoofline, QuantizedPagesAndFp16RowsAreCountedApart) { expect_quantized_reads(4, 4); }
+TEST(ServingDecodeRoofline, PagesOfTwoWidthsAreCountedByWidth) { expect_quantized_reads(2, 4); }
 
 // /metrics shows the totals exactly (byte totals pass num()'s 10 digits) and the probed limits.
 TEST(ServingDecodeRoofline, MetricsExposeTheTotalsAndTheLimits) {
