@@ -40,6 +40,9 @@ import time
 
 import httpx
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_roofline import MACHINE_GAUGES, ROOFLINE_COUNTERS, roofline_counters, roofline_window  # noqa: E402
+
 METRIC_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)')
 LABEL = re.compile(r'(\w+)="([^"]*)"')
 
@@ -82,6 +85,7 @@ def summarize_metrics(samples):
         "preemptions_total": metric(samples, "vllm:num_preemptions_total"),
         "generation_tokens_total": metric(samples, "vllm:generation_tokens_total"),
         "page_shrinks": shrinks,
+        **roofline_counters(samples, metric),
     }
 
 
@@ -92,20 +96,23 @@ def combine_metrics(parts):
         return parts[0]
     out = {}
     for key in ("running", "waiting", "kv_bytes_used", "kv_budget_bytes", "preemptions_total",
-                "generation_tokens_total"):
+                "generation_tokens_total", *ROOFLINE_COUNTERS):
         vals = [p[key] for p in parts if p.get(key) is not None]
         out[key] = sum(vals) if vals else None
+    # Replicas share one machine: their probes are not a limit of the sum (the report says n/a).
+    out.update({k: None for k in MACHINE_GAUGES})
     usage = [p["kv_usage"] for p in parts if p.get("kv_usage") is not None]
     out["kv_usage"] = max(usage) if usage else None
     elems = sum(p["kv_bytes_used"] * 8 / p["effective_bits"] for p in parts
                 if p.get("kv_bytes_used") and p.get("effective_bits"))
     out["effective_bits"] = (sum(p["kv_bytes_used"] for p in parts if p.get("effective_bits")) * 8 / elems
                              if elems else None)
-    shrinks = {}
-    for p in parts:
-        for k, v in (p.get("page_shrinks") or {}).items():
-            shrinks[k] = shrinks.get(k, 0) + v
-    out["page_shrinks"] = shrinks
+    for key in ("page_shrinks", "decode_kv_bytes_by_bits"):
+        summed = {}
+        for p in parts:
+            for k, v in (p.get(key) or {}).items():
+                summed[k] = summed.get(k, 0) + v
+        out[key] = summed
     return out
 
 
@@ -449,6 +456,7 @@ def level_summary(records, wall, conc, metrics_window, slo_tpot_ms=250.0):
             "effective_bits_min": min(bits) if bits else None,
             "page_shrinks": {k: v - first.get("page_shrinks", {}).get(k, 0)
                              for k, v in (last.get("page_shrinks") or {}).items()},
+            "roofline": roofline_window(first, last),
         })
     return s
 

@@ -7,11 +7,18 @@ Per generation length (workload.max_tokens) and request rate, one table: output 
 to mpkv's f16 cache and to the best llama-server KV type in the same table, served / direct (bench/serve_direct.py: the same
 requests through `mpkv generate`) for mpkv's rows, requests at once, TTFT /
 TPOT / ITL / end-to-end p50 and p99, goodput at the TPOT SLO, failures, preemptions and the lowest
-effective bits. The plot: output tok/s against TPOT p50, one point per configuration and run.
+effective bits; then the roofline of mpkv's decode steps (bench/serve_roofline.py: the bytes and
+multiply-adds its /metrics counted against the limits it probed; n/a for llama-server and direct rows).
+The plot: output tok/s against TPOT p50, one point per configuration and run.
 """
 import argparse
 import json
+import os
+import sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_roofline import roofline_table  # noqa: E402
 
 
 def fmt(v, scale=1.0, nd=2):
@@ -97,6 +104,8 @@ def main():
     lines = [f"# {a.title}", ""] if a.title else []
     for (gen, rate), rows in sorted(groups.items()):
         lines += [f"## {gen} generated tokens, request rate {rate}/s", ""] + table(rows) + [""]
+        lines += ["Roofline of the decode steps (mpkv serve's /metrics counters against its startup probe; "
+                  "docs/serving.md \"Roofline counters\"):", ""] + roofline_table(rows) + [""]
         cmd = {r["label"]: r["extra"].get("server_argv") for r, _ in rows}
         lines += ["Servers:", ""] + [f"- {k}: `{' '.join(v)}`" for k, v in cmd.items() if v] + [""]
     with open(a.md, "w") as f:

@@ -7,11 +7,16 @@ Prints (and writes to --md) a summary table per configuration (largest concurren
 requests, most requests served at once, preemptions, lowest effective bits) and a table per
 concurrency level (latency percentiles, requests/s, output tok/s). --png draws the effective bits
 of the KV cache (and the KV bytes in use) over time for every configuration whose server has
-/metrics, with the concurrency levels marked.
+/metrics, with the concurrency levels marked. Last, the roofline of mpkv's decode steps per level
+(bench/serve_roofline.py; n/a for servers without the counters).
 """
 import argparse
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_roofline import roofline_table  # noqa: E402
 
 
 def fmt(v, scale=1.0, nd=2):
@@ -118,7 +123,11 @@ def main():
     p.add_argument("--title", default="KV cache under one budget, serving benchmark")
     a = p.parse_args()
     results = [json.load(open(f)) for f in a.results]
-    text = "\n\n".join(x for x in (summary_table(results), level_table(results), failures(results)) if x) + "\n"
+    per_level = [(dict(r, label=f"{r['label']}, concurrency {s['concurrency']}"), s)
+                 for r in results for s in r["levels"]]
+    roofline = "Roofline of the decode steps:\n\n" + "\n".join(roofline_table(per_level))
+    parts = (summary_table(results), level_table(results), roofline, failures(results))
+    text = "\n\n".join(x for x in parts if x) + "\n"
     print(text)
     if a.md:
         with open(a.md, "w") as f:

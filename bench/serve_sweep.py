@@ -61,8 +61,10 @@ def config_server(name, a, budget_mib, log_path):
         else:
             kv, label = MPKV_KV_ARGS[name], name
         kv = kv + ["--kv-budget-mib", str(budget_mib)]
+        # The startup probe of the read bandwidth and int8 peak: the roofline columns divide by it
+        # (docs/serving.md "Roofline counters").
         srv = serve_servers.mpkv_server(a.mpkv, a.model, kv, a.threads, a.ctx, a.max_seqs, a.max_queue, log_path,
-                                        extra=a.serve_arg)
+                                        extra=["--probe-machine-limits", *a.serve_arg])
         return srv, f"mpkv {label}", {"engine": "mpkv", "server_argv": srv.argv}
     if name.startswith("llama-server-"):
         kv_type = name[len("llama-server-"):]

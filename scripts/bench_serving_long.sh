@@ -9,7 +9,9 @@
 # scripts/build_llama_server.sh) with f16, q8_0 and q4_0 KV and as many slots as the budget holds.
 # The same sampling fields go to every server (temperature 0.6, top_p 0.95, no top_k). With all
 # requests at once, the same requests also go through `mpkv generate` (bench/serve_direct.py) for the
-# served / direct ratio (DIRECT=0 skips it).
+# served / direct ratio (DIRECT=0 skips it). Each table ends with the roofline of mpkv's decode steps
+# (bench/serve_roofline.py: the servers' /metrics counters against their startup probe; n/a for
+# llama-server).
 #
 # Usage: scripts/bench_serving_long.sh [OUT_DIR]   (default docs/results/serving_long)
 # Environment: MODEL (the default model; e.g. a real shape from scripts/make_shape_gguf.sh), GENS (1024), RATES (inf), REQUESTS (16), THREADS (2), BUILD (build), PLAN (the

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/step_work.h"
 #include "kvcache/paged_kv_cache.h"
 #include "model/model.h"
 
@@ -24,16 +25,8 @@ MachineLimits probe_machine_limits(int threads);
 std::string describe(const MachineLimits& m);
 
 // What one decode step (`sequences` tokens in `calls` forward calls, each sequence at `depth`
-// positions) reads and multiplies. Weights: the GGUF bytes of every matrix a forward call
-// multiplies (layers and output head; the embedding table's one row per token is left out), once
-// per call. KV: what each sequence's attention reads (PagedKvCache::read_bytes_by_bits). MACs:
-// weight rows x columns per token plus the attention's query x key and weight x value products.
-struct StepWork {
-  double weight_bytes = 0.0;
-  std::map<int, size_t> kv_bytes_by_bits;
-  double kv_bytes = 0.0;
-  double macs = 0.0;
-};
+// positions) reads and multiplies (engine/step_work.h, the count the serving engine's decode-step
+// counters use too): the weights once per call, each sequence's KV reads and multiply-adds.
 StepWork decode_step_work(const Model& model, const PagedKvCache& cache, int sequences, int calls, int depth);
 
 // One row of the roofline table under roofline_header(): depth, sequences, step time, MiB read

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "bench_roofline.h"
 #include "cli_options.h"
 #include "commands.h"
 #include "engine/engine.h"
@@ -35,6 +36,7 @@ struct ServeArgs {
   size_t max_body_kib = 1024;
   GrammarCompilerOptions grammar;
   int64_t grammar_timeout_ms = 10000;
+  bool probe_limits = false;
 };
 
 // Structured outputs' compiler (docs/structured_outputs.md, "Compilation").
@@ -90,6 +92,11 @@ void run_serve(ServeArgs a) {
   std::fflush(stdout);
 
   const int threads = apply_threads(a.threads);
+  if (a.probe_limits) {  // before the model loads: nothing else runs yet (docs/serving.md "Roofline counters")
+    const MachineLimits m = probe_machine_limits(threads);
+    handler.metrics().set_machine_limits({m.read_gbs * 1e9, m.int8_peak_macs, m.threads});
+    std::fprintf(stderr, "[serve] machine limits: %s\n", describe(m).c_str());
+  }
   auto model = load_model(a.model, a.engine.n_ctx);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   KvCacheOptions kv = a.kv;
@@ -147,6 +154,9 @@ void register_serve(CLI::App& app) {
       ->capture_default_str()->check(integer_in(-1, 1 << 24, "in [-1, 16777216]"));
   sub->add_option("--shutdown-timeout", a->shutdown_timeout_s, "seconds in-flight requests may finish after SIGINT/SIGTERM")
       ->capture_default_str()->check(number_in(0.0, 3600.0, "in [0, 3600]"));
+  sub->add_flag("--probe-machine-limits", a->probe_limits,
+                "probe the read bandwidth and int8 peak once at startup (about a second, 256 MiB) for /metrics' "
+                "roofline gauges (the serving benchmark's report divides by them)");
   add_threads_option(sub, a->threads);
   add_kv_cache_options(sub, a->kv);
   sub->callback([a, sub] {

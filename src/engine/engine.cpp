@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "engine/logprobs.h"
@@ -129,15 +130,23 @@ void Engine::take_inbox() {
 
 // schedule -> run -> postprocess (engine.h).
 bool Engine::step() {
+  const auto t0 = std::chrono::steady_clock::now();
   take_inbox();
   // Aborted requests end first, so their pages are free for this step.
   const std::vector<Sequence*> aborted = sched_->aborted();
   for (Sequence* s : aborted) finish(*s, FinishReason::abort, {});
   std::vector<BatchEntry> batch = sched_->schedule();  // admission, KV reservation, preemption
   if (!batch.empty()) {
-    forward(batch);
+    const bool decode = forward(batch);
     sched_->publish(batch);  // before sampling: a request finishing now leaves its pages cached
+    const StepWork work = decode ? decode_work(batch) : StepWork{};  // before sampling frees finished pages
     sample_and_emit(batch);
+    if (decode) {
+      totals_.decode.steps++;
+      totals_.decode.tokens += batch.size();
+      totals_.decode.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      totals_.decode.work += work;
+    }
     totals_.steps_total++;
   }
   publish_metrics();

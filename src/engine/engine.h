@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "engine/step_work.h"
 #include "grammar/grammar_compiler.h"
 #include "kvcache/kv_cache_stats.h"
 #include "model/model.h"
@@ -62,6 +63,17 @@ class QueueFull : public Error {
   using Error::Error;
 };
 
+// Decode steps (docs/serving.md "Roofline counters"): engine steps whose batch held decode tokens
+// only (no prompt chunk, no recomputation), their tokens, their wall time (scheduling to the
+// callbacks) and what their forward calls read and multiplied (step_work.h), summed. /metrics
+// exposes them so a report divides: bytes per second against the machine's read bandwidth,
+// multiply-adds per second against its int8 peak.
+struct DecodeStepTotals {
+  uint64_t steps = 0, tokens = 0;
+  double seconds = 0.0;
+  StepWork work;
+};
+
 // A snapshot for /metrics and reports. Totals count since the engine was made.
 struct EngineMetrics {
   int running = 0, waiting = 0;
@@ -84,6 +96,7 @@ struct EngineMetrics {
   uint64_t constrained_requests_total = 0, grammar_mask_rows_total = 0, grammar_mask_steps_total = 0;
   double grammar_mask_seconds_total = 0.0;
   GrammarCompilerStats grammar_compile;  // the compiler's figures, filled by the server's backend
+  DecodeStepTotals decode;
 };
 
 class Engine {
@@ -121,7 +134,10 @@ class Engine {
   void validate(const RequestParams& p) const;
   void take_inbox();                           // inbox and aborts -> scheduler (stepping thread)
   void finish(Sequence& s, FinishReason r, RequestOutput out);
-  void forward(const std::vector<BatchEntry>& batch);
+  // Returns true when every entry was one decode token (a decode step).
+  bool forward(const std::vector<BatchEntry>& batch);
+  // A decode step's work (step_work.h), counted after its forward pass: the pages its queries read.
+  StepWork decode_work(const std::vector<BatchEntry>& batch) const;
   void sample_and_emit(const std::vector<BatchEntry>& batch);
   void fill_grammar_masks(const std::vector<Sequence*>& emitting);
   // A sequence's sampled token of this step, with its logprobs when asked for.

@@ -15,11 +15,13 @@ namespace mpkv {
 
 // Run: one forward pass for the whole batch; every entry's tokens become cached. Logits rows: a
 // sequence's last token, and the prompt positions whose logprobs it wants (in batch order).
-void Engine::forward(const std::vector<BatchEntry>& batch) {
+bool Engine::forward(const std::vector<BatchEntry>& batch) {
   std::vector<BatchToken> tokens;
+  bool all_decode = true;
   for (const BatchEntry& e : batch) {
     const Sequence& s = *e.seq;
     const bool decode = s.produced_token && e.n_tokens == 1 && s.n_cached + 1 == (int)s.tokens.size();
+    all_decode = all_decode && decode;
     (decode ? totals_.forwarded_decode_tokens_total : totals_.forwarded_prefill_tokens_total) += e.n_tokens;
     for (int i = 0; i < e.n_tokens; ++i) {
       const int k = s.n_cached + i;
@@ -28,6 +30,14 @@ void Engine::forward(const std::vector<BatchEntry>& batch) {
   }
   runner_->run(tokens, logits_);
   for (const BatchEntry& e : batch) e.seq->n_cached += e.n_tokens;
+  return all_decode;
+}
+
+// Each entry is one token of its sequence at position n_cached - 1, already appended.
+StepWork Engine::decode_work(const std::vector<BatchEntry>& batch) const {
+  std::vector<DecodeToken> tokens;
+  for (const BatchEntry& e : batch) tokens.push_back({e.seq->cache_slot, e.seq->n_cached - 1});
+  return decode_call_work(model_, *cache_, tokens);
 }
 
 // Postprocess: every sequence whose tokens are now all cached samples its next token from its

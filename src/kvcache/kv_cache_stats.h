@@ -33,4 +33,13 @@ struct PrefixCacheStats {
   std::map<int, size_t> pages_by_bits;  // cached pages by their highest current bits
 };
 
+// What one query's attention over a sequence reads, every layer (PagedKvCache::read_bytes): its
+// live pages' blocks by their current bits (codes + scales + zeros, or fp16 rows for 16; of the
+// open page, its filled share of the bytes at each width), and its fp16 sink and window rows (K
+// and V).
+struct KvReadBytes {
+  std::map<int, size_t> pages_by_bits;
+  size_t fp16_rows = 0;
+};
+
 }  // namespace mpkv

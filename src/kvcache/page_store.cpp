@@ -231,19 +231,32 @@ size_t PageStore::rewrite_page(KvPage& p, const std::vector<uint8_t>& to_bits) {
   return freed;
 }
 
-std::map<int, size_t> PageStore::read_bytes_by_bits(int seq_id) const {
-  std::map<int, size_t> by_bits;
+KvReadBytes PageStore::read_bytes(int seq_id) const {
+  KvReadBytes r;
+  size_t by_bits[17] = {};  // summed here, not in the map: the engine counts this every decode step
   const size_t fp16_row = (size_t)dims_.n_head_kv * dims_.head_dim * 2 * sizeof(uint16_t);  // K and V
+  const size_t P = (size_t)plan_.page_tokens;
   for (int l = 0; l < dims_.n_layer; ++l) {
     const KvLayerState& ls = seq(seq_id).layers[l];
-    by_bits[16] += (size_t)(ls.sink_n + ls.win_n) * fp16_row;
-    // The open page is read only over its filled rows: its share of the block (exact for fp16
-    // blocks; a partly filled quantized block is counted in proportion).
-    for (const KvPage* p : ls.pages)
-      for (int b = 0; b < n_blocks_; ++b)
-        by_bits[p->cur[b]] += block_bytes(l, b, p->cur[b]) * (size_t)p->filled / (size_t)plan_.page_tokens;
+    r.fp16_rows += (size_t)(ls.sink_n + ls.win_n) * fp16_row;
+    // The open page is read only over its filled rows: its share of the page's bytes at each
+    // width (exact for fp16 blocks; a partly filled quantized block is counted in proportion). A
+    // page whose blocks share one width (the usual case) adds its data bytes in one go.
+    for (const KvPage* p : ls.pages) {
+      const size_t filled = (size_t)p->filled;
+      const uint8_t* cur = p->cur.data();
+      if (std::all_of(cur, cur + n_blocks_, [&](uint8_t c) { return c == cur[0]; })) {
+        by_bits[cur[0]] += filled == P ? p->bytes : p->bytes * filled / P;
+        continue;
+      }
+      size_t at[17] = {};
+      for (int b = 0; b < n_blocks_; ++b) at[cur[b]] += block_bytes(l, b, cur[b]);
+      for (int bits = 0; bits <= 16; ++bits) by_bits[bits] += at[bits] * filled / P;
+    }
   }
-  return by_bits;
+  for (int bits = 0; bits <= 16; ++bits)
+    if (by_bits[bits] > 0) r.pages_by_bits[bits] = by_bits[bits];
+  return r;
 }
 
 std::map<int, size_t> PageStore::bits_histogram() const {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kvcache/kv_byte_model.h"
+#include "kvcache/kv_cache_stats.h"
 #include "kvcache/kv_page_records.h"
 #include "kvcache/kv_plan.h"
 #include "model/kv_cache.h"
@@ -83,10 +84,8 @@ class PageStore {
   // bits) and reallocates the page to its new size; returns the bytes freed.
   size_t rewrite_page(KvPage& p, const std::vector<uint8_t>& to_bits);
 
-  // What one query's attention over seq reads, every layer: bytes of its live pages' blocks by
-  // their current bits (the open page's filled share), and its fp16 sink + window rows (K and V)
-  // counted as 16 bits.
-  std::map<int, size_t> read_bytes_by_bits(int seq) const;
+  // What one query's attention over seq reads, every layer (kv_cache_stats.h).
+  KvReadBytes read_bytes(int seq) const;
 
   // Blocks (one per page, KV head and K|V) by current bits: {bits -> count}; fp16 blocks count as 16.
   std::map<int, size_t> bits_histogram() const;

@@ -82,9 +82,9 @@ class PagedKvCache final : public KvCache, public KvMemory {
 
   // Blocks (one per page, KV head and K|V) by current bits: {bits -> count}; fp16 blocks count as 16.
   std::map<int, size_t> bits_histogram() const { return store_.bits_histogram(); }
-  // Bytes one query's attention over seq reads, by width (PageStore::read_bytes_by_bits): the
-  // roofline of `mpkv bench`.
-  std::map<int, size_t> read_bytes_by_bits(int seq) const { return store_.read_bytes_by_bits(seq); }
+  // Bytes one query's attention over seq reads, by width (kv_cache_stats.h): the roofline of
+  // `mpkv bench` and of the engine's decode steps (engine/step_work.h).
+  KvReadBytes read_bytes(int seq) const { return store_.read_bytes(seq); }
   const ShrinkTotals& shrink_totals() const { return acct_.shrink_totals(); }
   // The int8 kernels (paged_attention_kernels.h, default on): uniform / KIVI key pages of 2, 4, 8
   // and 16 bits scored with int8 queries, 2- and 4-bit value pages accumulated with int8 weights;

@@ -101,6 +101,41 @@ void prefix_cache_metrics(std::string& out, const EngineMetrics& m, const std::s
          static_cast<double>(p.cold_halvings));
 }
 
+// A counter of whole units, printed exactly (num() keeps 10 digits; byte totals pass 1e10).
+void count_metric(std::string& out, const std::string& name, const char* help, const std::string& labels, uint64_t v) {
+  header(out, name, "counter", help);
+  out += name + "{" + labels + "} " + std::to_string(v) + "\n";
+}
+
+// Decode steps' roofline counters and the probed machine limits (docs/serving.md "Roofline
+// counters"): a report divides the byte and multiply-add totals by the steps' seconds and by the limits.
+void roofline_metrics(std::string& out, const EngineMetrics& m, const MachineLimitGauges& g, const std::string& L) {
+  const DecodeStepTotals& d = m.decode;
+  count_metric(out, "mpkv:decode_steps_total", "Engine steps whose batch held decode tokens only.", L, d.steps);
+  count_metric(out, "mpkv:decode_step_tokens_total", "Tokens of those decode steps.", L, d.tokens);
+  metric(out, "mpkv:decode_step_seconds_total", "counter", "Wall time of those decode steps (scheduling to callbacks).",
+         L, d.seconds);
+  count_metric(out, "mpkv:decode_step_weight_bytes_total",
+               "Weight bytes those steps' forward calls read (every multiplied matrix once per step).", L,
+               d.work.weight_bytes);
+  header(out, "mpkv:decode_step_kv_bytes_total", "counter",
+         "KV page bytes those steps' queries read, by the blocks' current bits (codes + scales + zeros; 16: fp16).");
+  for (const auto& [bits, bytes] : d.work.kv_page_bytes_by_bits)
+    out += "mpkv:decode_step_kv_bytes_total{bits=\"" + std::to_string(bits) + "\"," + L + "} " + std::to_string(bytes) +
+           "\n";
+  count_metric(out, "mpkv:decode_step_kv_fp16_row_bytes_total",
+               "KV bytes of fp16 sink and window rows those steps' queries read.", L, d.work.kv_fp16_row_bytes);
+  count_metric(out, "mpkv:decode_step_macs_total",
+               "Multiply-adds of those steps (weight rows x columns per token + attention).", L, d.work.macs);
+  metric(out, "mpkv:machine_read_bytes_per_second", "gauge",
+         "Read bandwidth probed at startup with the server's threads (0: not probed; --probe-machine-limits).", L,
+         g.read_bytes_per_s);
+  metric(out, "mpkv:machine_int8_macs_per_second", "gauge",
+         "int8 multiply-add peak probed at startup: one core's best probe x threads (0: not probed).", L,
+         g.int8_macs_per_s);
+  metric(out, "mpkv:machine_probe_threads", "gauge", "Threads of the startup probes (0: not probed).", L, g.threads);
+}
+
 size_t reason_index(FinishReason r) {
   switch (r) {
     case FinishReason::stop: return 0;
@@ -184,6 +219,11 @@ void ServerMetrics::on_output(RequestTiming& t, const RequestOutput& out, std::c
   generation_tokens_.observe(s.n_generated);
 }
 
+void ServerMetrics::set_machine_limits(const MachineLimitGauges& g) {
+  std::lock_guard lock(mu_);
+  limits_ = g;
+}
+
 bool ServerMetrics::count_unknown_field(const std::string& name) {
   std::lock_guard lock(mu_);
   if (auto it = unknown_fields_.find(name); it != unknown_fields_.end()) {
@@ -256,6 +296,12 @@ std::string ServerMetrics::render(const EngineMetrics& m) const {
            static_cast<double>(n));
   prefix_cache_metrics(out, m, L);
   grammar_metrics(out, m, L);
+  MachineLimitGauges limits;
+  {
+    std::lock_guard lock(mu_);
+    limits = limits_;
+  }
+  roofline_metrics(out, m, limits, L);
   return out;
 }
 

@@ -42,9 +42,21 @@ struct RequestTiming {
   bool has_tokens = false;
 };
 
+// The machine's limits the decode-step counters are divided by (docs/serving.md "Roofline
+// counters"): probed once at startup by `mpkv serve --probe-machine-limits` (matvec/machine_limits.h);
+// all zero when not probed.
+struct MachineLimitGauges {
+  double read_bytes_per_s = 0.0;  // read-sum bandwidth with the server's threads
+  double int8_macs_per_s = 0.0;   // one core's best int8 multiply-add probe x threads
+  int threads = 0;
+};
+
 class ServerMetrics {
  public:
   explicit ServerMetrics(std::string model_name);
+
+  // The probed limits /metrics shows from now on (any thread).
+  void set_machine_limits(const MachineLimitGauges& g);
 
   // Called with every output event of a request (engine thread): each token after the first adds
   // an inter-token latency (the gap since the previous event, split evenly over its tokens); the
@@ -74,6 +86,7 @@ class ServerMetrics {
   std::map<std::string, uint64_t> unknown_fields_;  // at most kMaxUnknownFieldLabels names
   uint64_t unknown_other_ = 0;
   std::set<std::string> unknown_seen_;  // names logged (bounded at 4096: beyond, logging may repeat)
+  MachineLimitGauges limits_;           // guarded by mu_
 };
 
 // A Prometheus label value with \, " and newline escaped.

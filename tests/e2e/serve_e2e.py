@@ -110,6 +110,12 @@ def metric(text, name):
     return float(m.group(1)) if m else None
 
 
+def metric_labelled(text, name, labels):
+    """The sample of `name` whose labels start with `labels` (e.g. 'bits="16"'), or None."""
+    m = re.search(r"^" + re.escape(name) + r"\{" + re.escape(labels) + r"[,}][^ ]* (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
 def metrics(base):
     status, text = http_request(base, "GET", "/metrics")
     check(status == 200, "/metrics answered %d" % status)

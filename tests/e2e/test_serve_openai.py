@@ -2,7 +2,8 @@
 """End-to-end test of `mpkv serve` with the official `openai` client (docs/serving.md).
 
 Starts the server on an ephemeral loopback port with the real SmolLM2 model and a KV budget, then:
-  1. chat and completions, streaming and not, usage present; /v1/models; /metrics names;
+  1. chat and completions, streaming and not, usage present; /v1/models; /metrics names; the
+     decode-step roofline counters against the GGUF counted by hand (gguf_shapes.py);
      every OpenAI / vLLM field the server reads (penalties, logit_bias, stop_token_ids, echo,
      token-id prompts, prompt lists, priority, usage.prompt_tokens_details), /tokenize and
      /detokenize in both servers' shapes, and a 400 naming each field when out of range;
@@ -30,8 +31,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_e2e import (API_KEY, SKIP, check, expect_400, fail, http_request, metric, metrics, mpkv_serve,  # noqa: E402
-                       need_model, need_packages, run_against)
+from gguf_shapes import read_gguf  # noqa: E402
+from serve_e2e import (API_KEY, SKIP, check, expect_400, fail, http_request, metric, metric_labelled, metrics,  # noqa: E402
+                       mpkv_serve, need_model, need_packages, run_against)
 
 N_CTX = 512
 BUDGET_MIB = 8  # f16 pages of 64 tokens are ~1.4 MiB per sequence for SmolLM2-135M: ~5 run at once
@@ -139,6 +141,65 @@ def test_basics(openai, client, srv):
     check(metric(t, "mpkv:kv_budget_bytes") == BUDGET_MIB * 1048576, "budget in /metrics")
     check(metric(t, "vllm:e2e_request_latency_seconds_count") >= 3, "e2e histogram counts requests")
     print("basics: ok", flush=True)
+
+
+def roofline_shape(model):
+    """What one decode step of the served model reads and multiplies, counted from the GGUF file by hand
+    (gguf_shapes.py): the multiplied matrices' bytes and rows x columns (every layer's seven and the
+    output head, the embedding table when tied), the fp16 K and V bytes of one position, and the
+    attention multiply-adds per visible row."""
+    meta, tensors = read_gguf(model)
+    arch = meta["general.architecture"]
+    n_layer, n_head = meta[arch + ".block_count"], meta[arch + ".attention.head_count"]
+    n_head_kv = meta.get(arch + ".attention.head_count_kv", n_head)
+    head_dim = meta.get(arch + ".attention.key_length", meta[arch + ".embedding_length"] // n_head)
+    names = ["blk.%d.%s.weight" % (l, m) for l in range(n_layer)
+             for m in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")]
+    names.append("output.weight" if "output.weight" in tensors else "token_embd.weight")
+    return {"weight_bytes": sum(tensors[n][2] for n in names),
+            "weight_macs": sum(tensors[n][0][0] * tensors[n][0][1] for n in names),
+            "kv_position_bytes": n_layer * n_head_kv * head_dim * 2 * 2,
+            "attention_macs_per_row": n_layer * n_head * head_dim * 2}
+
+
+def test_roofline_counters(client, srv, model):
+    """One request alone, 12 tokens: 11 decode steps (the first token comes from the prompt's step), each
+    reading the weights once and the f16 pages of every position so far, against the GGUF counted by
+    hand; the startup probe's gauges are set (--probe-machine-limits)."""
+    before = metrics(srv.base)
+    r = client.completions.create(model="smol", prompt="The capital of France is", max_tokens=12, temperature=0,
+                                  extra_body={"ignore_eos": True})
+    check(r.usage.completion_tokens == 12, "12 tokens, got %d" % r.usage.completion_tokens)
+    # The engine publishes its figures at the end of a step, after the callbacks that answered the
+    # client: the last step may show a moment later.
+    end = time.time() + 10
+    after = metrics(srv.base)
+    while metric(after, "vllm:num_requests_running") != 0 and time.time() < end:
+        time.sleep(0.05)
+        after = metrics(srv.base)
+
+    def delta(name, labels=""):
+        pick = (lambda t: metric_labelled(t, name, labels)) if labels else (lambda t: metric(t, name))
+        return (pick(after) or 0) - (pick(before) or 0)
+
+    shape, p = roofline_shape(model), r.usage.prompt_tokens
+    positions = range(p, p + 11)  # the decode steps' tokens; a query at position q reads q + 1 positions
+    check(delta("mpkv:decode_steps_total") == 11, "decode steps %s, expected 11" % delta("mpkv:decode_steps_total"))
+    check(delta("mpkv:decode_step_tokens_total") == 11, "decode tokens %s" % delta("mpkv:decode_step_tokens_total"))
+    check(delta("mpkv:decode_step_seconds_total") > 0, "decode step seconds did not grow")
+    check(delta("mpkv:decode_step_weight_bytes_total") == 11 * shape["weight_bytes"],
+          "weight bytes %s, expected 11 x %d" % (delta("mpkv:decode_step_weight_bytes_total"), shape["weight_bytes"]))
+    kv = sum(q + 1 for q in positions) * shape["kv_position_bytes"]
+    check(delta("mpkv:decode_step_kv_bytes_total", 'bits="16"') == kv,
+          "16-bit page bytes %s, expected %d" % (delta("mpkv:decode_step_kv_bytes_total", 'bits="16"'), kv))
+    check(delta("mpkv:decode_step_kv_fp16_row_bytes_total") == 0, "f16 pages keep no fp16 window rows")
+    macs = 11 * shape["weight_macs"] + sum(q + 1 for q in positions) * shape["attention_macs_per_row"]
+    check(delta("mpkv:decode_step_macs_total") == macs,
+          "multiply-adds %s, expected %d" % (delta("mpkv:decode_step_macs_total"), macs))
+    for name in ("mpkv:machine_read_bytes_per_second", "mpkv:machine_int8_macs_per_second"):
+        check((metric(after, name) or 0) > 0, "%s not probed" % name)
+    check(metric(after, "mpkv:machine_probe_threads") == 2, "probe threads")
+    print("roofline counters: ok", flush=True)
 
 
 def test_vllm_fields(openai, client, srv):
@@ -448,11 +509,12 @@ def main():
         return SKIP
     openai, = need_packages("openai")
     srv = mpkv_serve(args.mpkv, model, ["-c", str(N_CTX), "--kv-budget-mib", str(BUDGET_MIB), "--shutdown-timeout", "2",
-                                        "--served-model-name", "smol"] + args.serve_args.split())
+                                        "--served-model-name", "smol", "--probe-machine-limits"] + args.serve_args.split())
 
     def run():
         client = openai.OpenAI(base_url=srv.base + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
         test_basics(openai, client, srv)
+        test_roofline_counters(client, srv, model)
         test_vllm_fields(openai, client, srv)
         test_openai_fields(openai, client, srv)
         test_prefix_cache(client, srv)
