@@ -129,10 +129,8 @@ inline __m512 exp_nonpositive(__m512 x) {
   y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459E-1f));
   y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201E-1f));
   y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-  // y 2^fx by vscalefps: one instruction where the AVX2 file builds the power of two in the exponent
-  // field and multiplies (four); both round the same exact product y 2^fx once (fx >= -126 after
-  // the clamp, y in [0.7, 1.5]), so the bits are those of the multiply this replaced.
-  return _mm512_maskz_scalef_ps(keep, y, fx);
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(fx), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mul_ps(keep, y, _mm512_castsi512_ps(e));
 }
 
 }  // namespace
