@@ -22,7 +22,7 @@ void softmax_partial_merge(SoftmaxPartialView a, SoftmaxPartialView b, int group
   for (int g = 0; g < group; ++g) {
     const float m = std::max(a.m[g], b.m[g]);
     // The larger side's factor is exp(0) = 1 (exactly): not asked of expf, whose two calls per
-    // query were half of a merge's time in 256-row chunks (docs/results/speed.md 11g).
+    // query took a third of the merge's samples in perf (docs/results/speed.md 11g).
     const float sa = a.m[g] == m ? 1.0f : std::exp(a.m[g] - m), sb = b.m[g] == m ? 1.0f : std::exp(b.m[g] - m);
     a.l[g] = a.l[g] * sa + b.l[g] * sb;
     a.m[g] = m;
