@@ -124,11 +124,15 @@ void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q
     size_t se = si;
     int rows = 0;
     while (visible_at(se) && rows + segs[se].n <= kMaxKernelRows) rows += segs[se++].n;
-    // Each segment's keys are prefetched while the one before is scored, its values while the one
-    // before accumulates: bursts of about 20 lines (2-bit, 64 rows), not 40, which overran the
-    // core's line fill buffers (perf showed the prefetch instructions waiting; kv_cache.md 1d).
+    // Each segment's keys are prefetched while the segment two before it is scored, its values
+    // while the one two before accumulates (the unit's first segment: by attend_pages, the second
+    // here): bursts of about 20 lines (2-bit, 64 rows), not 40, which overran the core's line fill
+    // buffers (perf showed the prefetch instructions waiting; kv_cache.md 1d). Two segments ahead,
+    // not one: at 32K context one 64-row kernel call did not cover a burst's trip from DRAM, and
+    // the kernels then waited on their first loads of scales and zeros (docs/results/speed.md 11g).
+    if (si == 0 && visible_at(1)) prefetch_segment_keys(segs[1]);
     for (size_t k = si, off = 0; k < se; off += segs[k++].n) {
-      if (visible_at(k + 1)) prefetch_segment_keys(segs[k + 1]);
+      if (visible_at(k + 2)) prefetch_segment_keys(segs[k + 2]);
       score_segment(K, d, q, segs[k], scratch + off, lds);
     }
     // Causal mask, then the online-softmax update of each query; weights replace the scores.
@@ -140,8 +144,9 @@ void attend_segments(const PagedAttentionKernels& K, int d, const AttnQueries& q
       }
       softmax_update(K, j, s, rows, ldacc, st);
     }
+    if (visible_at(si + 1)) prefetch_segment_values(segs[si + 1]);
     for (size_t k = si, off = 0; k < se; off += segs[k++].n) {
-      if (visible_at(k + 1)) prefetch_segment_values(segs[k + 1]);
+      if (visible_at(k + 2)) prefetch_segment_values(segs[k + 2]);
       accumulate_segment(K, d, q, segs[k], scratch + off, lds, st);
     }
     si = se;

@@ -49,8 +49,19 @@ Q8Queries quantize_queries_q8(const float* q, size_t ldq, int nq, int d, std::ve
                               std::vector<float>& params);
 
 // Queries [j0, j0 + nq) of `all` (the same int8 values, scales and sums: each query is quantized on
-// its own, so quantizing a whole head's queries once serves every work unit of that head).
-Q8Queries q8_queries_rows(const Q8Queries& all, int j0, int nq);
+// its own, so quantizing a whole head's queries once serves every work unit of that head). Inline:
+// returned from another file, the struct came back through memory written field by field and was
+// read as 16-byte words, which waited on failed store forwarding once per work unit (~3% of a
+// 2-bit decode step's attention at 32K context in perf, docs/results/speed.md 11g).
+inline Q8Queries q8_queries_rows(const Q8Queries& all, int j0, int nq) {
+  Q8Queries r = all;
+  r.nq = nq;
+  r.natural = all.natural + (size_t)j0 * all.d;
+  r.scale = all.scale + j0;
+  r.sum = all.sum + j0;
+  r.f = all.f + (size_t)j0 * all.ldf;
+  return r;
+}
 
 // Partial state of the queries over the segments: m[nq], l[nq] and acc[nq, 2 * head_dim], where
 // acc[j][0, d) sums fp16 (model-space) values and acc[j][d, 2d) packed values in the V code space;

@@ -421,8 +421,15 @@ void packed_accumulate_q8_avx2(const PackedBlockView& b, const float* w, size_t 
 }
 
 float max_value_avx2(const float* s, int n) {
-  __m256 m = _mm256_set1_ps(-INFINITY);
+  // Four running maxima: one chain of dependent vmaxps (4 cycles each) was the whole cost of a
+  // 256-score run, ~4% of a 2-bit decode step's attention in perf (docs/results/speed.md 11g).
+  // The maximum is exact, so the order does not change the result.
+  __m256 m4[4];
+  for (auto& v : m4) v = _mm256_set1_ps(-INFINITY);
   int i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; ++k) m4[k] = _mm256_max_ps(m4[k], _mm256_loadu_ps(s + i + 8 * k));
+  __m256 m = _mm256_max_ps(_mm256_max_ps(m4[0], m4[1]), _mm256_max_ps(m4[2], m4[3]));
   for (; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + i));
   __m128 a = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
   a = _mm_max_ps(a, _mm_movehl_ps(a, a));

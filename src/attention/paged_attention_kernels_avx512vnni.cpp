@@ -80,30 +80,52 @@ inline __m512i lane_transpose4x4(__m512i x) {
   return _mm512_shuffle_epi8(x, _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)));
 }
 
-// fold_params_q8 on 16 lanes: the same products, maximum, step and rounding (so the same int8
-// values and step as _ref's quantize_q8_row over the folded values), z summed in another order.
-// q8 is zero-padded to a multiple of 64 bytes.
-__attribute__((always_inline)) inline float fold_params_q8_512(const GroupParams& P, const float* x, int8_t* q8, float* z) {
-  const int n = P.n;
-  alignas(64) float f[kMaxKernelRows + 64];
-  __m512 amax = _mm512_setzero_ps(), zs = _mm512_setzero_ps();
+// fold_params_q8 on 16 lanes for NJ vectors x_j (x + j ldx) over the block's parameters [p0, p0 + n):
+// the same products x_jk (S_k m), maximum, step and rounding (so the same int8 values and steps as
+// _ref's quantize_q8_row over the folded values), z_j = sum_k x_jk Z_k summed in 16 lanes (another
+// order). q8 + j ldq8 is zero-padded to a multiple of 64 bytes. Two store-forwarding stalls are
+// avoided (perf, docs/results/speed.md 11g): the scales and zeros are converted from fp16 here, 16
+// at a time in registers and shared by the NJ vectors, where a GroupParams written in 8-float
+// stores was read back in 16-float loads; and each 64 int8 values leave in one 64-byte store, which
+// set_query's 64-byte load can forward (four 16-byte stores could not).
+template <int NJ>
+__attribute__((always_inline)) inline void fold_params_q8_512(const KvBlockLayout& L, const uint8_t* blk, size_t p0,
+                                                              int n, const float* x, size_t ldx, int8_t* q8,
+                                                              size_t ldq8, float* step, float* z) {
+  alignas(64) float f[NJ][kMaxKernelRows + 64];
+  const __m512 mult = _mm512_set1_ps(L.scale_mult);
+  __m512 amax[NJ], zs[NJ];
+  for (int j = 0; j < NJ; ++j) amax[j] = zs[j] = _mm512_setzero_ps();
   int k = 0;
   for (; k < n; k += 16) {
     const __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1u);
-    const __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
-    const __m512 fv = _mm512_mul_ps(xv, _mm512_maskz_loadu_ps(m, P.S + k));
-    _mm512_store_ps(f + k, fv);
-    amax = _mm512_max_ps(amax, _mm512_abs_ps(fv));
-    zs = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(m, P.Z + k), zs);
+    const __m512 S = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, blk + L.scales_offset + 2 * (p0 + k))), mult);
+    const __m512 Z = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, blk + L.zeros_offset + 2 * (p0 + k)));
+    for (int j = 0; j < NJ; ++j) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, x + j * ldx + k);
+      const __m512 fv = _mm512_mul_ps(xv, S);
+      _mm512_store_ps(f[j] + k, fv);
+      amax[j] = _mm512_max_ps(amax[j], _mm512_abs_ps(fv));
+      zs[j] = _mm512_fmadd_ps(xv, Z, zs[j]);
+    }
   }
   const int padded = (n + 63) / 64 * 64;
-  for (; k < padded; k += 16) _mm512_store_ps(f + k, _mm512_setzero_ps());
-  const float step = _mm512_reduce_max_ps(amax) / 127.0f;
-  const __m512 inv = _mm512_set1_ps(step > 0 ? 1.0f / step : 0.0f);
-  for (k = 0; k < padded; k += 16)  // cvtps: ties to even; vpmovsdb saturates like packs
-    _mm_store_si128(reinterpret_cast<__m128i*>(q8 + k), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(f + k), inv))));
-  *z = _mm512_reduce_add_ps(zs);
-  return step;
+  for (; k < padded; k += 16)
+    for (int j = 0; j < NJ; ++j) _mm512_store_ps(f[j] + k, _mm512_setzero_ps());
+  __m512 inv[NJ];
+  for (int j = 0; j < NJ; ++j) {
+    step[j] = _mm512_reduce_max_ps(amax[j]) / 127.0f;
+    inv[j] = _mm512_set1_ps(step[j] > 0 ? 1.0f / step[j] : 0.0f);
+    z[j] = _mm512_reduce_add_ps(zs[j]);
+  }
+  for (k = 0; k < padded; k += 64)
+    for (int j = 0; j < NJ; ++j) {
+      __m128i b[4];  // cvtps: ties to even; vpmovsdb saturates like packs
+      for (int u = 0; u < 4; ++u)
+        b[u] = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(f[j] + k + 16 * u), inv[j])));
+      const __m512i v = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(b[0]), b[1], 1), b[2], 2), b[3], 3);
+      _mm512_storeu_si512(q8 + j * ldq8 + k, v);
+    }
 }
 
 // NJ int8 queries for 2- or 4-bit key codes; dots16 gives the exact q8_j . code of 16 rows.
@@ -212,8 +234,8 @@ template <int BITS, int NJ, int CH>
 void scores_vnni_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n,
                          float* s, size_t lds) {
   float* sj0 = s + (size_t)j0 * lds;
-  auto fold = [](const GroupParams& P, const float* x, size_t ldx, int8_t* q8, size_t ldq8, float* qs, float* zt) {
-    for (int j = 0; j < NJ; ++j) qs[j] = fold_params_q8_512(P, x + j * ldx, q8 + j * ldq8, &zt[j]);
+  auto fold = [&](size_t p0, int count, const float* x, size_t ldx, int8_t* q8, size_t ldq8, float* qs, float* zt) {
+    fold_params_q8_512<NJ>(L, blk, p0, count, x, ldx, q8, ldq8, qs, zt);
   };
   for_each_key_group<VnniScoreTile<BITS, NJ, CH>, NJ>(
       L, blk, q, j0, t0, n, fold, [&](const auto& T, int i, int end, const float* qs, const float* zt) {
@@ -271,8 +293,7 @@ void accumulate_vnni(const KvBlockLayout& L, const uint8_t* blk, const float* w,
   const int d = L.head_dim, chunks = CH ? CH : d / 64;
   alignas(64) int8_t w8[NJ][kMaxKernelRows + 64];
   float step[NJ], bz[NJ];
-  const GroupParams P(L, blk, (size_t)t0, n);
-  for (int j = 0; j < NJ; ++j) step[j] = fold_params_q8_512(P, w + j * ldw, w8[j], &bz[j]);
+  fold_params_q8_512<NJ>(L, blk, (size_t)t0, n, w, ldw, &w8[0][0], kMaxKernelRows + 64, step, bz);
   alignas(64) int32_t a32[NJ][kMaxQ8Dim];  // slot order
   const uint8_t* codes = blk + L.codes_offset + (size_t)t0 * L.row_bytes;
   for (int c = 0; c < chunks; ++c) {

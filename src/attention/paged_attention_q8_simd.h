@@ -413,9 +413,10 @@ inline void fold_params_q8(const GroupParams& P, const float* x, size_t ldx, int
 
 // The token groups of a channel-axis (KIVI) key block that rows [t0, t0 + n) touch: per group, the
 // queries j0 .. j0 + NJ - 1 folded with the group's channel scales and requantized by
-// fold(P, x, ldx, q8, ldq8, qs, zt) (fold_params_q8<NJ> or a wider copy of it: writes each query's
-// int8 values, qs'_g and sum_c q_c Z_gc) into a fresh Tile (set_query), then rows(T, i, end, qs, zt)
-// for the group's rows [i, end) of the call.
+// fold(p0, d, x, ldx, q8, ldq8, qs, zt) (the group's parameters are [p0, p0 + d) of the block;
+// fold_params_q8<NJ> over their GroupParams, or a wider copy of it: writes each query's int8
+// values, qs'_g and sum_c q_c Z_gc) into a fresh Tile (set_query), then rows(T, i, end, qs, zt) for
+// the group's rows [i, end) of the call.
 template <class Tile, int NJ, class Fold, class Rows>
 void for_each_key_group(const KvBlockLayout& L, const uint8_t* blk, const Q8Queries& q, int j0, int t0, int n,
                         Fold&& fold, Rows&& rows) {
@@ -425,9 +426,8 @@ void for_each_key_group(const KvBlockLayout& L, const uint8_t* blk, const Q8Quer
   for (int i = 0; i < n;) {
     const int tg = (t0 + i) / L.group, end = std::min(n, (tg + 1) * L.group - t0);
     Tile T;
-    const GroupParams P(L, blk, (size_t)tg * d, d);
     float qs[NJ], zt[NJ];
-    fold(P, q.f + (size_t)j0 * q.ldf, q.ldf, &q8[0][0], kLd, qs, zt);
+    fold((size_t)tg * d, d, q.f + (size_t)j0 * q.ldf, q.ldf, &q8[0][0], kLd, qs, zt);
     for (int j = 0; j < NJ; ++j) T.set_query(j, q8[j], d);
     rows(T, i, end, qs, zt);
     i = end;
@@ -442,8 +442,8 @@ void scores_q8_channel(const KvBlockLayout& L, const uint8_t* blk, const Q8Queri
   float* sj0 = s + (size_t)j0 * lds;
   for_each_key_group<Q8Tile<BITS, NJ, CH>, NJ>(
       L, blk, q, j0, t0, n,
-      [](const GroupParams& P, const float* x, size_t ldx, int8_t* q8, size_t ldq8, float* qs, float* zt) {
-        fold_params_q8<NJ>(P, x, ldx, q8, ldq8, qs, zt);
+      [&](size_t p0, int count, const float* x, size_t ldx, int8_t* q8, size_t ldq8, float* qs, float* zt) {
+        fold_params_q8<NJ>(GroupParams(L, blk, p0, count), x, ldx, q8, ldq8, qs, zt);
       },
       [&](const auto& T, int i, int end, const float* qs, const float* zt) {
         T.run(blk + L.codes_offset + (size_t)(t0 + i) * L.row_bytes, L.row_bytes, end - i,

@@ -66,14 +66,4 @@ Q8Queries quantize_queries_q8(const float* q, size_t ldq, int nq, int d, std::ve
   return r;
 }
 
-Q8Queries q8_queries_rows(const Q8Queries& all, int j0, int nq) {
-  Q8Queries r = all;
-  r.nq = nq;
-  r.natural = all.natural + (size_t)j0 * all.d;
-  r.scale = all.scale + j0;
-  r.sum = all.sum + j0;
-  r.f = all.f + (size_t)j0 * all.ldf;
-  return r;
-}
-
 }  // namespace mpkv
