@@ -18,14 +18,7 @@ namespace {
 
 const test::EngineTiny& tiny() { return test::engine_tiny(); }
 
-RequestParams greedy(std::vector<int32_t> p, int max_tokens) {
-  RequestParams r;
-  r.prompt = std::move(p);
-  r.max_tokens = max_tokens;
-  r.sampling.temperature = 0;
-  r.ignore_eos = true;
-  return r;
-}
+RequestParams greedy(std::vector<int32_t> p, int max_tokens) { return test::greedy_request(std::move(p), max_tokens); }
 
 // The GGUF bytes of the matrices a forward call multiplies: every layer's attention and FFN
 // matrices and the (untied) output head; the embedding table and the norms are not multiplied.

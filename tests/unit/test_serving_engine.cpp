@@ -82,14 +82,7 @@ OutputCallback collect(Collected& c) {
   };
 }
 
-RequestParams greedy(std::vector<int32_t> p, int max_tokens) {
-  RequestParams r;
-  r.prompt = std::move(p);
-  r.max_tokens = max_tokens;
-  r.sampling.temperature = 0;
-  r.ignore_eos = true;
-  return r;
-}
+RequestParams greedy(std::vector<int32_t> p, int max_tokens) { return test::greedy_request(std::move(p), max_tokens); }
 
 EngineOptions small_steps() {
   EngineOptions e;

@@ -35,12 +35,9 @@ struct Answer {
   FinishReason reason = FinishReason::none;
 };
 
+// With the sampled token's logprob (top_logprobs 0).
 RequestParams greedy(std::vector<int32_t> p, int max_tokens) {
-  RequestParams r;
-  r.prompt = std::move(p);
-  r.max_tokens = max_tokens;
-  r.sampling.temperature = 0;
-  r.ignore_eos = true;
+  RequestParams r = test::greedy_request(std::move(p), max_tokens);
   r.top_logprobs = 0;
   return r;
 }
