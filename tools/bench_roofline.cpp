@@ -52,7 +52,7 @@ std::string describe(const MachineLimits& m) {
 StepWork decode_step_work(const Model& model, const PagedKvCache& cache, int sequences, int calls, int depth) {
   std::vector<DecodeToken> tokens;
   for (int s = 0; s < sequences; ++s) tokens.push_back({s, depth});
-  StepWork w = decode_call_work(model, cache, tokens);
+  StepWork w = decode_call_work(weight_work(model), cache, tokens);
   w.weight_bytes *= (uint64_t)calls;
   return w;
 }

@@ -14,7 +14,7 @@
 namespace mpkv {
 
 Engine::Engine(const Model& model, const Tokenizer& tok, std::unique_ptr<PagedKvCache> cache, EngineOptions opts)
-    : model_(model), tok_(tok), cache_(std::move(cache)), opts_(opts) {
+    : model_(model), weight_work_(weight_work(model)), tok_(tok), cache_(std::move(cache)), opts_(opts) {
   MPKV_ASSERT(cache_ != nullptr, "engine: no KV cache");
   MPKV_CHECK(opts_.n_ctx >= 2, "engine: the context (n_ctx) must be at least 2 tokens");
   MPKV_CHECK(opts_.max_seqs >= 1, "engine: max_seqs must be at least 1");

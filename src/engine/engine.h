@@ -149,6 +149,7 @@ class Engine {
   void publish_metrics();
 
   const Model& model_;
+  const WeightWork weight_work_;  // the weights' share of every decode step's counted work
   const Tokenizer& tok_;
   std::unique_ptr<PagedKvCache> cache_;
   EngineOptions opts_;

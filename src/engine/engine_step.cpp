@@ -37,7 +37,7 @@ bool Engine::forward(const std::vector<BatchEntry>& batch) {
 StepWork Engine::decode_work(const std::vector<BatchEntry>& batch) const {
   std::vector<DecodeToken> tokens;
   for (const BatchEntry& e : batch) tokens.push_back({e.seq->cache_slot, e.seq->n_cached - 1});
-  return decode_call_work(model_, *cache_, tokens);
+  return decode_call_work(weight_work_, *cache_, tokens);
 }
 
 // Postprocess: every sequence whose tokens are now all cached samples its next token from its

@@ -39,12 +39,11 @@ StepWork& StepWork::operator+=(const StepWork& o) {
   return *this;
 }
 
-uint64_t forward_weight_bytes(const Model& model) {
-  return sum_matrices(model.weights(), [](const WeightMatrix& w) { return (uint64_t)w.rows * (uint64_t)w.row_bytes; });
-}
-
-uint64_t weight_macs_per_token(const Model& model) {
-  return sum_matrices(model.weights(), [](const WeightMatrix& w) { return (uint64_t)w.rows * (uint64_t)w.cols; });
+WeightWork weight_work(const Model& model) {
+  WeightWork w;
+  w.bytes = sum_matrices(model.weights(), [](const WeightMatrix& m) { return (uint64_t)m.rows * (uint64_t)m.row_bytes; });
+  w.macs_per_token = sum_matrices(model.weights(), [](const WeightMatrix& m) { return (uint64_t)m.rows * (uint64_t)m.cols; });
+  return w;
 }
 
 uint64_t attention_macs(const KvDims& d, int pos) {
@@ -63,13 +62,12 @@ void add_kv_read(StepWork& w, const PagedKvCache& cache, int seq) {
   w.kv_fp16_row_bytes += r.fp16_rows;
 }
 
-StepWork decode_call_work(const Model& model, const PagedKvCache& cache, const std::vector<DecodeToken>& tokens) {
+StepWork decode_call_work(const WeightWork& weights, const PagedKvCache& cache, const std::vector<DecodeToken>& tokens) {
   StepWork w;
-  w.weight_bytes = forward_weight_bytes(model);
-  const uint64_t per_token = weight_macs_per_token(model);
+  w.weight_bytes = weights.bytes;
   const KvDims& dims = cache.dims();
   for (const DecodeToken& t : tokens) {
-    w.macs += per_token + attention_macs(dims, t.pos);
+    w.macs += weights.macs_per_token + attention_macs(dims, t.pos);
     add_kv_read(w, cache, t.seq);
   }
   return w;

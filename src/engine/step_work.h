@@ -28,11 +28,14 @@ struct StepWork {
   StepWork& operator+=(const StepWork& o);
 };
 
-// Weights: every matrix of every layer (Q, K, V, O, gate, up, down) and the output head, once per
-// forward call (the embedding table's one row per token is left out).
-uint64_t forward_weight_bytes(const Model& model);
-// Weight multiply-adds of one token: rows x columns of those matrices.
-uint64_t weight_macs_per_token(const Model& model);
+// The weights' share of a forward call, a property of the model (counted once, not per step):
+// bytes of every matrix of every layer (Q, K, V, O, gate, up, down) and the output head, read once
+// per forward call (the embedding table's one row per token is left out), and the multiply-adds of
+// one token, rows x columns of those matrices.
+struct WeightWork {
+  uint64_t bytes = 0, macs_per_token = 0;
+};
+WeightWork weight_work(const Model& model);
 // Attention multiply-adds of one query at position `pos`, every layer: each query head scores its
 // visible rows (min(window, pos + 1), or pos + 1 for a global layer) and sums their values.
 uint64_t attention_macs(const KvDims& dims, int pos);
@@ -46,6 +49,6 @@ void add_kv_read(StepWork& w, const PagedKvCache& cache, int seq);
 struct DecodeToken {
   int seq, pos;
 };
-StepWork decode_call_work(const Model& model, const PagedKvCache& cache, const std::vector<DecodeToken>& tokens);
+StepWork decode_call_work(const WeightWork& weights, const PagedKvCache& cache, const std::vector<DecodeToken>& tokens);
 
 }  // namespace mpkv
