@@ -57,14 +57,15 @@ inline nlohmann::json load_golden(const std::string& file) {
 struct Diff {
   double max_abs = 0, mean_abs = 0;
   int compared_top1 = 0, top1_mismatch = 0;
-  int exact_ties = 0;  // positions llama.cpp is sure of and the exact network calls a tie (not compared)
+  int ref_ties = 0;  // positions the golden is sure of and the tie reference calls a tie (not compared)
 };
 
 inline double top_margin(const nlohmann::json& position) {
   return position["logits"][0].get<double>() - position["logits"][1].get<double>();
 }
 
-// ref: the exact network's top logits at the same positions (the reference file), or null.
+// ref: the tie reference, top logits at the same positions, or null: the exact network's (the
+// reference file) when g is llama.cpp's; llama.cpp's (the golden) when g is the exact network's.
 inline Diff compare(const nlohmann::json& g, const std::vector<float>& logits, int n_vocab, const nlohmann::json* ref = nullptr) {
   Diff d;
   int n = 0;
@@ -80,7 +81,7 @@ inline Diff compare(const nlohmann::json& g, const std::vector<float>& logits, i
       ++n;
     }
     if (top_margin(pos[i]) > kTop1Margin && ref && top_margin((*ref)["positions"][i]) <= kTop1Margin) {
-      d.exact_ties++;
+      d.ref_ties++;
     } else if (top_margin(pos[i]) > kTop1Margin) {
       d.compared_top1++;
       int best = 0;
@@ -117,27 +118,77 @@ inline std::vector<float> run_logits(const Model& model, const std::vector<int32
 }
 
 
+// How mpkv's logits are judged. `llama_cpp`: within the bounds of llama.cpp's (the golden's).
+// `exact_network`, for files where llama.cpp's own rounding is the larger error (the Q4_K_M shapes:
+// llama.cpp multiplies K-quant weights by activations rounded to 8-bit Q8_K blocks; docs/models.md,
+// "Against llama.cpp on the shapes"): mpkv within the bounds of the exact network's logits (the
+// reference file) and agreeing with its confident top-1 tokens where llama.cpp is confident too
+// (where both engines' rounding moves a margin, as at one position of the Llama-3.2-1B Q4_K_M
+// shape where the exact network leads by 0.65 and both engines pick the runner-up, neither is
+// held to it), and within the bounds plus
+// llama.cpp's own measured distance from the exact values of llama.cpp's logits (the triangle
+// inequality: no more than the two engines' errors added).
+enum class Judge { llama_cpp, exact_network };
+
+// llama.cpp's distance from the exact network at the golden's ids, from the files alone: the
+// reference's `at_golden_ids` (tests/tools/shape_reference.cpp) against the golden's logits.
+inline Bounds peer_distance(const nlohmann::json& g, const nlohmann::json& ref, size_t n_positions) {
+  Bounds d{0, 0};
+  int n = 0;
+  for (size_t i = 0; i < n_positions; ++i) {
+    const auto& lg = g["positions"][i]["logits"];
+    const auto& exact = ref["positions"][i].at("at_golden_ids");
+    for (size_t k = 0; k < lg.size(); ++k) {
+      const double diff = std::fabs(lg[k].get<double>() - exact[k].get<double>());
+      d.max_abs = std::max(d.max_abs, diff), d.mean_abs += diff, ++n;
+    }
+  }
+  d.mean_abs /= n;
+  return d;
+}
+
+inline nlohmann::json first_positions(const nlohmann::json& g, size_t n) {
+  nlohmann::json out = g;
+  out["positions"] = nlohmann::json(std::vector<nlohmann::json>(g["positions"].begin(), g["positions"].begin() + n));
+  return out;
+}
+
+inline void expect_within(const char* mode, const char* against, const char* tie_ref, const Diff& d, Bounds b, size_t n) {
+  std::printf("%-7s (%zu positions) against %s: max |dlogit| %.4f (bound %.4f), mean %.4f (bound %.4f), top-1 "
+              "mismatches %d of %d confident positions (%d ties of %s not compared)\n",
+              mode, n, against, d.max_abs, b.max_abs, d.mean_abs, b.mean_abs, d.top1_mismatch, d.compared_top1,
+              d.ref_ties, tie_ref);
+  EXPECT_LT(d.max_abs, b.max_abs) << mode << " against " << against;
+  EXPECT_LT(d.mean_abs, b.mean_abs) << mode << " against " << against;
+  EXPECT_EQ(d.top1_mismatch, 0) << mode << " against " << against;
+  EXPECT_GT(d.compared_top1, (int)n / 4) << mode << " against " << against << ": too few confident positions: the check would say little";
+}
+
 // Compares prefill over every golden position and decode over the first decode_positions; ref as
-// for compare (its tokens must be the golden's).
+// for compare (its tokens must be the golden's); Judge::exact_network needs ref.
 inline void check_model(const Model& model, const nlohmann::json& g, Bounds b, size_t decode_positions,
-                        const nlohmann::json* ref = nullptr) {
+                        const nlohmann::json* ref = nullptr, Judge judge = Judge::llama_cpp) {
   const ModelConfig& c = model.config();
   const std::vector<int32_t> toks = g["tokens"].get<std::vector<int32_t>>();
   ASSERT_EQ(toks.size(), g["positions"].size());
-  if (ref) ASSERT_EQ((*ref)["tokens"].get<std::vector<int32_t>>(), toks) << "the reference file is of other tokens";
+  if (ref) {
+    ASSERT_EQ((*ref)["tokens"].get<std::vector<int32_t>>(), toks) << "the reference file is of other tokens";
+  }
+  ASSERT_TRUE(judge == Judge::llama_cpp || ref) << "judging against the exact network needs its reference file";
   for (const char* mode : {"prefill", "decode"}) {
     const bool decode = mode[0] == 'd';
     const size_t n = decode ? std::min(decode_positions, toks.size()) : toks.size();
-    nlohmann::json gn = g;
-    gn["positions"] = nlohmann::json(std::vector<nlohmann::json>(g["positions"].begin(), g["positions"].begin() + n));
-    const Diff d = compare(gn, run_logits(model, toks, decode, n), c.n_vocab, ref);
-    std::printf("%-7s (%zu positions): max |dlogit| %.4f, mean %.4f, top-1 mismatches %d of %d confident positions"
-                " (%d exact ties not compared)\n",
-                mode, n, d.max_abs, d.mean_abs, d.top1_mismatch, d.compared_top1, d.exact_ties);
-    EXPECT_LT(d.max_abs, b.max_abs) << mode;
-    EXPECT_LT(d.mean_abs, b.mean_abs) << mode;
-    EXPECT_EQ(d.top1_mismatch, 0) << mode;
-    EXPECT_GT(d.compared_top1, (int)n / 4) << mode << ": too few confident positions: the check would say little";
+    const std::vector<float> logits = run_logits(model, toks, decode, n);
+    Bounds peer_bounds = b;
+    if (judge == Judge::exact_network) {
+      const Bounds peer = peer_distance(g, *ref, n);
+      std::printf("%-7s (%zu positions): llama.cpp against the exact network: max %.4f, mean %.4f\n", mode, n,
+                  peer.max_abs, peer.mean_abs);
+      peer_bounds = {b.max_abs + peer.max_abs, b.mean_abs + peer.mean_abs};
+      const nlohmann::json gn = first_positions(g, n);
+      expect_within(mode, "the exact network", "llama.cpp", compare(first_positions(*ref, n), logits, c.n_vocab, &gn), b, n);
+    }
+    expect_within(mode, "llama.cpp", "the exact network", compare(first_positions(g, n), logits, c.n_vocab, ref), peer_bounds, n);
   }
 }
 

@@ -6,7 +6,7 @@
 // far each engine is from the exact values over the golden's top-k ids.
 // With OUT.json it also writes the reference's top-k logits at those positions, in the golden's format
 // (tests/golden/shapes/SHAPE.TYPE.reference.json: which positions the exact network calls a tie,
-// golden_compare.h).
+// and, at the golden's own ids, how far llama.cpp is from the exact values; golden_compare.h).
 // Usage: shape_reference MODEL.gguf GOLDEN.json N [OUT.json]   (the first N positions; the reference
 // costs about 2 multiply-adds in double per parameter per position)
 #include <algorithm>
@@ -85,6 +85,10 @@ void write_reference(const std::string& path, const std::vector<std::vector<doub
     std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int a, int b) { return row[a] > row[b]; });
     nlohmann::json p;
     for (size_t k = 0; k < top_k; ++k) p["ids"].push_back(order[k]), p["logits"].push_back(std::round(row[order[k]] * 1e5) / 1e5);
+    // The exact logits at llama.cpp's ids too, so a test can measure llama.cpp's own distance from
+    // the exact network from the files alone (golden_compare.h, peer_distance).
+    for (const auto& id : g["positions"][out["positions"].size()]["ids"])
+      p["at_golden_ids"].push_back(std::round(row[id.get<int>()] * 1e5) / 1e5);
     out["positions"].push_back(p);
   }
   std::ofstream(path) << out.dump() << "\n";
