@@ -39,6 +39,7 @@ std::optional<ChatOutputOptions> chat_output_options(const CompletionRequest& r,
   }
   if (r.tools.choice == ToolChoice::automatic) o.tools = detect_tool_call_format(template_source);
   o.parallel_tool_calls = r.tools.parallel_tool_calls;
+  o.stream = r.stream;
   if (!o.thinking && o.tools == ToolCallFormat::none) return std::nullopt;
   return o;
 }

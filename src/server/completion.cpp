@@ -83,7 +83,7 @@ int Completion::apply(const RequestOutput& e, bool collect, std::vector<LogprobE
       ChatDelta end = c.parser->finish();
       delta.reasoning += end.reasoning;
       delta.content += end.content;
-      delta.tool_calls = std::move(end.tool_calls);
+      delta.tool_calls.insert(delta.tool_calls.end(), end.tool_calls.begin(), end.tool_calls.end());
     }
     if (!c.include_reasoning) delta.reasoning.clear();
   }
@@ -96,7 +96,7 @@ int Completion::apply(const RequestOutput& e, bool collect, std::vector<LogprobE
   if (collect) {
     c.result.text += c.parser ? delta.content : e.text_delta;
     c.result.reasoning += delta.reasoning;
-    c.result.tool_calls.insert(c.result.tool_calls.end(), delta.tool_calls.begin(), delta.tool_calls.end());
+    apply_tool_call_deltas(c.result.tool_calls, delta.tool_calls);
     c.result.logprobs.insert(c.result.logprobs.end(), entries.begin(), entries.end());
   }
   if (e.finished) {
@@ -152,7 +152,7 @@ std::string Completion::stream_piece(const RequestOutput& e) {
   std::string piece;
   if (choices_[index].parser) {  // a split chat answer: content / thinking deltas, then the calls
     if (!delta.content.empty() || !delta.reasoning.empty() || !entries.empty()) piece += fmt_.chat_delta(index, delta, entries);
-    piece += fmt_.tool_call_deltas(index, delta.tool_calls, 0);
+    piece += fmt_.tool_call_deltas(index, delta.tool_calls);
   } else {
     const std::string text = with_echo ? choices_[index].result.text + e.text_delta : e.text_delta;
     if (!text.empty() || !entries.empty()) piece += fmt_.delta(index, text, entries);

@@ -87,6 +87,7 @@ struct Assembled {
 Assembled assemble(const std::vector<json>& events) {
   Assembled a;
   for (const json& e : events) {
+    if (e["choices"].empty()) continue;  // the usage chunk
     const json& c = e["choices"][0];
     const json& d = c["delta"];
     if (d.contains("content") && d["content"].is_string()) a.content += d["content"].get<std::string>();
@@ -148,6 +149,40 @@ TEST(ServerTools, HermesCallsStreamedAsTheClientAssemblesThem) {
   EXPECT_EQ(m["content"], a.content);
   ASSERT_EQ(m["tool_calls"].size(), 2u);
   EXPECT_EQ(m["tool_calls"][1]["function"]["arguments"], a.calls.at(1)["arguments"]);
+}
+
+// OpenAI's delta sequence for a streamed call: a head {index, id, type, function: {name, arguments:
+// ""}}, then {index, function: {arguments}} pieces as the model writes them (the script model writes
+// a byte per step, so the arguments come in many pieces), which concatenate to the non-streamed
+// arguments; no markup is ever content.
+TEST(ServerTools, ArgumentsStreamInPiecesAsGenerated) {
+  Served s(kQwen25);
+  json body = user(kCall);
+  body["tools"] = kTools;
+  const std::vector<json> events = s.stream(body);
+  std::vector<json> deltas;
+  for (const json& e : events) {
+    const json& d = e["choices"][0]["delta"];
+    if (d.contains("tool_calls")) deltas.push_back(d["tool_calls"].at(0));
+    if (d.contains("content")) EXPECT_EQ(d["content"], "") << e;
+  }
+  ASSERT_GT(deltas.size(), 3u);
+  const json& head = deltas[0];
+  EXPECT_EQ(head["index"], 0);
+  EXPECT_EQ(head["type"], "function");
+  EXPECT_EQ(head["function"]["name"], "get_weather");
+  EXPECT_EQ(head["function"]["arguments"], "");
+  EXPECT_EQ(head["id"].get<std::string>().rfind("call_", 0), 0u);
+  std::string args;
+  for (size_t i = 1; i < deltas.size(); ++i) {
+    EXPECT_EQ(deltas[i].size(), 2u) << "only index and function.arguments: " << deltas[i];
+    EXPECT_EQ(deltas[i]["index"], 0);
+    args += deltas[i]["function"]["arguments"].get<std::string>();
+  }
+  EXPECT_EQ(args, R"({"city":"Paris","b":1,"a":2})");
+  const json m = s.answer(body)["choices"][0]["message"];
+  EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], args);
+  EXPECT_EQ(assemble(events).finish, "tool_calls");
 }
 
 TEST(ServerTools, ChoiceNoneRendersToolsButParsesNothing) {
