@@ -2,6 +2,44 @@
 
 namespace mpkv::server {
 
+// parallel_tool_calls false in auto mode (docs/serving.md, "Tool calls"): a second parser follows the
+// output on the stepping thread, and once the first call is complete the request is aborted, which
+// ends it at the engine's next step, before another token, as a stop string would; its final event
+// is reported as a stop. The channel's parser sees the same text, so it has the same complete call.
+class FirstCallStop {
+ public:
+  static std::shared_ptr<FirstCallStop> make(const std::optional<ChatOutputOptions>& o, Backend& backend) {
+    if (!o || o->parallel_tool_calls || o->tools == ToolCallFormat::none || o->forced) return nullptr;
+    ChatOutputOptions watch = *o;
+    watch.stream = false;
+    return std::make_shared<FirstCallStop>(std::move(watch), backend);
+  }
+  FirstCallStop(ChatOutputOptions o, Backend& backend) : parser_(std::move(o)), backend_(backend) {}
+  // The event as the completion is to see it (the stepping thread, one request's events in order).
+  const RequestOutput& see(const RequestOutput& out) {
+    if (stopped_) {
+      if (out.finished && out.reason == FinishReason::abort) {
+        final_ = out;
+        final_.reason = FinishReason::stop;
+        return final_;
+      }
+      return out;
+    }
+    parser_.push(out.text_delta);
+    if (!out.finished && parser_.call_complete()) {
+      stopped_ = true;
+      backend_.abort(out.id);
+    }
+    return out;
+  }
+
+ private:
+  ChatOutputParser parser_;
+  Backend& backend_;
+  bool stopped_ = false;
+  RequestOutput final_;
+};
+
 namespace {
 ApiError shutting_down() { return ApiError(503, "the server is shutting down; the request was aborted", "", "", "server_error"); }
 }  // namespace
@@ -38,8 +76,15 @@ void Completion::start(std::vector<ChoiceRequest> requests) {
     auto timing = std::make_shared<RequestTiming>();
     ServerMetrics* metrics = &metrics_;
     std::shared_ptr<RequestChannel> ch = channel_;
+    std::shared_ptr<FirstCallStop> first_call = FirstCallStop::make(r.chat_output, backend_);
     try {
-      c.id = backend_.add_request(std::move(r.params), [ch, timing, metrics](const RequestOutput& out) {
+      c.id = backend_.add_request(std::move(r.params), [ch, timing, metrics, first_call](const RequestOutput& out) {
+        if (first_call) {
+          const RequestOutput& seen = first_call->see(out);
+          metrics->on_output(*timing, seen);
+          ch->push(seen);
+          return;
+        }
         metrics->on_output(*timing, out);
         ch->push(out);
       });

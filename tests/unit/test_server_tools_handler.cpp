@@ -185,6 +185,48 @@ TEST(ServerTools, ArgumentsStreamInPiecesAsGenerated) {
   EXPECT_EQ(assemble(events).finish, "tool_calls");
 }
 
+// parallel_tool_calls false: the request ends as soon as the first call is complete (the second one
+// is never generated: the script model's tokens are the reply's bytes, so completion_tokens is the
+// first call's length), finish_reason tool_calls, streamed or not.
+TEST(ServerTools, ParallelFalseStopsAfterTheFirstCall) {
+  Served s(kQwen25);
+  const std::string second = "\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"x\": 1}}\n</tool_call>";
+  json body = user(kCall + second);
+  body["tools"] = kTools;
+  json a = s.answer(body);  // parallel calls: both, and the end token
+  EXPECT_EQ(a["choices"][0]["message"]["tool_calls"].size(), 2u);
+  EXPECT_EQ(a["usage"]["completion_tokens"], kCall.size() + second.size() + 1);
+  body["parallel_tool_calls"] = false;
+  a = s.answer(body);
+  EXPECT_EQ(a["choices"][0]["finish_reason"], "tool_calls");
+  const json& m = a["choices"][0]["message"];
+  ASSERT_EQ(m["tool_calls"].size(), 1u);
+  EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_TRUE(m["content"].is_null()) << m;
+  EXPECT_EQ(a["usage"]["completion_tokens"], kCall.size());
+  body["stream_options"] = {{"include_usage", true}};
+  const std::vector<json> events = s.stream(body);
+  const Assembled st = assemble(events);
+  EXPECT_EQ(st.finish, "tool_calls");
+  ASSERT_EQ(st.calls.size(), 1u);
+  EXPECT_EQ(st.calls.at(0)["arguments"], m["tool_calls"][0]["function"]["arguments"]);
+  EXPECT_EQ(st.content, "");
+  EXPECT_EQ(events.back()["usage"]["completion_tokens"], kCall.size());
+  // Text before the call stays; a plain answer is not cut.
+  body = user("Sure. " + kCall + second);
+  body["tools"] = kTools;
+  body["parallel_tool_calls"] = false;
+  a = s.answer(body);
+  EXPECT_EQ(a["choices"][0]["message"]["content"], "Sure. ");
+  EXPECT_EQ(a["usage"]["completion_tokens"], 6 + kCall.size());
+  body = user("No call here.");
+  body["tools"] = kTools;
+  body["parallel_tool_calls"] = false;
+  a = s.answer(body);
+  EXPECT_EQ(a["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(a["usage"]["completion_tokens"], 14);
+}
+
 TEST(ServerTools, ChoiceNoneRendersToolsButParsesNothing) {
   Served s(kQwen25);
   json body = user(kCall);
