@@ -101,7 +101,18 @@ void ChatOutputParser::step(ChatDelta& out) {
         phase_ = Phase::content;
         break;
       }
-      case Phase::forced: return;  // parsed whole, by finish()
+      case Phase::forced: {  // tool_choice required / named: the JSON the grammar allowed
+        if (!streamer_) {
+          streamer_.emplace(ToolCallStreamer::forced(*opts_.forced));
+          stream_arguments_ = true;
+          fed_ = 0;
+        }
+        std::vector<ToolCallDelta> calls;
+        streamer_->feed(std::string_view(pending_).substr(fed_), calls);
+        fed_ = pending_.size();
+        if (opts_.stream) release_calls(calls, out);
+        return;
+      }
     }
   }
 }
@@ -121,14 +132,15 @@ ChatDelta ChatOutputParser::finish() {
     case Phase::start:
     case Phase::content: release_content(pending_, out); break;
     case Phase::thinking: release_reasoning(pending_, out); break;  // thinking the answer never closed
-    case Phase::forced:
+    case Phase::forced: {
+      std::optional<ParsedBlock> block;
       try {
-        for (ParsedToolCall& c : tool_calls_from_forced_output(*opts_.forced, pending_, opts_.call_id_prefix))
-          out.tool_calls.push_back({n_calls_++, true, std::move(c.id), std::move(c.name), std::move(c.arguments)});
-      } catch (const Error&) {
-        release_content(pending_, out);  // not complete calls (a length stop inside the JSON)
+        block = ParsedBlock{tool_calls_from_forced_output(*opts_.forced, pending_, opts_.call_id_prefix), ""};
+      } catch (const Error&) {  // not complete calls (a length stop inside the JSON)
       }
+      finish_calls(std::move(block), out);
       break;
+    }
     case Phase::tool_block: finish_block(out); break;
   }
   pending_.clear();
@@ -153,7 +165,7 @@ void ChatOutputParser::release_calls(std::vector<ToolCallDelta>& calls, ChatDelt
 
 // The whole block parsed (the authority): each call's rest goes out (streamed) or the call whole;
 // a block that is not well-formed calls is content, whole, unless calls of it were already streamed
-// (those stay; the text from where it broke is content).
+// (those stay; the text from where it broke, or of a call not yet sent, is content).
 void ChatOutputParser::finish_block(ChatDelta& out) {
   const std::vector<ToolCallStreamer::Call> no_calls;
   const std::vector<ToolCallStreamer::Call>& sent = streamer_ ? streamer_->calls() : no_calls;
@@ -165,6 +177,14 @@ void ChatOutputParser::finish_block(ChatDelta& out) {
     const ToolCallStreamer::Call& first = sent.front();
     block = ParsedBlock{{ParsedToolCall{first.id, first.name, first.sent}}, ""};
   }
+  finish_calls(std::move(block), out);
+}
+
+// The calls the whole output parse found (nullopt: it is not well-formed calls) against what the
+// streamer sent of them.
+void ChatOutputParser::finish_calls(std::optional<ParsedBlock> block, ChatDelta& out) {
+  const std::vector<ToolCallStreamer::Call> no_calls;
+  const std::vector<ToolCallStreamer::Call>& sent = streamer_ ? streamer_->calls() : no_calls;
   if (!block) {
     if (!opts_.stream || !streamer_ || !streamer_->committed()) {
       release_content(pending_, out);

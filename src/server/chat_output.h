@@ -31,10 +31,10 @@ struct ChatOutputOptions {
   bool starts_in_thinking = false;              // the prompt opened <think> (prompt_opens_thinking)
   std::string call_id_prefix = "call_";         // calls without the model's own id get prefix + index
   // tool_choice required / named: the answer was generated under forced_tool_call_schema(*forced)
-  // (tool_schema.h), after the thinking when starts_in_thinking (split off first, as reasoning), and
-  // is read whole by tool_calls_from_forced_output at finish(); nothing of the call is
-  // released before (output that is not complete calls, e.g. cut by max_tokens, is content then),
-  // streamed or not.
+  // (tool_schema.h), after the thinking when starts_in_thinking (split off first, as reasoning);
+  // streamed as the auto calls are, and read whole by tool_calls_from_forced_output at finish()
+  // (output that is not complete calls, e.g. cut by max_tokens, is content then, less what a stream
+  // already sent as a call).
   std::shared_ptr<const ToolRequest> forced;
 };
 
@@ -63,6 +63,7 @@ class ChatOutputParser {
   void release_content(std::string_view text, ChatDelta& out);
   void release_calls(std::vector<ToolCallDelta>& calls, ChatDelta& out);
   void finish_block(ChatDelta& out);
+  void finish_calls(std::optional<ParsedBlock> block, ChatDelta& out);
   std::string call_id(size_t index, const std::string& own) const;
 
   ChatOutputOptions opts_;

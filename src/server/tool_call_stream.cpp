@@ -37,9 +37,23 @@ void apply_tool_call_deltas(std::vector<ParsedToolCall>& calls, const std::vecto
 ToolCallStreamer::ToolCallStreamer(ToolCallFormat f, bool stream_arguments) : format_(f), stream_arguments_(stream_arguments) {
   switch (f) {
     case ToolCallFormat::hermes: start_marker(kHermesOpen, W::before_object); break;
-    case ToolCallFormat::mistral: start_marker(kMistralStart, W::mistral_after); break;
+    case ToolCallFormat::mistral:
+      start_marker(kMistralStart, W::mistral_after);
+      array_ids_ = true;
+      break;
     default: state_ = W::before_object; break;  // Llama 3: '{', or <|python_tag|> first
   }
+}
+
+ToolCallStreamer ToolCallStreamer::forced(const ToolRequest& r) {
+  ToolCallStreamer s(ToolCallFormat::none, /*stream_arguments=*/true);
+  if (r.choice == ToolChoice::named) {
+    s.state_ = W::forced_args;
+    s.named_ = r.named;
+  } else {
+    s.state_ = W::forced_array;
+  }
+  return s;
 }
 
 void ToolCallStreamer::start_marker(std::string_view marker, W next) {
@@ -166,6 +180,18 @@ void ToolCallStreamer::byte(char c, std::vector<ToolCallDelta>& out) {
       state_ = W::between;
       return;
     }
+    case W::forced_array:
+      if (space(c)) return;
+      if (c != '[') return break_here();
+      state_ = W::array_before;
+      return;
+    case W::forced_args:
+      if (space(c)) return;
+      if (c != '{') return break_here();
+      begin_call();
+      name_ = named_;
+      state_ = W::mistral_args;
+      return byte(c, out);
     case W::array_before:
       if (space(c)) return;
       if (c != '{') return break_here();
@@ -259,7 +285,7 @@ void ToolCallStreamer::args_byte(char c, JsonScanner::Byte kind, bool value_bega
   }
   pending_args_ += c;
   // A Mistral array item's "id" follows its arguments: it goes out whole, when complete.
-  if (stream_arguments_ && !in_array_ && !name_.empty() && (value_began || closed)) commit(id_, out);
+  if (stream_arguments_ && !(in_array_ && array_ids_) && !name_.empty() && (value_began || closed)) commit(id_, out);
 }
 
 void ToolCallStreamer::commit(const std::string& id, std::vector<ToolCallDelta>& out) {

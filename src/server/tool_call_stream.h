@@ -7,7 +7,8 @@
 //
 // When a call goes out (is committed):
 //   - as soon as its name is known and its arguments object has begun its first value (or closed
-//     empty), when the format puts the name first (Hermes, Llama 3 JSON, Mistral's name[ARGS]);
+//     empty), when the format puts the name first (Hermes, Llama 3 JSON, Mistral's name[ARGS], and
+//     the forced calls of tool_choice required / named);
 //     from then on every byte of the arguments goes out as it arrives. Waiting for the first value
 //     keeps a call that breaks at once (`"arguments": {"city": </tool_call>`) whole as content;
 //   - else when the call is complete, wrapper included (a Mistral Nemo array item, whose "id" follows
@@ -22,6 +23,7 @@
 
 #include "server/json_scan.h"
 #include "server/tool_call_parse.h"
+#include "server/tool_request.h"
 
 namespace mpkv::server {
 
@@ -42,6 +44,9 @@ class ToolCallStreamer {
   // stream_arguments false: nothing goes out, the block is only followed (a Llama 3 call after text
   // is a call only if it ends the answer, which is known at the end: chat_output.cpp sends it then).
   ToolCallStreamer(ToolCallFormat f, bool stream_arguments);
+  // tool_choice required / named (tool_schema.h): the output is an array of {"name", "parameters"}
+  // objects, or the named function's arguments object.
+  static ToolCallStreamer forced(const ToolRequest& r);
   // The next bytes of the block (it begins where scan_tool_call_start found markup); new deltas are
   // appended to `out`.
   void feed(std::string_view bytes, std::vector<ToolCallDelta>& out);
@@ -74,6 +79,8 @@ class ToolCallStreamer {
     mistral_args,    // the arguments object of name[ARGS]
     array_before,    // whitespace, then '{' of an array item
     array_after,     // whitespace, then ',' or ']'
+    forced_array,    // whitespace, then '[' (tool_choice required)
+    forced_args,     // whitespace, then the arguments object (tool_choice named)
     ended,
     broken,
   };
@@ -97,7 +104,9 @@ class ToolCallStreamer {
   size_t n_complete_ = 0;
   bool semicolon_seen_ = false;
   bool soft_ = false;      // a marker mismatch ends the calls (a marker between calls) instead of breaking them
-  bool in_array_ = false;  // the call object is an item of Mistral's array
+  bool in_array_ = false;  // the call object is an array item
+  bool array_ids_ = false; // array items may end with an "id" (Mistral Nemo): they go out whole
+  std::string named_;      // tool_choice named: the function
   size_t end_of_last_ = 0; // block offset just past the last complete call
 
   // The call being read.

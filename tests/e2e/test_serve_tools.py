@@ -16,7 +16,7 @@ from llama.cpp's models/templates (Qwen 2.5 for Hermes calls, Qwen 3 for thinkin
     served until constrained decoding lands).
 Part 2, the real default model (SmolLM2-135M under `mpkv serve`), when present: a request with tools
 and tool_choice auto; SmolLM2's template does not render tools, so no call is expected and the test
-prints what the model said.
+prints what the model said; tool_choice required / named (calls under the grammar), streamed and not.
 Exit 77 (CTest: skipped) when the openai package is missing.
 Usage: test_serve_tools.py --script-server BUILD/mpkv_script_serve --mpkv BUILD/mpkv --source DIR --templates DIR
 """
@@ -201,6 +201,20 @@ def test_smollm2(openai, mpkv, model):
                     jsonschema.validate(args, names[call.function.name])
                 except ImportError:
                     check(isinstance(args, dict), "arguments %r are not an object" % args)
+            # Streamed, the call's arguments go out in pieces as the model writes them (the same
+            # greedy tokens as above), their concatenation the non-streamed arguments.
+            deltas = [tc for ch in client.chat.completions.create(
+                          model="smol", messages=user("What is the weather in Paris?"), tools=TOOLS, tool_choice=choice,
+                          temperature=0, max_tokens=160, stream=True)
+                      if ch.choices for tc in (ch.choices[0].delta.tool_calls or [])]
+            first = [d for d in deltas if d.index == 0]
+            check(first and first[0].function.name == c.message.tool_calls[0].function.name and first[0].function.arguments == "",
+                  "streamed head %r" % first[:1])
+            check("".join(d.function.arguments for d in first) == c.message.tool_calls[0].function.arguments,
+                  "streamed arguments %r" % [d.function.arguments for d in first])
+            check(len(first) > 2, "arguments in %d pieces" % (len(first) - 1))
+            print("SmolLM2, tool_choice %r streamed: %s" % (choice, " ".join(json.dumps(d.model_dump(exclude_none=True)) for d in first)),
+                  flush=True)
     finally:
         srv.stop()
 

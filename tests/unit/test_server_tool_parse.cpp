@@ -458,3 +458,66 @@ TEST(ChatOutput, ParallelFalseFirstCallComplete) {
   p.push(R"(Sure: {"name": "a", "parameters": {}})");
   EXPECT_FALSE(p.call_complete());
 }
+
+// tool_choice required / named stream like auto calls: the head once the name (the named function's
+// at once) and the arguments' first value are known, then the arguments as the grammar lets the
+// model write them; the same calls as the non-streamed answer.
+TEST(ChatOutput, ForcedCallsStreamToo) {
+  auto r = std::make_shared<ToolRequest>();
+  r->tools = {{"add", "", ""}, {"ping", "", ""}};
+  struct Case {
+    ToolChoice choice;
+    std::string text, head_after, name, args;
+  };
+  const Case cases[] = {
+      {ToolChoice::required, R"([{"name": "add", "parameters": {"b": 1, "a": 2}}, {"name": "ping", "parameters": {}}])",
+       R"([{"name": "add", "parameters": {"b": 1)", "add", R"({"b":1,"a":2})"},
+      {ToolChoice::named, "  {\"host\": \"x\", \"n\": 3}", "  {\"host\": \"", "ping", R"({"host":"x","n":3})"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    r->choice = c.choice;
+    r->named = "ping";
+    ChatOutputOptions o;
+    o.forced = r;
+    o.call_id_prefix = "c_";
+    o.stream = true;
+    ChatOutputParser p(o);
+    Answer a;
+    std::string at_head;
+    for (size_t i = 0; i < c.text.size(); ++i) {
+      const ChatDelta d = p.push(c.text.substr(i, 1));
+      for (const ToolCallDelta& t : d.tool_calls)
+        if (t.head && t.index == 0) at_head = c.text.substr(0, i + 1);
+      a.add(d, true);
+    }
+    a.add(p.finish(), false);
+    EXPECT_EQ(at_head, c.head_after);
+    EXPECT_GT(a.pieces_before_end, 2u);
+    EXPECT_EQ(a.pieces_before_end, a.argument_pieces);
+    ASSERT_FALSE(a.tool_calls.empty());
+    EXPECT_EQ(a.tool_calls[0].name, c.name);
+    EXPECT_EQ(a.tool_calls[0].arguments, c.args);
+    EXPECT_EQ(a.tool_calls[0].id, "c_0");
+    o.stream = false;
+    const Answer whole = parse_whole(o, c.text);
+    ASSERT_EQ(whole.tool_calls.size(), a.tool_calls.size());
+    for (size_t i = 0; i < a.tool_calls.size(); ++i) {
+      EXPECT_EQ(whole.tool_calls[i].name, a.tool_calls[i].name);
+      EXPECT_EQ(whole.tool_calls[i].arguments, a.tool_calls[i].arguments);
+      EXPECT_EQ(whole.tool_calls[i].id, a.tool_calls[i].id);
+    }
+  }
+  // Cut by max_tokens inside the arguments: streamed, the call keeps what was sent; not streamed,
+  // the output is content (docs/serving.md).
+  r->choice = ToolChoice::named;
+  ChatOutputOptions o;
+  o.forced = r;
+  o.stream = true;
+  const Answer cut = parse_pieces(o, R"({"host": "exa)", 1);
+  ASSERT_EQ(cut.tool_calls.size(), 1u);
+  EXPECT_EQ(cut.tool_calls[0].arguments, R"({"host":"exa)");
+  EXPECT_EQ(cut.content, "");
+  o.stream = false;
+  EXPECT_EQ(parse_whole(o, R"({"host": "exa)").content, R"({"host": "exa)");
+}
