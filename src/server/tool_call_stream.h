@@ -8,13 +8,13 @@
 // When a call goes out (is committed):
 //   - as soon as its name is known and its arguments object has begun its first value (or closed
 //     empty), when the format puts the name first (Hermes, Llama 3 JSON, Mistral's name[ARGS], and
-//     the forced calls of tool_choice required / named);
-//     from then on every byte of the arguments goes out as it arrives. Waiting for the first value
-//     keeps a call that breaks at once (`"arguments": {"city": </tool_call>`) whole as content;
+//     the forced calls of tool_choice required / named); from then on every byte of the arguments
+//     goes out as it arrives (only the whitespace between tokens is dropped). Waiting for the first
+//     value keeps a call that breaks at once (`"arguments": {"city": </tool_call>`) whole as content;
 //   - else when the call is complete, wrapper included (a Mistral Nemo array item, whose "id" follows
 //     the arguments; arguments written as a string of JSON; "name" after the arguments).
-// Bytes that break the block's grammar stop it (broken()); what the answer makes of a block that is not
-// well-formed calls is chat_output.cpp's business.
+// A byte that breaks the block's grammar stops it (broken_at()); what the answer makes of a block
+// that is not well-formed calls is chat_output.cpp's business.
 #pragma once
 #include <optional>
 #include <string>
@@ -63,8 +63,6 @@ class ToolCallStreamer {
   bool committed() const { return !calls_.empty() && calls_.front().committed; }
   // The block stopped being well-formed calls at this offset (npos: it has not).
   size_t broken_at() const { return broken_at_; }
-  // The calls ended and text followed (the whole-block parse has it as trailing text).
-  bool ended() const { return state_ == W::ended; }
 
  private:
   enum class W : uint8_t {
@@ -81,7 +79,7 @@ class ToolCallStreamer {
     array_after,     // whitespace, then ',' or ']'
     forced_array,    // whitespace, then '[' (tool_choice required)
     forced_args,     // whitespace, then the arguments object (tool_choice named)
-    ended,
+    ended,           // the calls ended, text follows (the whole-block parse's trailing text)
     broken,
   };
   void byte(char c, std::vector<ToolCallDelta>& out);
@@ -114,7 +112,7 @@ class ToolCallStreamer {
   std::string text_;         // its object's text (the name[ARGS] arguments for Mistral's other form)
   std::string key_;          // the depth-1 key being read (raw, quotes included)
   std::string last_key_;     // the last depth-1 key, decoded
-  enum class Role : uint8_t { other, name, id, args, args_text } role_ = Role::other;
+  enum class Role : uint8_t { other, name, id, args } role_ = Role::other;
   std::string value_;        // the raw string value of "name" / "id"
   bool seen_name_ = false, seen_id_ = false, seen_args_ = false;
   std::string name_, id_;
