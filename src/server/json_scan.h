@@ -34,7 +34,9 @@ class JsonScanner {
   bool complete() const { return state_ == S::done; }
 
  private:
-  enum class S : uint8_t { value, key, key_or_close, value_or_close, colon, comma_or_close, string, escape, unicode, number, literal, done, error };
+  enum class S : uint8_t {
+    value, key, key_or_close, value_or_close, colon, comma_or_close, string, escape, unicode, number, literal, done, error
+  };
   Byte start_value(char c);
   void after_value();
   std::string stack_;  // '{' / '[' of the open containers

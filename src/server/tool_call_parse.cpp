@@ -77,7 +77,8 @@ std::optional<ParsedToolCall> read_call_object(std::string_view s, size_t& pos, 
       has_id = true;
       const ojson v = ojson::parse(value);
       if (v.is_string()) call.id = v.get<std::string>();
-    } else if (!has_args && std::find_if(args_keys.begin(), args_keys.end(), [&](const char* k) { return key == k; }) != args_keys.end()) {
+    } else if (!has_args &&
+               std::find_if(args_keys.begin(), args_keys.end(), [&](const char* k) { return key == k; }) != args_keys.end()) {
       has_args = true;
       if (value[0] == '{') {
         call.arguments = minify_json(value);
