@@ -26,6 +26,7 @@ bool grammar_after_thinking(const CompletionRequest& r, std::string_view templat
 std::optional<ChatOutputOptions> chat_output_options(const CompletionRequest& r, std::string_view template_source,
                                                      std::string_view prompt) {
   ChatOutputOptions o;
+  o.stream = r.stream;
   o.thinking = r.reasoning.format != ReasoningFormat::none && template_has_thinking(template_source);
   o.starts_in_thinking = o.thinking && prompt_opens_thinking(prompt);
   if (r.tools.choice == ToolChoice::required || r.tools.choice == ToolChoice::named) {

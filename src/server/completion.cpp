@@ -2,6 +2,44 @@
 
 namespace mpkv::server {
 
+// parallel_tool_calls false in auto mode (docs/serving.md, "Tool calls"): a second parser follows the
+// output on the stepping thread, and once the first call is complete the request is aborted, which
+// ends it at the engine's next step, before another token, as a stop string would; its final event
+// is reported as a stop. The channel's parser sees the same text, so it has the same complete call.
+class FirstCallStop {
+ public:
+  static std::shared_ptr<FirstCallStop> make(const std::optional<ChatOutputOptions>& o, Backend& backend) {
+    if (!o || o->parallel_tool_calls || o->tools == ToolCallFormat::none || o->forced) return nullptr;
+    ChatOutputOptions watch = *o;
+    watch.stream = false;
+    return std::make_shared<FirstCallStop>(std::move(watch), backend);
+  }
+  FirstCallStop(ChatOutputOptions o, Backend& backend) : parser_(std::move(o)), backend_(backend) {}
+  // The event as the completion is to see it (the stepping thread, one request's events in order).
+  const RequestOutput& see(const RequestOutput& out) {
+    if (stopped_) {
+      if (out.finished && out.reason == FinishReason::abort) {
+        final_ = out;
+        final_.reason = FinishReason::stop;
+        return final_;
+      }
+      return out;
+    }
+    parser_.push(out.text_delta);
+    if (!out.finished && parser_.call_complete()) {
+      stopped_ = true;
+      backend_.abort(out.id);
+    }
+    return out;
+  }
+
+ private:
+  ChatOutputParser parser_;
+  Backend& backend_;
+  bool stopped_ = false;
+  RequestOutput final_;
+};
+
 namespace {
 ApiError shutting_down() { return ApiError(503, "the server is shutting down; the request was aborted", "", "", "server_error"); }
 }  // namespace
@@ -38,8 +76,15 @@ void Completion::start(std::vector<ChoiceRequest> requests) {
     auto timing = std::make_shared<RequestTiming>();
     ServerMetrics* metrics = &metrics_;
     std::shared_ptr<RequestChannel> ch = channel_;
+    std::shared_ptr<FirstCallStop> first_call = FirstCallStop::make(r.chat_output, backend_);
     try {
-      c.id = backend_.add_request(std::move(r.params), [ch, timing, metrics](const RequestOutput& out) {
+      c.id = backend_.add_request(std::move(r.params), [ch, timing, metrics, first_call](const RequestOutput& out) {
+        if (first_call) {
+          const RequestOutput& seen = first_call->see(out);
+          metrics->on_output(*timing, seen);
+          ch->push(seen);
+          return;
+        }
         metrics->on_output(*timing, out);
         ch->push(out);
       });
@@ -83,7 +128,7 @@ int Completion::apply(const RequestOutput& e, bool collect, std::vector<LogprobE
       ChatDelta end = c.parser->finish();
       delta.reasoning += end.reasoning;
       delta.content += end.content;
-      delta.tool_calls = std::move(end.tool_calls);
+      delta.tool_calls.insert(delta.tool_calls.end(), end.tool_calls.begin(), end.tool_calls.end());
     }
     if (!c.include_reasoning) delta.reasoning.clear();
   }
@@ -96,7 +141,7 @@ int Completion::apply(const RequestOutput& e, bool collect, std::vector<LogprobE
   if (collect) {
     c.result.text += c.parser ? delta.content : e.text_delta;
     c.result.reasoning += delta.reasoning;
-    c.result.tool_calls.insert(c.result.tool_calls.end(), delta.tool_calls.begin(), delta.tool_calls.end());
+    apply_tool_call_deltas(c.result.tool_calls, delta.tool_calls);
     c.result.logprobs.insert(c.result.logprobs.end(), entries.begin(), entries.end());
   }
   if (e.finished) {
@@ -152,7 +197,7 @@ std::string Completion::stream_piece(const RequestOutput& e) {
   std::string piece;
   if (choices_[index].parser) {  // a split chat answer: content / thinking deltas, then the calls
     if (!delta.content.empty() || !delta.reasoning.empty() || !entries.empty()) piece += fmt_.chat_delta(index, delta, entries);
-    piece += fmt_.tool_call_deltas(index, delta.tool_calls, 0);
+    piece += fmt_.tool_call_deltas(index, delta.tool_calls);
   } else {
     const std::string text = with_echo ? choices_[index].result.text + e.text_delta : e.text_delta;
     if (!text.empty() || !entries.empty()) piece += fmt_.delta(index, text, entries);

@@ -146,16 +146,16 @@ std::string ResponseFormatter::chat_delta(int index, const ChatDelta& d, const s
   return chunk(choice);
 }
 
-std::string ResponseFormatter::tool_call_deltas(int index, const std::vector<ParsedToolCall>& calls, size_t first_call) const {
+std::string ResponseFormatter::tool_call_deltas(int index, const std::vector<ToolCallDelta>& calls) const {
   std::string out;
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const ParsedToolCall& c = calls[i];
-    const size_t k = first_call + i;
-    json head = {{"index", k}, {"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", ""}}}};
-    json args = {{"index", k}, {"function", {{"arguments", c.arguments}}}};
-    for (json* tc : {&head, &args})
-      out += chunk({{"index", index}, {"delta", {{"tool_calls", json::array({*tc})}}}, {"logprobs", nullptr},
-                    {"finish_reason", nullptr}});
+  auto send = [&](const json& tc) {
+    out += chunk({{"index", index}, {"delta", {{"tool_calls", json::array({tc})}}}, {"logprobs", nullptr},
+                  {"finish_reason", nullptr}});
+  };
+  for (const ToolCallDelta& c : calls) {
+    if (c.head)
+      send({{"index", c.index}, {"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", ""}}}});
+    if (!c.arguments.empty()) send({{"index", c.index}, {"function", {{"arguments", c.arguments}}}});
   }
   return out;
 }

@@ -65,11 +65,11 @@ class ResponseFormatter {
   std::string delta(int index, const std::string& text, const std::vector<LogprobEntry>& logprobs);
   std::string last(int index, FinishReason reason, bool tool_calls = false) const;
   // Chat streams whose answer is split (chat_output.h): a delta with content and/or
-  // reasoning_content + reasoning (and the tokens' logprobs); and each tool call as OpenAI streams
-  // it, {"index", "id", "type", "function": {"name", "arguments": ""}} then {"index", "function":
-  // {"arguments"}} (first_call: the index of calls[0] among the choice's calls).
+  // reasoning_content + reasoning (and the tokens' logprobs); and the tool calls as OpenAI streams
+  // them, a call's head {"index", "id", "type", "function": {"name", "arguments": ""}}, then pieces
+  // {"index", "function": {"arguments"}} (tool_call_stream.h), one chunk each.
   std::string chat_delta(int index, const ChatDelta& d, const std::vector<LogprobEntry>& logprobs);
-  std::string tool_call_deltas(int index, const std::vector<ParsedToolCall>& calls, size_t first_call) const;
+  std::string tool_call_deltas(int index, const std::vector<ToolCallDelta>& calls) const;
   std::string usage(Usage usage) const;
   static std::string done() { return "data: [DONE]\n\n"; }
   static std::string error_event(const ApiError& e);

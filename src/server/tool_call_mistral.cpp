@@ -39,8 +39,8 @@ bool read_name_args(std::string_view s, size_t& pos, ParsedBlock& out) {
   const size_t end = json_container_end(s, at);
   if (end == std::string_view::npos || s[at] != '{') return false;
   const auto j = nlohmann::ordered_json::parse(s.substr(at, end - at), nullptr, false);
-  if (j.is_discarded()) return false;
-  call.arguments = j.dump();
+  if (j.is_discarded() || !j.is_object()) return false;
+  call.arguments = minify_json(s.substr(at, end - at));  // the model's own text (tool_call_parse.h)
   out.calls.push_back(std::move(call));
   pos = end;
   return true;

@@ -1,5 +1,6 @@
 #include "server/tool_call_parse.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "server/json_scan.h"
@@ -55,30 +56,44 @@ std::optional<ParsedBlock> parse_tool_call_block(ToolCallFormat f, std::string_v
   return std::nullopt;
 }
 
+// Validity is the JSON parser's; the members are read from the text, first occurrence of a key
+// first, so the arguments are the model's own text (minify_json) and agree with what the tool-call
+// streamer (tool_call_stream.h) sent of them while they were generated.
 std::optional<ParsedToolCall> read_call_object(std::string_view s, size_t& pos, std::initializer_list<const char*> args_keys) {
   const size_t end = json_container_end(s, pos);
   if (end == std::string_view::npos || s[pos] != '{') return std::nullopt;
-  const ojson j = ojson::parse(s.substr(pos, end - pos), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
+  const std::string_view text = s.substr(pos, end - pos);
+  const ojson j = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return std::nullopt;
   ParsedToolCall call;
-  call.name = j["name"].get<std::string>();
-  if (call.name.empty()) return std::nullopt;
-  call.arguments = "{}";
-  for (const char* key : args_keys) {
-    auto it = j.find(key);
-    if (it == j.end()) continue;
-    if (it->is_string()) {  // arguments written as a string of JSON
-      const ojson inner = ojson::parse(it->get<std::string>(), nullptr, false);
-      if (inner.is_discarded() || !inner.is_object()) return std::nullopt;
-      call.arguments = inner.dump();
-    } else if (it->is_object()) {
-      call.arguments = it->dump();
-    } else {
-      return std::nullopt;
+  bool has_name = false, has_args = false, has_id = false;
+  for (const auto& [key, value] : json_object_members(text)) {
+    if (key == "name" && !has_name) {
+      has_name = true;
+      const ojson v = ojson::parse(value);
+      if (!v.is_string()) return std::nullopt;
+      call.name = v.get<std::string>();
+    } else if (key == "id" && !has_id) {
+      has_id = true;
+      const ojson v = ojson::parse(value);
+      if (v.is_string()) call.id = v.get<std::string>();
+    } else if (!has_args &&
+               std::find_if(args_keys.begin(), args_keys.end(), [&](const char* k) { return key == k; }) != args_keys.end()) {
+      has_args = true;
+      if (value[0] == '{') {
+        call.arguments = minify_json(value);
+      } else if (value[0] == '"') {  // arguments written as a string of JSON
+        const std::string inner = ojson::parse(value).get<std::string>();
+        const ojson obj = ojson::parse(inner, nullptr, false);
+        if (obj.is_discarded() || !obj.is_object()) return std::nullopt;
+        call.arguments = minify_json(inner);
+      } else {
+        return std::nullopt;
+      }
     }
-    break;
   }
-  if (auto id = j.find("id"); id != j.end() && id->is_string()) call.id = id->get<std::string>();
+  if (call.name.empty()) return std::nullopt;
+  if (!has_args) call.arguments = "{}";
   pos = end;
   return call;
 }

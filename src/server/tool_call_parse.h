@@ -1,6 +1,8 @@
 // Tool calls in a model's output text (the formats of tool_call_format.h), pure functions over
-// strings. A call's arguments are JSON text of an object, compact, keys in the order the model wrote
-// them (OpenAI's `function.arguments` string). Text that is not a well-formed call of the format is
+// strings. A call's arguments are JSON text of an object: the model's own text without the
+// whitespace between tokens (minify_json: keys, strings and numbers as written), OpenAI's
+// `function.arguments` string, which a stream sends in pieces as they are generated
+// (tool_call_stream.h). Text that is not a well-formed call of the format is
 // not a call: it stays content, as llama.cpp leaves output its parser does not accept.
 #pragma once
 #include <cstdint>
@@ -49,8 +51,8 @@ std::optional<ParsedBlock> parse_llama3_block(std::string_view block);
 std::optional<ParsedBlock> parse_mistral_block(std::string_view block);
 
 // Shared by the formats: the JSON object at s[pos] as a call, its name under "name" and its
-// arguments under one of `args_keys` (absent: {}); advances pos past it. nullopt when s[pos] is not
-// such an object.
+// arguments under the first of its keys that is one of `args_keys` (absent: {}); the first of a
+// repeated key counts; advances pos past it. nullopt when s[pos] is not such an object.
 std::optional<ParsedToolCall> read_call_object(std::string_view s, size_t& pos, std::initializer_list<const char*> args_keys);
 // The length of the longest suffix of s that is a proper prefix of marker.
 size_t partial_marker_suffix(std::string_view s, std::string_view marker);

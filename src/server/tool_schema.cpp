@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/json_scan.h"
 #include "util/error.h"
 
 namespace mpkv::server {
@@ -38,6 +39,8 @@ std::string forced_tool_call_schema(const ToolRequest& r) {
   return schema.dump();
 }
 
+// The arguments are the model's own text without whitespace (minify_json), as tool_choice auto gives
+// them, so a stream's pieces (tool_call_stream.h) concatenate to them.
 std::vector<ParsedToolCall> tool_calls_from_forced_output(const ToolRequest& r, std::string_view output,
                                                           const std::string& id_prefix) {
   const ojson j = ojson::parse(output, nullptr, /*allow_exceptions=*/false);
@@ -45,17 +48,27 @@ std::vector<ParsedToolCall> tool_calls_from_forced_output(const ToolRequest& r, 
   std::vector<ParsedToolCall> calls;
   if (r.choice == ToolChoice::named) {
     if (!j.is_object()) throw Error("the constrained arguments of '" + r.named + "' are not a JSON object");
-    calls.push_back({id_prefix + "0", r.named, j.dump()});
+    calls.push_back({id_prefix + "0", r.named, minify_json(output)});
     return calls;
   }
   MPKV_ASSERT(r.choice == ToolChoice::required, "tool_calls_from_forced_output: only for tool_choice required or named");
   if (!j.is_array() || j.empty()) throw Error("the constrained tool calls are not a non-empty JSON array");
+  size_t pos = skip_json_space(output, skip_json_space(output, 0) + 1);  // past '['
   for (const ojson& item : j) {
     if (!item.is_object() || !item.contains("name") || !item["name"].is_string() || !find_tool(r, item["name"].get<std::string>()))
       throw Error("a constrained tool call does not name one of the tools: " + item.dump());
-    const ojson args = item.contains("parameters") ? item["parameters"] : ojson::object();
-    if (!args.is_object()) throw Error("the parameters of a constrained tool call are not a JSON object");
-    calls.push_back({id_prefix + std::to_string(calls.size()), item["name"].get<std::string>(), args.dump()});
+    if (item.contains("parameters") && !item["parameters"].is_object())
+      throw Error("the parameters of a constrained tool call are not a JSON object");
+    const size_t end = json_container_end(output, pos);  // the item's text (j parsed: it is there)
+    std::string args = "{}";
+    for (const auto& [key, value] : json_object_members(output.substr(pos, end - pos)))
+      if (key == "parameters") {
+        args = minify_json(value);
+        break;
+      }
+    calls.push_back({id_prefix + std::to_string(calls.size()), item["name"].get<std::string>(), std::move(args)});
+    pos = skip_json_space(output, end);
+    if (pos < output.size() && output[pos] == ',') pos = skip_json_space(output, pos + 1);
   }
   return calls;
 }

@@ -7,14 +7,16 @@ Part 1, deterministic: mpkv_script_serve (the real HTTP server and handler over 
 from llama.cpp's models/templates (Qwen 2.5 for Hermes calls, Qwen 3 for thinking):
   - a tool-calling loop, tool_choice auto: tools -> message.tool_calls (finish_reason "tool_calls")
     -> the assistant message and a tool message sent back -> the final answer;
-  - the same calls streamed: the client's own stream helper assembles the tool-call deltas;
+  - the same calls streamed: the client's own stream helper assembles the tool-call deltas, which
+    carry the arguments in pieces as they are generated (OpenAI's delta sequence);
+  - parallel_tool_calls false: the request ends once the first call is complete (usage shows it);
   - thinking split into reasoning_content (and `reasoning`), streamed and not;
   - hostile inputs get 400 naming the field: an unknown tool in tool_choice, malformed tool_calls in
     the history, a tool list over the limit, legacy `functions`, required / named tool_choice (not
     served until constrained decoding lands).
 Part 2, the real default model (SmolLM2-135M under `mpkv serve`), when present: a request with tools
 and tool_choice auto; SmolLM2's template does not render tools, so no call is expected and the test
-prints what the model said.
+prints what the model said; tool_choice required / named (calls under the grammar), streamed and not.
 Exit 77 (CTest: skipped) when the openai package is missing.
 Usage: test_serve_tools.py --script-server BUILD/mpkv_script_serve --mpkv BUILD/mpkv --source DIR --templates DIR
 """
@@ -85,6 +87,42 @@ def test_streamed_calls(client):
     check(all(d.id is None for d in deltas[1:]), "later deltas repeat the id")
     check("".join(d.function.arguments or "" for d in deltas) == '{"city":"Paris"}', "argument fragments")
     check(all("<tool_call>" not in (ch.choices[0].delta.content or "") for ch in chunks if ch.choices), "markup streamed")
+    # The arguments go out as they are generated (the script model writes a byte per step), OpenAI's
+    # sequence: a head with name and arguments "", then pieces with only index and arguments.
+    chunks = list(client.chat.completions.create(model="script", messages=user(TWO_CALLS), tools=TOOLS, stream=True))
+    deltas = [tc for ch in chunks if ch.choices for tc in (ch.choices[0].delta.tool_calls or [])]
+    for k, name, args in ((0, "get_weather", '{"city":"Paris"}'), (1, "add", '{"a":40,"b":2}')):
+        mine = [d for d in deltas if d.index == k]
+        check(mine[0].id and mine[0].type == "function" and mine[0].function.name == name and mine[0].function.arguments == "",
+              "head of call %d: %r" % (k, mine[0]))
+        check(all(d.id is None and d.function.name is None for d in mine[1:]), "later deltas of call %d name it" % k)
+        check(len(mine) > 3, "call %d's arguments in %d deltas" % (k, len(mine) - 1))
+        check("".join(d.function.arguments for d in mine) == args, "call %d's arguments pieces" % k)
+    print("streamed add(): " + " ".join(json.dumps(d.model_dump(exclude_none=True)) for d in deltas if d.index == 1), flush=True)
+
+
+def test_parallel_false(client):
+    """parallel_tool_calls false: the request ends once the first call is complete (its tokens only)."""
+    both = client.chat.completions.create(model="script", messages=user(TWO_CALLS), tools=TOOLS)
+    r = client.chat.completions.create(model="script", messages=user(TWO_CALLS), tools=TOOLS, parallel_tool_calls=False)
+    c = r.choices[0]
+    check(c.finish_reason == "tool_calls", "finish_reason %r" % c.finish_reason)
+    check([t.function.name for t in c.message.tool_calls] == ["get_weather"], "calls %r" % c.message.tool_calls)
+    # The script model generates a token per byte: the first call's bytes, nothing of the second.
+    check(r.usage.completion_tokens == len(CALL.encode()), "completion_tokens %d, the first call is %d bytes (both: %d)" %
+          (r.usage.completion_tokens, len(CALL.encode()), both.usage.completion_tokens))
+    check(both.usage.completion_tokens > r.usage.completion_tokens, "both calls: %d tokens" % both.usage.completion_tokens)
+    with client.chat.completions.stream(model="script", messages=user(TWO_CALLS), tools=TOOLS, parallel_tool_calls=False,
+                                        stream_options={"include_usage": True}) as s:
+        for _ in s:
+            pass
+        final = s.get_final_completion()
+    fc = final.choices[0]
+    check(fc.finish_reason == "tool_calls" and len(fc.message.tool_calls) == 1, "streamed %r" % fc)
+    check(fc.message.tool_calls[0].function.arguments == c.message.tool_calls[0].function.arguments, "streamed arguments")
+    check(final.usage.completion_tokens == r.usage.completion_tokens, "streamed usage %r" % final.usage)
+    print("parallel_tool_calls false: %d completion tokens (both calls: %d)" % (r.usage.completion_tokens, both.usage.completion_tokens),
+          flush=True)
 
 
 def test_thinking(client):
@@ -163,6 +201,20 @@ def test_smollm2(openai, mpkv, model):
                     jsonschema.validate(args, names[call.function.name])
                 except ImportError:
                     check(isinstance(args, dict), "arguments %r are not an object" % args)
+            # Streamed, the call's arguments go out in pieces as the model writes them (the same
+            # greedy tokens as above), their concatenation the non-streamed arguments.
+            deltas = [tc for ch in client.chat.completions.create(
+                          model="smol", messages=user("What is the weather in Paris?"), tools=TOOLS, tool_choice=choice,
+                          temperature=0, max_tokens=160, stream=True)
+                      if ch.choices for tc in (ch.choices[0].delta.tool_calls or [])]
+            first = [d for d in deltas if d.index == 0]
+            check(first and first[0].function.name == c.message.tool_calls[0].function.name and first[0].function.arguments == "",
+                  "streamed head %r" % first[:1])
+            check("".join(d.function.arguments for d in first) == c.message.tool_calls[0].function.arguments,
+                  "streamed arguments %r" % [d.function.arguments for d in first])
+            check(len(first) > 2, "arguments in %d pieces" % (len(first) - 1))
+            print("SmolLM2, tool_choice %r streamed: %s" % (choice, " ".join(json.dumps(d.model_dump(exclude_none=True)) for d in first)),
+                  flush=True)
     finally:
         srv.stop()
 
@@ -179,7 +231,7 @@ def main():
     except ImportError:
         print("SKIP: the openai package is missing (scripts/test.sh installs it)")
         return SKIP
-    for name, tests in (("Qwen-Qwen2.5-7B-Instruct.jinja", ("loop", "stream", "hostile")), ("Qwen-Qwen3-0.6B.jinja", ("think",))):
+    for name, tests in (("Qwen-Qwen2.5-7B-Instruct.jinja", ("loop", "stream", "parallel", "hostile")), ("Qwen-Qwen3-0.6B.jinja", ("think",))):
         srv = ServerProcess([args.script_server, "--template", os.path.join(args.templates, name)])
         try:
             client = openai.OpenAI(base_url=srv.base + "/v1", api_key="x", max_retries=0, timeout=60)
@@ -187,6 +239,8 @@ def main():
                 test_tool_loop(client)
             if "stream" in tests:
                 test_streamed_calls(client)
+            if "parallel" in tests:
+                test_parallel_false(client)
             if "hostile" in tests:
                 test_hostile(openai, client)
             if "think" in tests:

@@ -12,31 +12,42 @@
 using namespace mpkv::server;
 
 namespace {
-ChatDelta parse_whole(const ChatOutputOptions& o, const std::string& text) {
+// An answer as a client assembles it: content and thinking concatenated, calls by index.
+struct Answer {
+  std::string reasoning, content;
+  std::vector<ParsedToolCall> tool_calls;
+  size_t argument_pieces = 0;  // deltas that carried arguments bytes
+  size_t pieces_before_end = 0;  // of those, released by push() (before finish())
+  void add(const ChatDelta& d, bool from_push) {
+    reasoning += d.reasoning;
+    content += d.content;
+    apply_tool_call_deltas(tool_calls, d.tool_calls);
+    for (const ToolCallDelta& t : d.tool_calls)
+      if (!t.arguments.empty()) {
+        ++argument_pieces;
+        pieces_before_end += from_push;
+      }
+  }
+};
+
+// The whole text in one push, not streamed (a non-streaming answer).
+Answer parse_whole(const ChatOutputOptions& o, const std::string& text) {
   ChatOutputParser p(o);
-  ChatDelta d = p.push(text);
-  ChatDelta end = p.finish();
-  d.reasoning += end.reasoning;
-  d.content += end.content;
-  d.tool_calls = end.tool_calls;
-  return d;
+  Answer a;
+  a.add(p.push(text), true);
+  a.add(p.finish(), false);
+  return a;
 }
 
-// The same text pushed `step` bytes at a time; every delta summed.
-ChatDelta parse_pieces(const ChatOutputOptions& o, const std::string& text, size_t step) {
+// The same text pushed `step` bytes at a time, streamed (tool-call deltas as they come); every
+// delta assembled.
+Answer parse_pieces(ChatOutputOptions o, const std::string& text, size_t step) {
+  o.stream = true;
   ChatOutputParser p(o);
-  ChatDelta sum;
-  for (size_t i = 0; i < text.size(); i += step) {
-    ChatDelta d = p.push(std::string_view(text).substr(i, step));
-    EXPECT_TRUE(d.tool_calls.empty()) << "calls come only from finish()";
-    sum.reasoning += d.reasoning;
-    sum.content += d.content;
-  }
-  ChatDelta end = p.finish();
-  sum.reasoning += end.reasoning;
-  sum.content += end.content;
-  sum.tool_calls = end.tool_calls;
-  return sum;
+  Answer a;
+  for (size_t i = 0; i < text.size(); i += step) a.add(p.push(std::string_view(text).substr(i, step)), true);
+  a.add(p.finish(), false);
+  return a;
 }
 
 ChatOutputOptions tools(ToolCallFormat f) {
@@ -47,15 +58,16 @@ ChatOutputOptions tools(ToolCallFormat f) {
 }
 
 void expect_same_split(const ChatOutputOptions& o, const std::string& text) {
-  const ChatDelta whole = parse_whole(o, text);
+  const Answer whole = parse_whole(o, text);
   for (size_t step : {1, 2, 3, 7}) {
-    const ChatDelta d = parse_pieces(o, text, step);
+    const Answer d = parse_pieces(o, text, step);
     EXPECT_EQ(d.content, whole.content) << "step " << step << ": " << text;
     EXPECT_EQ(d.reasoning, whole.reasoning) << "step " << step;
     ASSERT_EQ(d.tool_calls.size(), whole.tool_calls.size()) << "step " << step;
     for (size_t i = 0; i < d.tool_calls.size(); ++i) {
       EXPECT_EQ(d.tool_calls[i].name, whole.tool_calls[i].name);
       EXPECT_EQ(d.tool_calls[i].arguments, whole.tool_calls[i].arguments);
+      EXPECT_EQ(d.tool_calls[i].id, whole.tool_calls[i].id);
     }
   }
 }
@@ -85,7 +97,7 @@ TEST(JsonScan, FindsTheEndOfOneValue) {
 
 TEST(ToolCallParse, Hermes) {
   const auto o = tools(ToolCallFormat::hermes);
-  ChatDelta d = parse_whole(o, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"a\": 1}}\n</tool_call>");
+  Answer d = parse_whole(o, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"a\": 1}}\n</tool_call>");
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].name, "get_weather");
   EXPECT_EQ(d.tool_calls[0].arguments, R"({"city":"Paris","a":1})");  // compact, the model's key order
@@ -108,14 +120,14 @@ TEST(ToolCallParse, Hermes) {
 }
 
 TEST(ToolCallParse, ArgumentsAsAStringOfJson) {
-  ChatDelta d = parse_whole(tools(ToolCallFormat::hermes), R"(<tool_call>{"name": "f", "arguments": "{\"k\": 2}"}</tool_call>)");
+  Answer d = parse_whole(tools(ToolCallFormat::hermes), R"(<tool_call>{"name": "f", "arguments": "{\"k\": 2}"}</tool_call>)");
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].arguments, R"({"k":2})");
 }
 
 TEST(ToolCallParse, Llama3Json) {
   const auto o = tools(ToolCallFormat::llama3_json);
-  ChatDelta d = parse_whole(o, R"({"name": "get_weather", "parameters": {"city": "Paris"}})");
+  Answer d = parse_whole(o, R"({"name": "get_weather", "parameters": {"city": "Paris"}})");
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].arguments, R"({"city":"Paris"})");
   d = parse_whole(o, R"(<|python_tag|>{"name": "f", "parameters": {}})");
@@ -148,7 +160,7 @@ TEST(ToolCallParse, Llama3JsonAfterText) {
   };
   for (const Case& c : cases) {
     for (size_t step : {size_t{1}, size_t{2}, size_t{3}, size_t{7}, c.text.size()}) {
-      const ChatDelta d = parse_pieces(o, c.text, step);
+      const Answer d = parse_pieces(o, c.text, step);
       EXPECT_EQ(d.content, c.content) << "step " << step << ": " << c.text;
       ASSERT_EQ(d.tool_calls.size(), c.call_name.empty() ? 0u : 1u) << "step " << step << ": " << c.text;
       if (c.call_name.empty()) continue;
@@ -184,7 +196,7 @@ TEST(ToolCallParse, Llama3JsonNotACallIsNotHeld) {
 
 TEST(ToolCallParse, Mistral) {
   const auto o = tools(ToolCallFormat::mistral);
-  ChatDelta d = parse_whole(o, R"([TOOL_CALLS][{"name": "f", "arguments": {"a": 1}, "id": "abcdefghi"}, {"name": "g", "arguments": {}}])");
+  Answer d = parse_whole(o, R"([TOOL_CALLS][{"name": "f", "arguments": {"a": 1}, "id": "abcdefghi"}, {"name": "g", "arguments": {}}])");
   ASSERT_EQ(d.tool_calls.size(), 2u);
   EXPECT_EQ(d.tool_calls[0].id, "abcdefghi");  // the model's own id is kept
   EXPECT_EQ(d.tool_calls[1].id, "id_1");
@@ -201,7 +213,7 @@ TEST(ToolCallParse, Mistral) {
 TEST(ToolCallParse, ParallelFalseKeepsTheFirstCall) {
   auto o = tools(ToolCallFormat::hermes);
   o.parallel_tool_calls = false;
-  ChatDelta d = parse_whole(o, R"(<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": {}}</tool_call>)");
+  Answer d = parse_whole(o, R"(<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": {}}</tool_call>)");
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].name, "a");
 }
@@ -214,7 +226,7 @@ TEST(ToolCallParse, NoneParsesNothing) {
 TEST(ChatOutput, Thinking) {
   ChatOutputOptions o;
   o.thinking = true;
-  ChatDelta d = parse_whole(o, "<think>\nHmm, 2+2.\n</think>\n\nIt is 4.");
+  Answer d = parse_whole(o, "<think>\nHmm, 2+2.\n</think>\n\nIt is 4.");
   EXPECT_EQ(d.reasoning, "Hmm, 2+2.\n");  // the newline after <think> is the block's layout
   EXPECT_EQ(d.content, "It is 4.");
   d = parse_whole(o, "No thinking here.");
@@ -256,7 +268,7 @@ TEST(ChatOutput, ThinkingLayoutWhitespaceAnySplit) {
   for (const Case& c : cases) {
     o.starts_in_thinking = c.starts_in_thinking;
     for (size_t step : {size_t{1}, size_t{2}, size_t{5}, c.text.size()}) {
-      const ChatDelta d = parse_pieces(o, c.text, step);
+      const Answer d = parse_pieces(o, c.text, step);
       EXPECT_EQ(d.reasoning, c.reasoning) << "step " << step << ": " << c.text;
       EXPECT_EQ(d.content, c.content) << "step " << step << ": " << c.text;
       EXPECT_EQ(d.tool_calls.size(), c.calls) << "step " << step << ": " << c.text;
@@ -305,4 +317,207 @@ TEST(ChatOutput, ForcedCallsAreReadWholeAtTheEnd) {
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].name, "ping");
   EXPECT_EQ(d.tool_calls[0].arguments, R"({"host":"x"})");
+}
+
+TEST(JsonScan, ScannerAndMinify) {
+  EXPECT_EQ(minify_json(R"( { "a" : [1, 2.50 , "x y\"} "], "b": {"c": null, "d": true}, "e": "\u00e9" } )"),
+            R"({"a":[1,2.50,"x y\"} "],"b":{"c":null,"d":true},"e":"\u00e9"})");  // the model's own spelling
+  for (const std::string bad : {"{\"a\": <", "{\"a\" 1", "{\"a\": tru3", "[1}", "{1: 2}", "{\"a\": \"\\x\"}", "{\"a\": \"\n\"}"}) {
+    JsonScanner scan;
+    bool error = false;
+    for (char c : bad) error = error || scan.feed(c) == JsonScanner::Byte::error;
+    EXPECT_TRUE(error) << bad;
+  }
+  JsonScanner scan;
+  for (char c : std::string(R"({"k": [1, {"x": "}"}]} )")) EXPECT_NE(scan.feed(c), JsonScanner::Byte::error);
+  EXPECT_TRUE(scan.complete());
+  EXPECT_EQ(scan.feed('x'), JsonScanner::Byte::after_end);
+  const auto m = json_object_members(R"({"name": "f", "arguments": {"a": [1, "]"]}, "id": 7})");
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[1].first, "arguments");
+  EXPECT_EQ(m[1].second, R"({"a": [1, "]"]})");
+  EXPECT_EQ(m[2].second, "7");
+}
+
+// Streamed, a call's head goes out once its name and its arguments' first value are known, then the
+// arguments byte by byte as they come (only the wrapper's bytes held back), the pieces summing to
+// the non-streamed arguments; a Mistral Nemo array item goes out whole when it is complete (its id
+// follows the arguments).
+TEST(ChatOutput, ArgumentsStreamAsTheyAreGenerated) {
+  struct Case {
+    ToolCallFormat f;
+    std::string text;
+    std::string head_after;  // the head goes out with the byte that ends this prefix
+    std::string name, args;
+  };
+  const Case cases[] = {
+      {ToolCallFormat::hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"n\": [1, 2]}}\n</tool_call>",
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"", "get_weather", R"({"city":"Paris","n":[1,2]})"},
+      {ToolCallFormat::llama3_json, "{\"name\": \"f\", \"parameters\": {\"a\": 1, \"b\": \"x\"}}", "{\"name\": \"f\", \"parameters\": {\"a\": 1",
+       "f", R"({"a":1,"b":"x"})"},
+      {ToolCallFormat::mistral, "[TOOL_CALLS]add[ARGS]{\"b\": 2, \"a\": 40}", "[TOOL_CALLS]add[ARGS]{\"b\": 2", "add", R"({"b":2,"a":40})"},
+      {ToolCallFormat::hermes, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>", "<tool_call>{\"name\": \"f\", \"arguments\": {}", "f", "{}"},
+      {ToolCallFormat::mistral, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}, \"id\": \"abcdefghi\"}]",
+       "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}, \"id\": \"abcdefghi\"}]", "f", R"({"a":1})"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    ChatOutputOptions o = tools(c.f);
+    o.stream = true;
+    ChatOutputParser p(o);
+    std::vector<ParsedToolCall> calls;
+    std::string at_head;
+    size_t pieces = 0;
+    for (size_t i = 0; i < c.text.size(); ++i) {
+      const ChatDelta d = p.push(c.text.substr(i, 1));
+      EXPECT_EQ(d.content, "");
+      for (const ToolCallDelta& t : d.tool_calls) {
+        if (t.head) at_head = c.text.substr(0, i + 1);
+        pieces += !t.arguments.empty();
+      }
+      apply_tool_call_deltas(calls, d.tool_calls);
+      if (i + 1 < c.text.size() && !calls.empty()) EXPECT_EQ(c.args.rfind(calls[0].arguments, 0), 0u) << "not a prefix: " << calls[0].arguments;
+    }
+    const ChatDelta end = p.finish();
+    EXPECT_TRUE(end.empty()) << "all of it went out while it was generated";
+    EXPECT_EQ(at_head, c.head_after);
+    ASSERT_EQ(calls.size(), 1u);
+    EXPECT_EQ(calls[0].name, c.name);
+    EXPECT_EQ(calls[0].arguments, c.args);
+    EXPECT_EQ(calls[0].arguments, parse_whole(tools(c.f), c.text).tool_calls.at(0).arguments);
+    if (c.args.size() > 2 && c.text.find("[TOOL_CALLS][") == std::string::npos) EXPECT_GT(pieces, 1u);
+    EXPECT_TRUE(p.has_tool_calls());
+  }
+}
+
+// A call that breaks after its head went out: streamed, the call keeps what was sent and the text
+// from where it broke is content (the non-streamed answer keeps the whole block as content); cut by
+// a length stop, the call keeps what was sent. Before the head, every answer keeps the block whole.
+TEST(ChatOutput, StreamedCallThatBreaks) {
+  const auto o = tools(ToolCallFormat::hermes);
+  const std::string broken = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1, oops}}</tool_call>";
+  for (size_t step : {1, 4, 100}) {
+    const Answer s = parse_pieces(o, broken, step);
+    ASSERT_EQ(s.tool_calls.size(), 1u);
+    EXPECT_EQ(s.tool_calls[0].arguments, R"({"a":1,)");
+    EXPECT_EQ(s.content, "oops}}</tool_call>");
+    const Answer cut = parse_pieces(o, "Hm. <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"lon", step);
+    ASSERT_EQ(cut.tool_calls.size(), 1u);
+    EXPECT_EQ(cut.tool_calls[0].arguments, R"({"a":"lon)");
+    EXPECT_EQ(cut.content, "Hm. ");
+    // A second call cut before its head: its text is content.
+    const std::string second = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>\n<tool_call>{\"name\": \"g\"";
+    const Answer two = parse_pieces(o, second, step);
+    ASSERT_EQ(two.tool_calls.size(), 1u);
+    EXPECT_EQ(two.content, "<tool_call>{\"name\": \"g\"");
+  }
+  const Answer whole = parse_whole(o, broken);
+  EXPECT_TRUE(whole.tool_calls.empty());
+  EXPECT_EQ(whole.content, broken);
+}
+
+// parallel_tool_calls false: call_complete() as soon as the first call and its wrapper are whole
+// (Completion stops the generation there), and the answer is that call, even when what followed
+// was cut (Mistral's array never closed).
+TEST(ChatOutput, ParallelFalseFirstCallComplete) {
+  struct Case {
+    ToolCallFormat f;
+    std::string first, rest;
+  };
+  const Case cases[] = {
+      {ToolCallFormat::hermes, "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}}\n</tool_call>", "\n<tool_call>\n{\"name\": \"b\""},
+      {ToolCallFormat::mistral, "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": 1}},", " {\"name\": \"b\", \"argu"},
+      {ToolCallFormat::mistral, "[TOOL_CALLS]a[ARGS]{\"x\": 1}", "[TOOL_CALLS]b[AR"},
+      {ToolCallFormat::llama3_json, "{\"name\": \"a\", \"parameters\": {\"x\": 1}}", "; {\"name\": \"b\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.first);
+    for (bool stream : {false, true}) {
+      ChatOutputOptions o = tools(c.f);
+      o.parallel_tool_calls = false;
+      o.stream = stream;
+      ChatOutputParser p(o);
+      Answer a;
+      for (size_t i = 0; i < c.first.size(); ++i) {
+        EXPECT_FALSE(p.call_complete());
+        a.add(p.push(c.first.substr(i, 1)), true);
+      }
+      EXPECT_TRUE(p.call_complete());
+      a.add(p.push(c.rest), true);  // what a stop at the next step would not have let come
+      a.add(p.finish(), false);
+      ASSERT_EQ(a.tool_calls.size(), 1u);
+      EXPECT_EQ(a.tool_calls[0].name, "a");
+      EXPECT_EQ(a.tool_calls[0].arguments, R"({"x":1})");
+      EXPECT_EQ(a.content, "");
+    }
+  }
+  // A Llama 3 call after text is only a call if it ends the answer: no early completion.
+  ChatOutputOptions o = tools(ToolCallFormat::llama3_json);
+  o.parallel_tool_calls = false;
+  ChatOutputParser p(o);
+  p.push(R"(Sure: {"name": "a", "parameters": {}})");
+  EXPECT_FALSE(p.call_complete());
+}
+
+// tool_choice required / named stream like auto calls: the head once the name (the named function's
+// at once) and the arguments' first value are known, then the arguments as the grammar lets the
+// model write them; the same calls as the non-streamed answer.
+TEST(ChatOutput, ForcedCallsStreamToo) {
+  auto r = std::make_shared<ToolRequest>();
+  r->tools = {{"add", "", ""}, {"ping", "", ""}};
+  struct Case {
+    ToolChoice choice;
+    std::string text, head_after, name, args;
+  };
+  const Case cases[] = {
+      {ToolChoice::required, R"([{"name": "add", "parameters": {"b": 1, "a": 2}}, {"name": "ping", "parameters": {}}])",
+       R"([{"name": "add", "parameters": {"b": 1)", "add", R"({"b":1,"a":2})"},
+      {ToolChoice::named, "  {\"host\": \"x\", \"n\": 3}", "  {\"host\": \"", "ping", R"({"host":"x","n":3})"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    r->choice = c.choice;
+    r->named = "ping";
+    ChatOutputOptions o;
+    o.forced = r;
+    o.call_id_prefix = "c_";
+    o.stream = true;
+    ChatOutputParser p(o);
+    Answer a;
+    std::string at_head;
+    for (size_t i = 0; i < c.text.size(); ++i) {
+      const ChatDelta d = p.push(c.text.substr(i, 1));
+      for (const ToolCallDelta& t : d.tool_calls)
+        if (t.head && t.index == 0) at_head = c.text.substr(0, i + 1);
+      a.add(d, true);
+    }
+    a.add(p.finish(), false);
+    EXPECT_EQ(at_head, c.head_after);
+    EXPECT_GT(a.pieces_before_end, 2u);
+    EXPECT_EQ(a.pieces_before_end, a.argument_pieces);
+    ASSERT_FALSE(a.tool_calls.empty());
+    EXPECT_EQ(a.tool_calls[0].name, c.name);
+    EXPECT_EQ(a.tool_calls[0].arguments, c.args);
+    EXPECT_EQ(a.tool_calls[0].id, "c_0");
+    o.stream = false;
+    const Answer whole = parse_whole(o, c.text);
+    ASSERT_EQ(whole.tool_calls.size(), a.tool_calls.size());
+    for (size_t i = 0; i < a.tool_calls.size(); ++i) {
+      EXPECT_EQ(whole.tool_calls[i].name, a.tool_calls[i].name);
+      EXPECT_EQ(whole.tool_calls[i].arguments, a.tool_calls[i].arguments);
+      EXPECT_EQ(whole.tool_calls[i].id, a.tool_calls[i].id);
+    }
+  }
+  // Cut by max_tokens inside the arguments: streamed, the call keeps what was sent; not streamed,
+  // the output is content (docs/serving.md).
+  r->choice = ToolChoice::named;
+  ChatOutputOptions o;
+  o.forced = r;
+  o.stream = true;
+  const Answer cut = parse_pieces(o, R"({"host": "exa)", 1);
+  ASSERT_EQ(cut.tool_calls.size(), 1u);
+  EXPECT_EQ(cut.tool_calls[0].arguments, R"({"host":"exa)");
+  EXPECT_EQ(cut.content, "");
+  o.stream = false;
+  EXPECT_EQ(parse_whole(o, R"({"host": "exa)").content, R"({"host": "exa)");
 }

@@ -87,6 +87,7 @@ struct Assembled {
 Assembled assemble(const std::vector<json>& events) {
   Assembled a;
   for (const json& e : events) {
+    if (e["choices"].empty()) continue;  // the usage chunk
     const json& c = e["choices"][0];
     const json& d = c["delta"];
     if (d.contains("content") && d["content"].is_string()) a.content += d["content"].get<std::string>();
@@ -148,6 +149,82 @@ TEST(ServerTools, HermesCallsStreamedAsTheClientAssemblesThem) {
   EXPECT_EQ(m["content"], a.content);
   ASSERT_EQ(m["tool_calls"].size(), 2u);
   EXPECT_EQ(m["tool_calls"][1]["function"]["arguments"], a.calls.at(1)["arguments"]);
+}
+
+// OpenAI's delta sequence for a streamed call: a head {index, id, type, function: {name, arguments:
+// ""}}, then {index, function: {arguments}} pieces as the model writes them (the script model writes
+// a byte per step, so the arguments come in many pieces), which concatenate to the non-streamed
+// arguments; no markup is ever content.
+TEST(ServerTools, ArgumentsStreamInPiecesAsGenerated) {
+  Served s(kQwen25);
+  json body = user(kCall);
+  body["tools"] = kTools;
+  const std::vector<json> events = s.stream(body);
+  std::vector<json> deltas;
+  for (const json& e : events) {
+    const json& d = e["choices"][0]["delta"];
+    if (d.contains("tool_calls")) deltas.push_back(d["tool_calls"].at(0));
+    if (d.contains("content")) EXPECT_EQ(d["content"], "") << e;
+  }
+  ASSERT_GT(deltas.size(), 3u);
+  const json& head = deltas[0];
+  EXPECT_EQ(head["index"], 0);
+  EXPECT_EQ(head["type"], "function");
+  EXPECT_EQ(head["function"]["name"], "get_weather");
+  EXPECT_EQ(head["function"]["arguments"], "");
+  EXPECT_EQ(head["id"].get<std::string>().rfind("call_", 0), 0u);
+  std::string args;
+  for (size_t i = 1; i < deltas.size(); ++i) {
+    EXPECT_EQ(deltas[i].size(), 2u) << "only index and function.arguments: " << deltas[i];
+    EXPECT_EQ(deltas[i]["index"], 0);
+    args += deltas[i]["function"]["arguments"].get<std::string>();
+  }
+  EXPECT_EQ(args, R"({"city":"Paris","b":1,"a":2})");
+  const json m = s.answer(body)["choices"][0]["message"];
+  EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], args);
+  EXPECT_EQ(assemble(events).finish, "tool_calls");
+}
+
+// parallel_tool_calls false: the request ends as soon as the first call is complete (the second one
+// is never generated: the script model's tokens are the reply's bytes, so completion_tokens is the
+// first call's length), finish_reason tool_calls, streamed or not.
+TEST(ServerTools, ParallelFalseStopsAfterTheFirstCall) {
+  Served s(kQwen25);
+  const std::string second = "\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"x\": 1}}\n</tool_call>";
+  json body = user(kCall + second);
+  body["tools"] = kTools;
+  json a = s.answer(body);  // parallel calls: both, and the end token
+  EXPECT_EQ(a["choices"][0]["message"]["tool_calls"].size(), 2u);
+  EXPECT_EQ(a["usage"]["completion_tokens"], kCall.size() + second.size() + 1);
+  body["parallel_tool_calls"] = false;
+  a = s.answer(body);
+  EXPECT_EQ(a["choices"][0]["finish_reason"], "tool_calls");
+  const json& m = a["choices"][0]["message"];
+  ASSERT_EQ(m["tool_calls"].size(), 1u);
+  EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_TRUE(m["content"].is_null()) << m;
+  EXPECT_EQ(a["usage"]["completion_tokens"], kCall.size());
+  body["stream_options"] = {{"include_usage", true}};
+  const std::vector<json> events = s.stream(body);
+  const Assembled st = assemble(events);
+  EXPECT_EQ(st.finish, "tool_calls");
+  ASSERT_EQ(st.calls.size(), 1u);
+  EXPECT_EQ(st.calls.at(0)["arguments"], m["tool_calls"][0]["function"]["arguments"]);
+  EXPECT_EQ(st.content, "");
+  EXPECT_EQ(events.back()["usage"]["completion_tokens"], kCall.size());
+  // Text before the call stays; a plain answer is not cut.
+  body = user("Sure. " + kCall + second);
+  body["tools"] = kTools;
+  body["parallel_tool_calls"] = false;
+  a = s.answer(body);
+  EXPECT_EQ(a["choices"][0]["message"]["content"], "Sure. ");
+  EXPECT_EQ(a["usage"]["completion_tokens"], 6 + kCall.size());
+  body = user("No call here.");
+  body["tools"] = kTools;
+  body["parallel_tool_calls"] = false;
+  a = s.answer(body);
+  EXPECT_EQ(a["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(a["usage"]["completion_tokens"], 14);
 }
 
 TEST(ServerTools, ChoiceNoneRendersToolsButParsesNothing) {

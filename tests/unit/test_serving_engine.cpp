@@ -234,6 +234,28 @@ TEST(ServingEngine, AbortFreesEveryByte) {
   EXPECT_FALSE(eng.step());
 }
 
+// abort() from a request's own output callback (the server does so when a chat answer's first tool
+// call is complete and parallel_tool_calls is false: FirstCallStop in src/server/completion.cpp)
+// ends it at the next step, before another token: the final event counts exactly the tokens seen.
+TEST(ServingEngine, AbortFromTheCallbackEndsBeforeTheNextToken) {
+  const Fixture& f = tiny();
+  Engine eng(*f.model, *f.tok, make_kv_cache(f16_opts(), f.dims), small_steps());
+  Collected c;
+  OutputCallback inner = collect(c);
+  const uint64_t neighbour = eng.add_request(greedy(prompt(2, 12), 20), collect(c));
+  const uint64_t id = eng.add_request(greedy(prompt(1, 12), 50), [&](const RequestOutput& o) {
+    inner(o);
+    if (!o.finished && c.tokens[o.id].size() == 3) eng.abort(o.id);
+  });
+  eng.run_until_idle();
+  ASSERT_TRUE(c.final_event.count(id));
+  EXPECT_EQ(c.final_event[id].reason, FinishReason::abort);
+  EXPECT_EQ(c.tokens[id].size(), 3u);
+  EXPECT_EQ(c.final_event[id].stats.n_generated, 3);
+  EXPECT_EQ(c.events_after_final, 0);
+  EXPECT_EQ(c.tokens[neighbour].size(), 20u);  // the batch's other request goes on
+}
+
 TEST(ServingEngine, SameSeedSameTokensDifferentSeedDifferentTokens) {
   const Fixture& f = tiny();
   auto run = [&](uint64_t seed) {
