@@ -86,8 +86,9 @@ class Sampler {
   // Check-first's first draw (check_first_exact): a token drawn as sample() draws it without a
   // mask, accepted into nothing (follow it with commit(t) when the grammar takes t, else with
   // sample() under the mask, which draws afresh). -1 when the options are not check_first_exact,
-  // or at temperature > 0 when no logit is finite (sample() falls back to the argmax there, which
-  // the argument above does not cover): sample under the mask.
+  // or at temperature > 0 when the largest adjusted logit is not finite (+inf, or none above -inf:
+  // sample() falls back to the argmax there, which the argument above does not cover): sample
+  // under the mask.
   int32_t propose(const float* logits, int n_vocab);
   // Accepts a proposed token into the penalty history, as sample() accepts the token it returns.
   void commit(int32_t token);
