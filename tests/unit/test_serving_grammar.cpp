@@ -2,7 +2,9 @@
 // model: a constrained greedy request against a plain loop that takes the argmax over the allowed
 // tokens (written here), the stop token only where the grammar ends, max_tokens inside the grammar,
 // sampled choices each with its own matcher, an unconstrained neighbour untouched, a grammar that
-// starts after a thinking tag (forced by the budget, or the model's own), validation and the metrics.
+// starts after a thinking tag (forced by the budget, or the model's own), validation and the metrics;
+// check-first sampling against full masks (greedy: the same tokens), where it applies, and its
+// counters on /metrics.
 #include <gtest/gtest.h>
 
 #include <algorithm>
