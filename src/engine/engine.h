@@ -55,6 +55,10 @@ struct EngineOptions {
   // shrink, LRU eviction at one precision).
   bool prefix_cache = true;
   int prefix_cache_floor_bits = 0;
+  // Constrained rows whose sampling allows it draw without their grammar's mask first and fill the
+  // mask only when the grammar refuses the draw (docs/structured_outputs.md, "Masks in the engine").
+  // false: every constrained row fills its mask before it samples (tests compare the two).
+  bool grammar_check_first = true;
 };
 
 // add_request when max_queue requests already wait (an HTTP server answers 503 + Retry-After).
@@ -95,6 +99,9 @@ struct EngineMetrics {
   // masked, steps with at least one, and those steps' mask-phase wall time (the rows run in parallel).
   uint64_t constrained_requests_total = 0, grammar_mask_rows_total = 0, grammar_mask_steps_total = 0;
   double grammar_mask_seconds_total = 0.0;
+  // Check-first sampling: constrained rows that drew without their mask first, and those whose draw
+  // the grammar took (no mask filled); the refused ones are among grammar_mask_rows_total.
+  uint64_t grammar_check_first_rows_total = 0, grammar_mask_skipped_rows_total = 0;
   GrammarCompilerStats grammar_compile;  // the compiler's figures, filled by the server's backend
   DecodeStepTotals decode;
 };
@@ -139,7 +146,14 @@ class Engine {
   // A decode step's work (step_work.h), counted after its forward pass: the pages its queries read.
   StepWork decode_work(const std::vector<BatchEntry>& batch) const;
   void sample_and_emit(const std::vector<BatchEntry>& batch);
-  void fill_grammar_masks(const std::vector<Sequence*>& emitting);
+  // Fills the grammar masks of these sequences (each grammar_active), in parallel.
+  void fill_grammar_masks(const std::vector<Sequence*>& seqs);
+  // Check-first (docs/structured_outputs.md, "Masks in the engine"): s, when it samples under its
+  // grammar this step and may check first (the option, its matcher, check_first_exact of its
+  // sampling), draws without the mask: taken (the token in `token`, accepted by the sampler and the
+  // matcher), refused (nothing changed: s needs its mask), or not_tried.
+  enum class CheckFirst : uint8_t { not_tried, taken, refused };
+  CheckFirst sample_check_first(Sequence& s, const float* logits, int32_t& token) const;
   // A sequence's sampled token of this step, with its logprobs when asked for.
   struct Sampled {
     int32_t token = 0;

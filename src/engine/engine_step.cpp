@@ -70,25 +70,44 @@ void Engine::sample_and_emit(const std::vector<BatchEntry>& batch) {
     }
   });
   for (size_t i = 0; i < prompt_rows.size(); ++i) prompt_rows[i].seq->prompt_logprobs.push_back(std::move(prompt_lps[i]));
-  fill_grammar_masks(emitting);
-  // (a) Sampling and logprobs of every row at once: each sequence has its own Sampler (and rng),
+  // (a) Check-first (docs/structured_outputs.md, "Masks in the engine"): a constrained row whose
+  // sampling allows it draws without its grammar's mask; when the grammar takes the token, that is
+  // the row's token and no mask is filled. The rows left that sample under their grammar (refused,
+  // or not allowed to check first) fill their masks, in parallel, before (b).
+  std::vector<Sampled> sampled(emitting.size());
+  std::vector<CheckFirst> checked(emitting.size(), CheckFirst::not_tried);
+  parallel_for((int64_t)emitting.size(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      checked[i] = sample_check_first(*emitting[i], logits_.data() + rows[i] * n_vocab, sampled[i].token);
+  });
+  std::vector<Sequence*> to_mask;
+  for (size_t i = 0; i < emitting.size(); ++i) {
+    const Sequence& s = *emitting[i];
+    totals_.grammar_check_first_rows_total += checked[i] != CheckFirst::not_tried;
+    totals_.grammar_mask_skipped_rows_total += checked[i] == CheckFirst::taken;
+    if (checked[i] != CheckFirst::taken && s.grammar_active() && !s.reasoning_budget.forced()) to_mask.push_back(emitting[i]);
+  }
+  fill_grammar_masks(to_mask);
+  // (b) Sampling and logprobs of every row at once: each sequence has its own Sampler (and rng),
   // so the tokens do not depend on which thread samples which row (docs/design.md, "Sampling").
   // A constrained row samples under its mask and advances its matcher by the token. Logprobs are
   // the model's (the raw logits, as vLLM reports them), not the masked distribution's.
-  std::vector<Sampled> sampled(emitting.size());
   parallel_for((int64_t)emitting.size(), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       Sequence& s = *emitting[i];
       const float* logits = logits_.data() + rows[i] * n_vocab;
-      // A spent thinking budget forces its end tag (reasoning_budget.h); the sampler's penalty
-      // history takes the forced token too. A grammar governs every token of a constrained
-      // sequence past its gate (grammar_gate.h: the thinking before it is free), so a tag forced
-      // past the gate too must be one it allows (docs/structured_outputs.md).
-      const std::optional<int32_t> forced = s.reasoning_budget.forced();
-      if (forced) s.sampler.accept(*forced);
-      sampled[i].token = forced ? *forced : s.sampler.sample(logits, n_vocab, s.sampling_mask());
-      if (!s.accept_constrained(sampled[i].token))
-        throw InternalError("engine: the grammar refused token " + std::to_string(sampled[i].token) + ", which its mask allowed");
+      if (checked[i] != CheckFirst::taken) {
+        // A spent thinking budget forces its end tag (reasoning_budget.h); the sampler's penalty
+        // history takes the forced token too. A grammar governs every token of a constrained
+        // sequence past its gate (grammar_gate.h: the thinking before it is free), so a tag forced
+        // past the gate too must be one it allows (docs/structured_outputs.md).
+        const std::optional<int32_t> forced = s.reasoning_budget.forced();
+        if (forced) s.sampler.accept(*forced);
+        sampled[i].token = forced ? *forced : s.sampler.sample(logits, n_vocab, s.sampling_mask());
+        if (!s.accept_constrained(sampled[i].token))
+          throw InternalError("engine: the grammar refused token " + std::to_string(sampled[i].token) +
+                              (forced ? ", forced by the thinking budget" : ", which its mask allowed"));
+      }
       if (s.params.top_logprobs >= 0)
         sampled[i].logprobs.push_back(token_logprobs(logits, n_vocab, sampled[i].token, s.params.top_logprobs));
     }
@@ -97,12 +116,23 @@ void Engine::sample_and_emit(const std::vector<BatchEntry>& batch) {
   for (size_t i = 0; i < emitting.size(); ++i) emit_token(*emitting[i], std::move(sampled[i]));  // may finish it
 }
 
-// The masks of this step's constrained rows, one row per pool task (docs/structured_outputs.md,
-// "Masks"); the phase's wall time goes to the metrics.
-void Engine::fill_grammar_masks(const std::vector<Sequence*>& emitting) {
+Engine::CheckFirst Engine::sample_check_first(Sequence& s, const float* logits, int32_t& token) const {
+  if (!opts_.grammar_check_first || !s.grammar_active() || !s.matcher->accepts_before_mask() || s.reasoning_budget.forced())
+    return CheckFirst::not_tried;
+  const int32_t t = s.sampler.propose(logits, model_.config().n_vocab);  // -1: not for these options
+  if (t < 0) return CheckFirst::not_tried;
+  if (!s.matcher->accept(t)) return CheckFirst::refused;  // nothing changed: the mask decides
+  s.sampler.commit(t);
+  token = t;
+  return CheckFirst::taken;
+}
+
+// The masks of this step's rows that sample under their grammar's mask (each grammar_active), one
+// row per pool task (docs/structured_outputs.md, "Masks in the engine"); the phase's wall time goes
+// to the metrics.
+void Engine::fill_grammar_masks(const std::vector<Sequence*>& seqs) {
   std::vector<TokenMatcher*> matchers;
-  for (Sequence* s : emitting)
-    if (s->grammar_active()) matchers.push_back(s->matcher.get());
+  for (Sequence* s : seqs) matchers.push_back(s->matcher.get());
   if (matchers.empty()) return;
   const auto t0 = std::chrono::steady_clock::now();
   parallel_for((int64_t)matchers.size(), 1, [&](int64_t begin, int64_t end) {

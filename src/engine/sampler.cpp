@@ -11,6 +11,11 @@ namespace mpkv {
 
 int32_t argmax(const float* x, int n) { return sampler_kernels().argmax(x, n); }
 
+bool check_first_exact(const SamplerOptions& o) {
+  if (o.temperature == 0.0f) return true;
+  return o.top_k == 0 && o.top_p >= 1.0f && o.min_p == 0.0f;
+}
+
 Sampler::Sampler(SamplerOptions opts) : Sampler(opts, sampler_kernels()) {}
 
 Sampler::Sampler(SamplerOptions opts, const SamplerKernels& kernels) : opts_(opts), kernels_(kernels), rng_(opts.seed) {
@@ -79,9 +84,20 @@ int32_t Sampler::sample(const float* raw_logits, int n_vocab, const uint32_t* al
     MPKV_ASSERT(n_allowed > 0, "sampler: the grammar's mask allows no token");
   }
   const int32_t t = sample_from(penalized(raw_logits, n_vocab, allowed), n_vocab, n_allowed);
+  commit(t);
+  return t;
+}
+
+int32_t Sampler::propose(const float* raw_logits, int n_vocab) {
+  if (!check_first_exact(opts_)) return -1;
+  const float* logits = penalized(raw_logits, n_vocab, nullptr);
+  if (opts_.temperature != 0.0f && !std::isfinite(kernels_.max_value(logits, n_vocab))) return -1;
+  return sample_from(logits, n_vocab, n_vocab);
+}
+
+void Sampler::commit(int32_t t) {
   accept(t);
   if (opts_.presence_penalty != 0.0f || opts_.frequency_penalty != 0.0f) ++generated_[t];
-  return t;
 }
 
 int32_t Sampler::sample_from(const float* logits, int n_vocab, int n_candidates) {

@@ -52,6 +52,20 @@ struct SamplerOptions {
 inline constexpr float kMaxOpenAiPenalty = 2.0f;
 inline constexpr float kMaxLogitBias = 100.0f;
 
+// Check-first sampling under a grammar (docs/structured_outputs.md, "Masks in the engine"): draw
+// without the mask (Sampler::propose), keep the token when the grammar takes it, else fill the mask
+// and sample under it. True where that gives exactly the masked distribution:
+//   - temperature 0 (greedy, whatever the other options): the argmax of the adjusted logits, when
+//     allowed, is the argmax of the masked ones (the mask only lowers other tokens to -inf, and
+//     the first index of the largest stays the first);
+//   - temperature > 0 without a cut (top_k 0, top_p 1, min_p 0): a draw t from p kept when allowed,
+//     else a draw from p over the allowed set S renormalised, has P(t) = p(t) + (1 - p(S)) p(t) / p(S)
+//     = p(t) / p(S), the masked distribution.
+// False with any cut (top-k, top-p, min-p): the cuts pick their candidates from the masked
+// distribution, which the unmasked one does not show. The penalties and the logit bias change each
+// token's logit alike with or without the mask, so they change nothing here.
+bool check_first_exact(const SamplerOptions& opts);
+
 class Sampler {
  public:
   // Throws Error for values outside their ranges (temperature < 0, top_p outside (0, 1], top_k < 0,
@@ -69,6 +83,15 @@ class Sampler {
   // allowed: null, or the grammar's mask of n_vocab bits (bit t % 32 of word t / 32 set = token t
   // may be sampled; at least one set bit).
   int32_t sample(const float* logits, int n_vocab, const uint32_t* allowed = nullptr);
+  // Check-first's first draw (check_first_exact): a token drawn as sample() draws it without a
+  // mask, accepted into nothing (follow it with commit(t) when the grammar takes t, else with
+  // sample() under the mask, which draws afresh). -1 when the options are not check_first_exact,
+  // or at temperature > 0 when the largest adjusted logit is not finite (+inf, or none above -inf:
+  // sample() falls back to the argmax there, which the argument above does not cover): sample
+  // under the mask.
+  int32_t propose(const float* logits, int n_vocab);
+  // Accepts a proposed token into the penalty history, as sample() accepts the token it returns.
+  void commit(int32_t token);
   // Adds a token to the penalty history without sampling (a caller feeds the prompt this way, as
   // llama.cpp does).
   void accept(int32_t token);

@@ -62,6 +62,22 @@ std::string prepared_schema(const std::string& text) {
   return schema.dump();  // keys in the order sent (xgrammar's JSON reader keeps it too)
 }
 
+// The special tokens that are not stop tokens, as a mask (CompiledConstraint::never_allowed).
+std::shared_ptr<const std::vector<uint32_t>> never_allowed_mask(const xgrammar::TokenizerInfo& info, int vocab_size) {
+  auto m = std::make_shared<std::vector<uint32_t>>((vocab_size + 31) / 32, 0u);
+  const std::vector<int32_t>& stop = info.GetStopTokenIds();
+  for (int32_t t : info.GetSpecialTokenIds())
+    if (t >= 0 && t < vocab_size && std::find(stop.begin(), stop.end(), t) == stop.end()) (*m)[t >> 5] |= 1u << (t & 31);
+  return m;
+}
+
+// Whether a rule of g has a token budget. Read from the grammar's printed form, where a rule's
+// attributes are `name[max_tokens=N, ...] ::=`; the same text inside a literal also counts, which
+// only costs that grammar the check-first path.
+bool has_token_budgets(const xgrammar::CompiledGrammar& g) {
+  return g.GetGrammar().ToString().find("max_tokens=") != std::string::npos;
+}
+
 struct Outcome {
   std::shared_ptr<const CompiledConstraint> compiled;
   std::string error;  // set when the compile failed
@@ -115,8 +131,10 @@ struct GrammarCompiler::Impl {
     try {
       if (opts.test_before_compile) opts.test_before_compile(c);
       xgrammar::CompiledGrammar g = compile_kind(c);
+      const bool budgets = has_token_budgets(g);
+      std::call_once(never_allowed_once, [&] { never_allowed = never_allowed_mask(g.GetTokenizerInfo(), vocab_size); });
       const double s = record(t0);
-      return {std::make_shared<const CompiledConstraint>(CompiledConstraint{c, std::move(g), vocab_size, s}), ""};
+      return {std::make_shared<const CompiledConstraint>(CompiledConstraint{c, std::move(g), vocab_size, s, never_allowed, budgets}), ""};
     } catch (const std::exception& e) {
       record(t0);
       return {nullptr, e.what()};
@@ -180,6 +198,8 @@ struct GrammarCompiler::Impl {
   GrammarCompilerOptions opts;
   int vocab_size;
   xgrammar::GrammarCompiler xg;
+  std::once_flag never_allowed_once;  // set by the first compile (its worker)
+  std::shared_ptr<const std::vector<uint32_t>> never_allowed;
   mutable std::mutex mu;
   std::condition_variable cv;
   std::deque<Job> queue;

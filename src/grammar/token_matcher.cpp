@@ -15,6 +15,8 @@ struct TokenMatcher::Impl {
 TokenMatcher::TokenMatcher(std::shared_ptr<const CompiledConstraint> grammar) {
   MPKV_ASSERT(grammar != nullptr, "TokenMatcher: no compiled grammar");
   vocab_size_ = grammar->vocab_size;
+  never_allowed_ = grammar->never_allowed;
+  accepts_before_mask_ = !grammar->token_budgets;
   impl_ = std::make_unique<Impl>(*grammar);
   // xgrammar's bitmask: int32 words, bit i of word w is token 32 w + i (its GetBitmaskSize).
   mask_.assign(xgrammar::GetBitmaskSize(vocab_size_), 0u);
@@ -39,7 +41,11 @@ bool TokenMatcher::allowed(int32_t t) const {
   return t >= 0 && t < vocab_size_ && ((mask_[t >> 5] >> (t & 31)) & 1u);
 }
 
-bool TokenMatcher::accept(int32_t t) { return t >= 0 && t < vocab_size_ && impl_->matcher.AcceptToken(t); }
+bool TokenMatcher::accept(int32_t t) {
+  if (t < 0 || t >= vocab_size_) return false;
+  if (never_allowed_ && (((*never_allowed_)[t >> 5] >> (t & 31)) & 1u)) return false;  // xgrammar would log it
+  return impl_->matcher.AcceptToken(t);
+}
 
 bool TokenMatcher::terminated() const { return impl_->matcher.IsTerminated(); }
 

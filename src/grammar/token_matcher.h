@@ -24,8 +24,15 @@ class TokenMatcher {
   void fill_mask();
   const uint32_t* mask() const { return mask_.data(); }
   bool allowed(int32_t t) const;
-  // Advances by token t; false (and nothing changes) when the grammar does not allow it.
+  // Advances by token t; false (and nothing changes) when the grammar does not allow it. It needs
+  // no mask: a token is accepted exactly when the mask for this position would allow it (stop
+  // tokens only where the grammar may end, special tokens never), except in a grammar with token
+  // budgets (accepts_before_mask).
   bool accept(int32_t t);
+  // accept(t) without this position's mask filled first gives what it gives after the fill
+  // (docs/structured_outputs.md, "Masks in the engine": check-first sampling). False for grammars
+  // whose rules carry token budgets (CompiledConstraint::token_budgets).
+  bool accepts_before_mask() const { return accepts_before_mask_; }
   bool terminated() const;  // a stop token was accepted: nothing more may follow
   int vocab_size() const { return vocab_size_; }
 
@@ -34,6 +41,8 @@ class TokenMatcher {
   std::unique_ptr<Impl> impl_;
   std::vector<uint32_t> mask_;
   int vocab_size_;
+  std::shared_ptr<const std::vector<uint32_t>> never_allowed_;  // may be null: none
+  bool accepts_before_mask_;
 };
 
 }  // namespace mpkv

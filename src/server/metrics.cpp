@@ -80,6 +80,11 @@ void grammar_metrics(std::string& out, const EngineMetrics& m, const std::string
   metric(out, "mpkv:grammar_mask_rows_total", "counter", "Token masks filled.", L, d(m.grammar_mask_rows_total));
   metric(out, "mpkv:grammar_mask_seconds_total", "counter",
          "Wall time of the steps' mask phase (divide by grammar_mask_steps_total: per step).", L, m.grammar_mask_seconds_total);
+  metric(out, "mpkv:grammar_check_first_rows_total", "counter",
+         "Constrained rows that drew their token without the grammar's mask first (check-first sampling).", L,
+         d(m.grammar_check_first_rows_total));
+  metric(out, "mpkv:grammar_mask_skipped_rows_total", "counter",
+         "Of those, rows whose draw the grammar accepted: no mask filled.", L, d(m.grammar_mask_skipped_rows_total));
 }
 
 // The prefix cache (docs/serving.md "Prefix cache"): vLLM's token counters and mpkv's state.

@@ -9,7 +9,8 @@ equivalent Python regex) whatever the model would have said unconstrained:
      json_schema and GBNF grammar; /v1/completions as well as chat;
   4. n = 3 sampled under one schema, streaming, logprobs, the prefix cache (a repeated request);
   5. 400s naming the field: malformed, unsupported, recursive and huge schemas, two constraining
-     fields, min_tokens with a grammar; the metrics (constrained requests, compiles, cache hits, masks).
+     fields, min_tokens with a grammar; the metrics (constrained requests, compiles, cache hits, masks,
+     check-first rows).
 Every wait is bounded. Exit code 77 (CTest: skipped) when the model is absent.
 Usage: test_serve_structured.py --mpkv BUILD/mpkv --source SOURCE_DIR
 """
@@ -204,10 +205,14 @@ def test_metrics(srv):
         v = metric(t, name)
         check(v is not None and v >= at_least, "metric %s = %s, expected >= %d" % (name, v, at_least))
     check(metric(t, "mpkv:grammar_mask_seconds_total") > 0, "no mask time")
+    # Check-first sampling (the greedy requests): rows drawn without a mask first, some taken.
+    tried, skipped = metric(t, "mpkv:grammar_check_first_rows_total"), metric(t, "mpkv:grammar_mask_skipped_rows_total")
+    check(tried is not None and skipped is not None and 0 < skipped <= tried,
+          "check-first rows %s, of which taken without a mask %s" % (tried, skipped))
     check(metric(t, "mpkv:grammar_compile_seconds_total") > 0, "no compile time")
     steps = metric(t, "mpkv:grammar_mask_steps_total")
-    print("metrics: ok (mask %.3f ms per step over %d steps)" % (
-        1000 * metric(t, "mpkv:grammar_mask_seconds_total") / steps, steps), flush=True)
+    print("metrics: ok (mask %.3f ms per step over %d steps; %d of %d check-first rows needed no mask)" % (
+        1000 * metric(t, "mpkv:grammar_mask_seconds_total") / steps, steps, skipped, tried), flush=True)
 
 
 def main():

@@ -68,6 +68,62 @@ TEST(GrammarCompiler, RefusedTokenChangesNothing) {
   EXPECT_TRUE(m.accept(test::kByteEos));
 }
 
+// Check-first sampling rests on this (docs/structured_outputs.md, "Masks in the engine"): at every
+// position of a valid answer, accept(t) without the position's mask (a fresh matcher fed the prefix
+// by accept alone) takes exactly the tokens the mask allows, the stop token only where the grammar
+// may end, the special tokens never; a maxLength schema (masks xgrammar cannot precompute) included.
+TEST(GrammarCompiler, AcceptWithoutTheMaskTakesExactlyTheMasksTokens) {
+  struct Walk {
+    Constraint c;
+    std::string answer;
+    std::set<size_t> ends;  // positions where the grammar may end
+  };
+  std::vector<Walk> walks;
+  walks.push_back({Constraint{ConstraintKind::json_schema, R"({"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2})"},
+                   R"(["ab", "xyz"])", {13}});
+  walks.push_back({choice_constraint({"yes", "no", "n/a"}), "n/a", {3}});
+  walks.push_back({Constraint{ConstraintKind::regex, "[0-9]{1,3}(px|em)?"}, "42px", {1, 2, 4}});
+  for (const auto& [c, answer, ends] : walks) {
+    const auto g = compiler().compile(c);
+    TokenMatcher with_mask(g);
+    for (size_t pos = 0; pos <= answer.size(); ++pos) {
+      with_mask.fill_mask();
+      int n_allowed = 0;
+      for (int32_t t = 0; t < kVocab; ++t) {
+        TokenMatcher fresh(g);
+        for (size_t i = 0; i < pos; ++i) ASSERT_TRUE(fresh.accept((unsigned char)answer[i]));
+        ASSERT_EQ(fresh.accept(t), with_mask.allowed(t)) << c.text << " at " << pos << ", token " << t;
+        n_allowed += with_mask.allowed(t);
+      }
+      EXPECT_GT(n_allowed, 0);
+      EXPECT_EQ(with_mask.allowed(test::kByteEos), ends.count(pos) > 0) << c.text << " at " << pos;
+      if (pos < answer.size()) {
+        ASSERT_TRUE(with_mask.accept((unsigned char)answer[pos]));
+      }
+    }
+  }
+}
+
+// A special token is refused without xgrammar seeing it (xgrammar logs a warning for each).
+TEST(GrammarCompiler, SpecialTokensAreRefusedSilently) {
+  TokenMatcher m(compiler().compile(Constraint{ConstraintKind::regex, "a+"}));
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(m.accept(256));  // <|im_start|>: CONTROL
+  EXPECT_FALSE(m.accept(299));  // "<filler299>": text the grammar refuses (silently too)
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_TRUE(m.accept('a'));
+}
+
+// A rule with a token budget (xgrammar's [max_tokens=N]): a mask there decides what the next accept
+// does, so such a grammar never accepts before its mask; grammars without budgets do.
+TEST(GrammarCompiler, TokenBudgetsNeedTheMaskFirst) {
+  TokenMatcher budget(compiler().compile(Constraint{ConstraintKind::grammar, "root ::= r \".\"\nr[max_tokens=2] ::= [a-z]+"}));
+  EXPECT_FALSE(budget.accepts_before_mask());
+  TokenMatcher plain(compiler().compile(Constraint{ConstraintKind::grammar, "root ::= r \".\"\nr ::= [a-z]+"}));
+  EXPECT_TRUE(plain.accepts_before_mask());
+  EXPECT_TRUE(TokenMatcher(compiler().compile(choice_constraint({"max_tokens"}))).accepts_before_mask());
+}
+
 TEST(GrammarCompiler, JsonSchemaFollowsPropertyOrderAndTypes) {
   const std::string schema = R"({"type": "object", "properties": {"b": {"type": "integer"}, "a": {"enum": ["x", "y"]}},
                                  "required": ["b", "a"], "additionalProperties": false})";

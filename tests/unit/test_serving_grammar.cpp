@@ -2,18 +2,22 @@
 // model: a constrained greedy request against a plain loop that takes the argmax over the allowed
 // tokens (written here), the stop token only where the grammar ends, max_tokens inside the grammar,
 // sampled choices each with its own matcher, an unconstrained neighbour untouched, a grammar that
-// starts after a thinking tag (forced by the budget, or the model's own), validation and the metrics.
+// starts after a thinking tag (forced by the budget, or the model's own), validation and the metrics;
+// check-first sampling against full masks (greedy: the same tokens), where it applies, and its
+// counters on /metrics.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "engine/engine.h"
 #include "fixtures/engine_tiny.h"
 #include "grammar/grammar_compiler.h"
 #include "kvcache/kv_cache_factory.h"
 #include "model/forward.h"
+#include "server/metrics.h"
 
 namespace mpkv {
 namespace {
@@ -104,9 +108,148 @@ TEST(ServingGrammar, GreedyIsTheArgmaxOverAllowedTokensThenTheStopToken) {
   EXPECT_EQ(r.text[id].find_first_not_of("ab"), std::string::npos) << r.text[id];
   const EngineMetrics m = eng.metrics();
   EXPECT_EQ(m.constrained_requests_total, 1u);
-  EXPECT_EQ(m.grammar_mask_rows_total, 7u);  // one mask per generated token
-  EXPECT_EQ(m.grammar_mask_steps_total, 7u);
+  // Every generated token drew without its mask first (greedy: check-first); a mask for each refused.
+  EXPECT_EQ(m.grammar_check_first_rows_total, 7u);
+  EXPECT_EQ(m.grammar_mask_rows_total + m.grammar_mask_skipped_rows_total, 7u);
+  EXPECT_GT(m.grammar_mask_rows_total, 0u);
   EXPECT_GT(m.grammar_mask_seconds_total, 0.0);
+}
+
+EngineOptions full_masks(EngineOptions o) {
+  o.grammar_check_first = false;
+  return o;
+}
+
+// Check-first sampling (docs/structured_outputs.md, "Masks in the engine") against full masks:
+// greedy requests under several constraints (a maxLength schema among them), with penalties, a logit
+// bias, logprobs and a stop token id, give the same tokens, logprobs and ends both ways, and both of
+// check-first's branches run (a draw the grammar takes: the biased 'a' inside a string; one it
+// refuses: 'a' where the grammar wants a quote, a bracket or the stop token).
+TEST(ServingGrammar, CheckFirstGreedyEqualsFullMasks) {
+  struct Case {
+    Constraint c;
+    std::vector<std::pair<int32_t, float>> bias;
+  };
+  std::vector<Case> cases;
+  cases.push_back({Constraint{ConstraintKind::regex, "[ab]{6}"}, {}});
+  cases.push_back({Constraint{ConstraintKind::json_schema,
+                    R"({"type": "object", "properties": {"w": {"type": "array", "items": {"type": "string", "maxLength": 4}, "minItems": 2, "maxItems": 3}}, "required": ["w"]})"},
+                   {{'a', 30.0f}}});
+  cases.push_back({Constraint{ConstraintKind::json_schema,
+                    R"({"type": "object", "properties": {"n": {"type": "integer"}, "s": {"enum": ["x", "yy"]}}, "required": ["n", "s"]})"},
+                   {{'7', 30.0f}, {eos(), 5.0f}}});
+  cases.push_back({choice_constraint({"alpha", "beta", "gamma"}), {{'a', 30.0f}}});
+  cases.push_back({Constraint{ConstraintKind::json_object, ""}, {}});
+  cases.push_back({Constraint{ConstraintKind::regex, "[a-z]{2,12}"}, {{'q', 30.0f}}});
+  auto run = [&](bool check_first) {
+    EngineOptions o = small_steps();
+    if (!check_first) o = full_masks(o);
+    Engine eng(*tiny().model, *tiny().tok, make_kv_cache(f16_opts(), tiny().dims), o);
+    std::vector<std::vector<int32_t>> tokens(cases.size());
+    std::vector<std::vector<TokenLogprobs>> lps(cases.size());
+    std::vector<FinishReason> reasons(cases.size());
+    for (size_t i = 0; i < cases.size(); ++i) {
+      RequestParams p = request(20 + (int)i, 24, &cases[i].c);
+      p.sampling.logit_bias = cases[i].bias;
+      p.sampling.repeat_penalty = 1.1f;
+      p.sampling.presence_penalty = i % 2 ? 0.5f : 0.0f;
+      p.stop_token_ids = {'!'};
+      p.top_logprobs = i == 1 ? 3 : -1;
+      eng.add_request(p, [&, i](const RequestOutput& out) {
+        tokens[i].insert(tokens[i].end(), out.tokens.begin(), out.tokens.end());
+        lps[i].insert(lps[i].end(), out.logprobs.begin(), out.logprobs.end());
+        if (out.finished) reasons[i] = out.reason;
+      });
+    }
+    eng.run_until_idle();
+    return std::make_tuple(tokens, lps, reasons, eng.metrics());
+  };
+  const auto [t_check, lp_check, r_check, m_check] = run(true);
+  const auto [t_full, lp_full, r_full, m_full] = run(false);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(t_check[i], t_full[i]) << cases[i].c.text;
+    EXPECT_EQ(r_check[i], r_full[i]) << cases[i].c.text;
+    ASSERT_EQ(lp_check[i].size(), lp_full[i].size());
+    for (size_t k = 0; k < lp_check[i].size(); ++k) {
+      EXPECT_EQ(lp_check[i][k].sampled.token, lp_full[i][k].sampled.token);
+      EXPECT_EQ(lp_check[i][k].sampled.logprob, lp_full[i][k].sampled.logprob);
+      EXPECT_EQ(lp_check[i][k].top.size(), lp_full[i][k].top.size());
+    }
+  }
+  EXPECT_EQ(r_check[0], FinishReason::stop);
+  EXPECT_EQ(lp_check[1].size(), t_check[1].size());
+  // Full masks: one per constrained row, nothing checked first.
+  EXPECT_EQ(m_full.grammar_check_first_rows_total, 0u);
+  EXPECT_EQ(m_full.grammar_mask_skipped_rows_total, 0u);
+  // Check-first: every row drew first; some were taken, some refused, and the refused ones are the
+  // masks filled.
+  EXPECT_EQ(m_check.grammar_check_first_rows_total, m_full.grammar_mask_rows_total);
+  EXPECT_GT(m_check.grammar_mask_skipped_rows_total, 10u);
+  EXPECT_GT(m_check.grammar_mask_rows_total, 10u);
+  EXPECT_EQ(m_check.grammar_mask_rows_total + m_check.grammar_mask_skipped_rows_total, m_full.grammar_mask_rows_total);
+}
+
+// Temperature without cuts checks first; with top-p (or top-k, min-p) every row fills its mask. The
+// answers are valid either way.
+TEST(ServingGrammar, SampledChecksFirstOnlyWithoutCuts) {
+  const std::vector<std::string> choices = {"alpha", "beta", "gamma", "al"};
+  const Constraint c = choice_constraint(choices);
+  for (bool cuts : {false, true}) {
+    Engine eng(*tiny().model, *tiny().tok, make_kv_cache(f16_opts(), tiny().dims), small_steps());
+    Outputs r;
+    std::vector<uint64_t> ids;
+    for (int s = 0; s < 4; ++s) {
+      RequestParams p = request(30 + s, 40, &c, 1.0f);
+      p.sampling.top_k = 0;
+      p.sampling.top_p = cuts ? 0.9f : 1.0f;
+      p.sampling.logit_bias = {{'a', 8.0f}, {'l', 8.0f}};  // drawn unmasked often enough to be taken
+      ids.push_back(eng.add_request(p, collect(r)));
+    }
+    eng.run_until_idle();
+    for (uint64_t id : ids) {
+      EXPECT_EQ(r.reason[id], FinishReason::stop);
+      EXPECT_TRUE(std::count(choices.begin(), choices.end(), r.text[id])) << r.text[id];
+    }
+    const EngineMetrics m = eng.metrics();
+    if (cuts) {
+      EXPECT_EQ(m.grammar_check_first_rows_total, 0u);
+    } else {
+      EXPECT_EQ(m.grammar_check_first_rows_total, m.grammar_mask_rows_total + m.grammar_mask_skipped_rows_total);
+      EXPECT_GT(m.grammar_mask_skipped_rows_total, 0u);
+    }
+  }
+}
+
+// A grammar whose rules carry token budgets never checks first (TokenMatcher::accepts_before_mask).
+TEST(ServingGrammar, TokenBudgetsTakeFullMasks) {
+  const Constraint c{ConstraintKind::grammar, "root ::= r \"!\"\nr[max_tokens=3] ::= [ab]+"};
+  Engine eng(*tiny().model, *tiny().tok, make_kv_cache(f16_opts(), tiny().dims), small_steps());
+  Outputs r;
+  const uint64_t id = eng.add_request(request(6, 30, &c), collect(r));
+  eng.run_until_idle();
+  const EngineMetrics m = eng.metrics();
+  EXPECT_EQ(m.grammar_check_first_rows_total, 0u);
+  EXPECT_EQ(m.grammar_mask_rows_total, r.tokens[id].size());
+}
+
+// /metrics exports the check-first counters (docs/structured_outputs.md, "Metrics").
+TEST(ServingGrammar, MetricsExportTheCheckFirstCounters) {
+  const Constraint c{ConstraintKind::regex, "[ab]{6}"};
+  Engine eng(*tiny().model, *tiny().tok, make_kv_cache(f16_opts(), tiny().dims), small_steps());
+  Outputs r;
+  RequestParams p = request(1, 50, &c);
+  p.sampling.logit_bias = {{'b', 30.0f}};  // every letter taken; the stop token refused once
+  eng.add_request(p, collect(r));
+  eng.run_until_idle();
+  const EngineMetrics m = eng.metrics();
+  EXPECT_EQ(m.grammar_check_first_rows_total, 7u);
+  EXPECT_EQ(m.grammar_mask_skipped_rows_total, 6u);
+  EXPECT_EQ(m.grammar_mask_rows_total, 1u);
+  const std::string t = server::ServerMetrics("m").render(m);
+  for (const char* line : {"mpkv:grammar_check_first_rows_total{model_name=\"m\"} 7",
+                           "mpkv:grammar_mask_skipped_rows_total{model_name=\"m\"} 6",
+                           "mpkv:grammar_mask_rows_total{model_name=\"m\"} 1"})
+    EXPECT_NE(t.find(std::string(line) + "\n"), std::string::npos) << line << "\n---\n" << t;
 }
 
 TEST(ServingGrammar, MaxTokensInsideTheGrammarEndsWithLength) {
@@ -182,7 +325,11 @@ TEST(ServingGrammar, GrammarStartsAfterTheForcedThinkingTag) {
   EXPECT_EQ(r.tokens[id], expected);
   EXPECT_EQ(r.reason[id], FinishReason::stop);
   EXPECT_EQ(r.text[id].substr(r.text[id].size() - 6).find_first_not_of("ab"), std::string::npos) << r.text[id];
-  EXPECT_EQ(eng.metrics().grammar_mask_rows_total, 7u);  // the grammar's masks: 6 letters and the stop
+  // The grammar's rows: 6 letters and the stop, each drawn without its mask first (none forced past
+  // the gate); the refused ones filled their masks.
+  const EngineMetrics m = eng.metrics();
+  EXPECT_EQ(m.grammar_check_first_rows_total, 7u);
+  EXPECT_EQ(m.grammar_mask_rows_total + m.grammar_mask_skipped_rows_total, 7u);
 }
 
 // The tag written by the model itself: the grammar starts after its first occurrence. The tag is
