@@ -121,13 +121,13 @@ inline std::vector<float> run_logits(const Model& model, const std::vector<int32
 // How mpkv's logits are judged. `llama_cpp`: within the bounds of llama.cpp's (the golden's).
 // `exact_network`, for files where llama.cpp's own rounding is the larger error (the Q4_K_M shapes:
 // llama.cpp multiplies K-quant weights by activations rounded to 8-bit Q8_K blocks; docs/models.md,
-// "Against llama.cpp on the shapes"): mpkv within the bounds of the exact network's logits (the
-// reference file) and agreeing with its confident top-1 tokens where llama.cpp is confident too
-// (where both engines' rounding moves a margin, as at one position of the Llama-3.2-1B Q4_K_M
-// shape where the exact network leads by 0.65 and both engines pick the runner-up, neither is
-// held to it), and within the bounds plus
-// llama.cpp's own measured distance from the exact values of llama.cpp's logits (the triangle
-// inequality: no more than the two engines' errors added).
+// "Against llama.cpp on the shapes"):
+//   - within the bounds of the exact network's logits (the reference file), agreeing with its
+//     confident top-1 tokens where llama.cpp is confident too (where both engines' rounding moves
+//     a margin, as at one Llama-3.2-1B Q4_K_M position where the exact network leads by 0.65 and
+//     both engines pick the runner-up, neither is held to it);
+//   - within the bounds plus llama.cpp's own measured distance from the exact values of
+//     llama.cpp's logits (the triangle inequality: no more than the two engines' errors added).
 enum class Judge { llama_cpp, exact_network };
 
 // llama.cpp's distance from the exact network at the golden's ids, from the files alone: the
