@@ -153,7 +153,9 @@ TEST(ToolCallGolden, AgreesWithLlamaCpp) {
         }
         if (step == 1 && !whole) {
           EXPECT_EQ(streamed.pieces_before_end.at(i), streamed.pieces.at(i)) << "arguments held to the end";
-          if (d.tool_calls[i].arguments.find(',') != std::string::npos) EXPECT_GT(streamed.pieces.at(i), 1) << "arguments not streamed";
+          if (d.tool_calls[i].arguments.find(',') != std::string::npos) {
+            EXPECT_GT(streamed.pieces.at(i), 1) << "arguments not streamed";
+          }
         }
       }
     }
