@@ -30,12 +30,14 @@ bool PagedKvCache::reserve(int seq, int n_tokens) {
   KvSeqState* s = store_.find(seq);
   if (s) {
     acct_.unhold(*s);
-    for (KvLayerState& ls : s->layers) store_.drop_stage(ls);  // the previous pass's queries are done with them
-    // The next positions follow: free what no later query of a sliding-window layer can read
-    // before counting room (what attention returns does not change).
-    for (int l = 0; l < dims_.n_layer; ++l) drop_out_of_window(s->layers[l], l, s->layers[l].n_tokens);
+    drop_finished_rows(*s);
   }
   const size_t need = acct_.bytes_needed(s, n_tokens);
+  // Short of room: the other sequences' finished rows go before any page shrinks or the
+  // reservation fails (a sequence whose last pass was a prefill chunk still holds what that
+  // chunk's queries read behind a sliding window, beyond its byte bound, until it reserves again).
+  if (!acct_.pool().fits(need))
+    for (const auto& [other_id, other] : store_.sequences()) drop_finished_rows(*other);
   if (!acct_.make_room(need, seq)) return false;
   if (s) {
     acct_.hold(*s, need);
@@ -131,6 +133,13 @@ void PagedKvCache::append(int seq, int layer, int n_tokens, const float* k, cons
 }
 
 // Their bytes go back to the pool, crediting the budget; what attention returns does not change.
+void PagedKvCache::drop_finished_rows(KvSeqState& s) {
+  for (int l = 0; l < dims_.n_layer; ++l) {
+    store_.drop_stage(s.layers[l]);  // the staged rows of the sequence's last pass
+    drop_out_of_window(s.layers[l], l, s.layers[l].n_tokens);
+  }
+}
+
 void PagedKvCache::drop_out_of_window(KvLayerState& ls, int layer, int first_query) {
   const size_t n = store_.pages_before_window(ls, layer, first_query);
   for (size_t i = 0; i < n; ++i) {

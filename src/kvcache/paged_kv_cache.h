@@ -11,7 +11,9 @@
 //   paged_attend.h    where attention over pages is planned and run
 // It sequences them: append fills the fp16 sink and window and flushes the window's oldest whole
 // groups into the open page (or new pages), however many tokens one append brings (chunked
-// prefill); reserve sets bytes aside for a forward pass.
+// prefill); reserve sets bytes aside for a forward pass and is called between passes only (a pass's
+// own staged rows and window pages are freed by the next reservation, of any sequence that needs the
+// room).
 //
 // Layout and memory accounting: kv_byte_model.h (the sink, the pages and the fp16 window of each
 // (sequence, layer); every byte the pool is charged). If even shrinking cannot make room,
@@ -105,6 +107,10 @@ class PagedKvCache final : public KvCache, public KvMemory {
   KvPage& open_page(KvSeqState& s, int seq, int layer);
   // Moves the k oldest window rows of (seq, layer) into pages (k a multiple of the layer's granularity).
   void flush(KvSeqState& s, int seq, int layer, int k);
+  // Between passes (reserve: no pass is in flight), what no later query of s reads: the fp16 rows
+  // its last pass staged for its own queries, and in a sliding-window layer the pages behind the
+  // window of its next position (what attention returns does not change).
+  void drop_finished_rows(KvSeqState& s);
   // Frees the full pages no query at first_query or later reads (a sliding-window layer); called by
   // reserve() and at both ends of append() (at the end: pages this append filled).
   void drop_out_of_window(KvLayerState& ls, int layer, int first_query);

@@ -50,7 +50,9 @@ void check_windowed(KvCache& cache, PagedKvCache* paged, const std::vector<int>&
   std::vector<test::History> hist(d.n_layer);
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const int n = chunks[ci];
-    if (paged) ASSERT_TRUE(paged->reserve(0, n));
+    if (paged) {
+      ASSERT_TRUE(paged->reserve(0, n));
+    }
     for (int l = 0; l < d.n_layer; ++l) {
       const uint32_t seed = 500 + 1000 * (uint32_t)ci + 7 * l;
       const auto k = test::random_kv(n, d, seed, true), v = test::random_kv(n, d, seed + 3, false);
@@ -206,6 +208,38 @@ TEST(SlidingWindow, BytesBoundIsSafeForALongSequence) {
       }
       EXPECT_LE(c.bytes_used(), bound) << name;
     }
+  }
+}
+
+// Several sequences in a budget of exactly the sum of their bounds, prefilled one after another in
+// chunks of 64 (more than the window of 50), as `mpkv bench` fills its sequences and a server
+// prefills the requests it admitted: after its last chunk a sequence still holds the pages that
+// chunk's own queries read behind the window, over its bound, until a later reservation frees
+// them. The next sequence's reservation must free them (no pass is in flight between
+// reservations), not fail: the plans here cannot shrink, so nothing else can make that room.
+TEST(SlidingWindow, BoundsOfSeveralSequencesHoldWhenPrefilledInTurn) {
+  const KvDims d = bound_dims();
+  constexpr int kSeqs = 3;
+  for (const auto& [name, opt] : std::vector<std::pair<std::string, KvCacheOptions>>{
+           {"f16", method("f16", 16, 0, 16)},
+           {"uniform4", method("uniform", 4, 0, 16)},
+           {"kivi2", method("kivi", 2, 8, 16)}}) {
+    const KvPlan plan = make_kv_plan(opt, d);
+    const size_t bound = PagedKvCache(d, plan, 0).byte_model().sequence_bytes_bound(kBoundTokens);
+    PagedKvCache c(d, plan, kSeqs * bound);
+    for (int s = 0; s < kSeqs; ++s) {
+      for (int done = 0; done < kBoundTokens;) {
+        const int n = reserve_halving(c, s, std::min(64, kBoundTokens - done));
+        ASSERT_GT(n, 0) << name << ": sequence " << s << " stuck at " << done;
+        for (int l = 0; l < d.n_layer; ++l) {
+          const auto k = test::random_kv(n, d, 7200 + done + l, true), v = test::random_kv(n, d, 7300 + done + l, false);
+          c.append(s, l, n, k.data(), v.data());
+        }
+        done += n;
+      }
+    }
+    EXPECT_LE(c.bytes_used(), kSeqs * bound) << name;
+    for (int s = 0; s < kSeqs; ++s) EXPECT_EQ(c.length(s, 0), kBoundTokens) << name;
   }
 }
 
