@@ -29,7 +29,12 @@ all_rows() {
   echo "${rows%,}"
 }
 ROWS2K=${ROWS2K:-$(all_rows)}
-ROWS8K=${ROWS8K:-plan:kivi-w32_2,plan:kivi-w64_2,plan:kivi-w128_2,plan:progressive-w32_2,plan:progressive-w64_2,plan:progressive-w128_2}
+rows8k() {  # every KIVI-2 and progressive-2 window, and the combined plan at 16 / 64 / 128
+  local rows=""
+  for m in kivi progressive; do for w in $WINDOWS; do rows+="plan:$m-w${w}_2,"; done; done
+  echo "${rows}plan:combined-w16_2.5,plan:combined-w64_2.5,plan:combined-w128_2.5"
+}
+ROWS8K=${ROWS8K:-$(rows8k)}
 export OMP_WAIT_POLICY=passive
 
 if [[ " $STAGES " == *" plans "* ]]; then
