@@ -13,8 +13,8 @@
 #      first row is the reference and must be f16), ROUNDS (default 1), N (decode steps, default 16),
 #      BUDGET_MIB (default: 4 x the f16 bound of one sequence), OUT (JSON, default
 #      docs/results/eval/budget_throughput.json), RAW (folder for each run's output, default: a
-#      temporary one), PROBE_MIB (the budget of the f16 probe run, default 1024: it must hold one
-#      f16 sequence of the context).
+#      temporary one), PROBE_MIB (the budget of the f16 probe run, default 100 MiB per 4096 tokens
+#      of context: it must hold one f16 sequence; SmolLM2 needs 181 MiB at 8192).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -36,8 +36,8 @@ if [ -z "${BUDGET_MIB:-}" ]; then
   # fp16 bytes of one sequence of C + 16 + N tokens (all bytes counted), times 4: ask the f16 cache
   # itself (a probe budget of PROBE_MIB admits a sequence or two and prints the bound per sequence).
   F16_MIB=$($BUILD/mpkv bench -m "$MODEL" -t "$T" --synthetic -d "$C" -n "$N" -r 1 -p 16 --parallel 0 \
-    --kv-budget-mib "${PROBE_MIB:-1024}" --kv-method f16 2>/dev/null | sed -n 's/.*(\([0-9.]*\) MiB each at most;.*/\1/p' || true)
-  [ -n "$F16_MIB" ] || { echo "bench_budget: could not read the f16 bound per sequence" >&2; exit 1; }
+    --kv-budget-mib "${PROBE_MIB:-$((100 * ((C + 4095) / 4096)))}" --kv-method f16 2>/dev/null | sed -n 's/.*(\([0-9.]*\) MiB each at most;.*/\1/p' || true)
+  [ -n "$F16_MIB" ] || { echo "bench_budget: could not read the f16 bound per sequence (raise PROBE_MIB?)" >&2; exit 1; }
   BUDGET_MIB=$(python3 -c "print(round(4 * $F16_MIB + 0.05, 1))")
   echo "budget: 4 x $F16_MIB MiB = $BUDGET_MIB MiB (fp16, context $C + 16 + $N)"
 fi
