@@ -15,6 +15,7 @@
 #include "attention/paged_attention.h"
 #include "attention/paged_attention_kernels.h"
 #include "kvcache/page_store.h"
+#include "kvcache/segment_lists.h"
 #include "model/kv_cache.h"
 
 namespace mpkv {
@@ -55,6 +56,10 @@ struct SpanWork {
   std::vector<int> visible;  // per query j: cache rows it sees (causal)
   std::vector<AttendUnit> units;
   std::vector<float> state;  // softmax partials: per unit nq * (2 + 2 * head_dim) floats
+  // Per layer, the span's shared lists kept from its last call (segment_lists.h); those of layer
+  // kept_layer sit in segs[0, kept_heads) (swapped, not copied), the others in kept[layer].segs.
+  std::vector<KeptSegmentLists> kept;
+  int kept_layer = -1, kept_heads = 0;
 };
 
 // Plans span (seq, n_tokens queries at q) of `layer` into w, overwriting every field it reads
