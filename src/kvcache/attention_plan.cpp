@@ -136,10 +136,10 @@ void plan_token_lists(const PageStore& store, int layer, const KvLayerState& ls,
     v16 = st->v16.data();
     base = st->pos0;
   }
-  w.segs.resize((size_t)nkv * (1 + w.n_tokens));  // before any reference into it is taken
+  w.segs.resize((size_t)nkv * (1 + w.n_tokens));  // [0, nkv) unused: the shared lists are the layer's (w.list)
   w.prefix_end.assign((size_t)nkv * w.n_tokens, 0);
   for (int h = 0; h < nkv; ++h) {
-    const std::vector<AttnSegment>& shared = w.segs[h];
+    const std::vector<AttnSegment>& shared = w.list(h);
     if (window == 0) complete_unit_ends(shared, w.unit_ends);
     for (int t = 0; t < w.n_tokens; ++t) {
       const int pos = first_pos + t;
@@ -177,8 +177,8 @@ void plan_units(bool per_token, int nkv, int group, int d, SpanWork& w) {
   // The units of segments [0, limit) of list `list` that start before max_vis.
   auto add_units = [&](int h, int list, size_t limit, int j0, int nq, int first, int max_vis) {
     bool complete = false;
-    for (size_t s0 = 0; s0 < limit && w.segs[list][s0].pos0 < max_vis;) {
-      const size_t s1 = unit_end(w.segs[list], s0, limit, max_vis, &complete);
+    for (size_t s0 = 0; s0 < limit && w.list(list)[s0].pos0 < max_vis;) {
+      const size_t s1 = unit_end(w.list(list), s0, limit, max_vis, &complete);
       w.units.push_back({h, list, j0, nq, s0, s1, state_total, first});
       state_total += nq * state_floats_per_query;
       s0 = s1;
@@ -193,9 +193,9 @@ void plan_units(bool per_token, int nkv, int group, int d, SpanWork& w) {
       if (per_token) {
         add_units(h, h, w.prefix_end[(size_t)t0 * nkv + h], j0, nq, first, max_vis);
         const int list = nkv * (1 + t0) + h;
-        add_units(h, list, w.segs[list].size(), j0, nq, first, max_vis);
+        add_units(h, list, w.list(list).size(), j0, nq, first, max_vis);
       } else {
-        add_units(h, h, w.segs[h].size(), j0, nq, first, max_vis);
+        add_units(h, h, w.list(h).size(), j0, nq, first, max_vis);
       }
     }
   }
@@ -210,7 +210,7 @@ void plan_span(const PageStore& store, int layer, int seq, int n_tokens, const f
   const KvDims& dims = store.dims();
   w.q = q;
   w.n_tokens = n_tokens;
-  plan_segments(store, layer, seq, ls, w);
+  plan_segments(store, layer, ls, w);
   plan_queries(store, layer, ls.n_tokens, q8, w);
   // One query of a global layer (decoding) reads the shared lists as they stand; anything else
   // reads per-token lists (phase 3).

@@ -47,46 +47,33 @@ void add_page_segments(const PageStore& store, int layer, const KvPage& p, int h
 }
 
 // Whether c's kept segments still describe the leading pages of ls (segment_lists.h).
-bool still_valid(const KeptSegmentLists& c, const PageStore& store, int seq, const KvLayerState& ls) {
-  if (c.store != &store || c.epoch != store.epoch() || c.seq != seq || c.sink_n != ls.sink_n ||
-      c.dropped != ls.dropped || c.k16 != ls.k16.data() || c.v16 != ls.v16.data() || c.pages.size() > ls.pages.size())
+bool still_valid(const KeptSegmentLists& c, const PageStore& store, const KvLayerState& ls) {
+  if (!c.valid || c.epoch != store.epoch() || c.sink_n != ls.sink_n || c.dropped != ls.dropped ||
+      c.k16 != ls.k16.data() || c.v16 != ls.v16.data() || c.pages.size() > ls.pages.size())
     return false;
   return std::equal(c.pages.begin(), c.pages.end(), ls.pages.begin());
 }
-
-// Puts the kept lists of `layer` into w.segs[0, nkv) and those of the layer planned before back in
-// their place (vector swaps: no segment is copied).
-KeptSegmentLists& swap_in(SpanWork& w, int layer, int n_layer, int nkv) {
-  // Back first, by the count swapped in: the buffers outlive a cache, and the next call may come
-  // from another cache with other dimensions.
-  if (w.kept_layer >= 0)
-    for (int h = 0; h < w.kept_heads; ++h) std::swap(w.segs[h], w.kept[w.kept_layer].segs[h]);
-  if (w.kept.size() < (size_t)n_layer) w.kept.resize(n_layer);
-  if (w.segs.size() < (size_t)nkv) w.segs.resize(nkv);
-  KeptSegmentLists& c = w.kept[layer];
-  if (c.segs.size() < (size_t)nkv) c.segs.resize(nkv);
-  for (int h = 0; h < nkv; ++h) std::swap(w.segs[h], c.segs[h]);
-  w.kept_layer = layer;
-  w.kept_heads = nkv;
-  return c;
-}
 }  // namespace
 
-void plan_segments(const PageStore& store, int layer, int seq, const KvLayerState& ls, SpanWork& w) {
+void KeptSegmentListsDeleter::operator()(KeptSegmentLists* p) const { delete p; }
+
+void plan_segments(const PageStore& store, int layer, const KvLayerState& ls, SpanWork& w) {
   const KvDims& dims = store.dims();
   const int d = dims.head_dim, nkv = dims.n_head_kv;
   const size_t row = (size_t)nkv * d, win0 = (size_t)store.plan().sink * row;
-  KeptSegmentLists& c = swap_in(w, layer, dims.n_layer, nkv);
-  const bool valid = still_valid(c, store, seq, ls);
-  c.store = nullptr;  // until every list below is complete (an exception leaves nothing to trust)
+  if (!ls.kept_segments) ls.kept_segments.reset(new KeptSegmentLists);
+  KeptSegmentLists& c = *ls.kept_segments;
+  const bool valid = still_valid(c, store, ls);
+  c.valid = false;  // until every list below is complete (an exception leaves nothing to trust)
   if (!valid) {
     c.pages.clear();
     c.kept.assign(nkv, 0);
     c.kept_rows = 0;
+    c.segs.resize(nkv);
     for (int h = 0; h < nkv; ++h) {
-      w.segs[h].clear();  // keeps the list's capacity
-      add_fp16_rows(0, ls.sink_n, ls.k16.data() + (size_t)h * d, ls.v16.data() + (size_t)h * d, row, w.segs[h]);
-      c.kept[h] = w.segs[h].size();
+      c.segs[h].clear();  // keeps the list's capacity
+      add_fp16_rows(0, ls.sink_n, ls.k16.data() + (size_t)h * d, ls.v16.data() + (size_t)h * d, row, c.segs[h]);
+      c.kept[h] = c.segs[h].size();
     }
   }
   const auto& pages = ls.pages;
@@ -94,7 +81,7 @@ void plan_segments(const PageStore& store, int layer, int seq, const KvLayerStat
   size_t n_full = first;  // pages [first, n_full) are full: kept from this call on
   while (n_full < pages.size() && pages[n_full]->filled == store.plan().page_tokens) ++n_full;
   for (int h = 0; h < nkv; ++h) {
-    std::vector<AttnSegment>& list = w.segs[h];
+    std::vector<AttnSegment>& list = c.segs[h];
     list.resize(c.kept[h]);  // drops the open page's and the window's segments of the last call
     int pos = ls.sink_n + ls.dropped + c.kept_rows;
     for (size_t i = first; i < pages.size(); ++i) {
@@ -114,12 +101,13 @@ void plan_segments(const PageStore& store, int layer, int seq, const KvLayerStat
     c.pages.push_back(pages[i]);
   }
   c.epoch = store.epoch();
-  c.seq = seq;
   c.sink_n = ls.sink_n;
   c.dropped = ls.dropped;
   c.k16 = ls.k16.data();
   c.v16 = ls.v16.data();
-  c.store = &store;
+  c.valid = true;
+  w.shared = &c.segs;
+  w.n_shared = nkv;
 }
 
 }  // namespace mpkv
