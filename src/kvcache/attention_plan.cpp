@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kvcache/paged_attend.h"
+#include "kvcache/segment_lists.h"
 #include "util/error.h"
 
 namespace mpkv {
@@ -17,44 +18,6 @@ namespace {
 // 2/3 of the 1-thread time; at 256 it has 12-15 and the split is within ~1/12 of even
 // (docs/results/speed.md, section 4c). The unit boundaries depend only on the span, never on threads.
 constexpr int kChunkRows = 256;
-
-// fp16 rows [pos0, pos0 + n) (sink or window) as segments of at most kMaxKernelRows rows.
-void add_fp16_rows(int pos0, int n, const uint16_t* k16, const uint16_t* v16, size_t stride,
-                   std::vector<AttnSegment>& out) {
-  for (int i = 0; i < n; i += kMaxKernelRows) {
-    AttnSegment& g = out.emplace_back();  // filled in place: see add_page_segments
-    g.pos0 = pos0 + i;
-    g.n = std::min(kMaxKernelRows, n - i);
-    g.k16 = k16 + (size_t)i * stride;
-    g.v16 = v16 + (size_t)i * stride;
-    g.stride = stride;
-  }
-}
-
-// Page p of `layer` (first row at position pos), KV head h, as segments of at most kMaxKernelRows rows.
-void add_page_segments(const PageStore& store, int layer, const KvPage& p, int h, int pos, std::vector<AttnSegment>& out) {
-  const int d = store.dims().head_dim;
-  const int bk = 2 * h, bv = 2 * h + 1;
-  const KvComponent &ck = store.comp(layer, bk), &cv = store.comp(layer, bv);
-  const uint8_t* kd = p.data + store.block_offset(p, bk);
-  const uint8_t* vd = kd + store.block_bytes(layer, bk, p.cur[bk]);
-  for (int i = 0; i < p.filled; i += kMaxKernelRows) {
-    // Filled in place: a segment built on the stack and then copied in was read back as 16-byte
-    // words right after its bools and ints were stored, and each such load waited for the stores
-    // to retire (failed store forwarding: ~40% of plan_span's samples at 32K context in perf).
-    AttnSegment& g = out.emplace_back();
-    g.pos0 = pos + i;
-    g.n = std::min(kMaxKernelRows, p.filled - i);
-    g.t0 = i;
-    g.stride = d;
-    g.k_packed = !ck.fp16;
-    g.v_packed = !cv.fp16;
-    if (g.k_packed) g.k = {&ck.layout_at[p.cur[bk]], kd, ck.centroids};
-    else g.k16 = reinterpret_cast<const uint16_t*>(kd) + (size_t)i * d;
-    if (g.v_packed) g.v = {&cv.layout_at[p.cur[bv]], vd, cv.centroids};
-    else g.v16 = reinterpret_cast<const uint16_t*>(vd) + (size_t)i * d;
-  }
-}
 
 // The part of `full` (segments in position order) at positions [start, end): segments wholly
 // before start are dropped and the one straddling it starts at it (its rows, fp16 pointers and
@@ -76,30 +39,7 @@ std::vector<AttnSegment> window_segments(const std::vector<AttnSegment>& full, i
   return out;
 }
 
-// Phase 1: every row of each KV head in position order: sink, pages, window.
-void plan_segments(const PageStore& store, int layer, const KvLayerState& ls, SpanWork& w) {
-  const KvDims& dims = store.dims();
-  const int d = dims.head_dim, nkv = dims.n_head_kv;
-  const size_t row = (size_t)nkv * d, win0 = (size_t)store.plan().sink * row;
-  w.segs.resize(nkv);
-  for (auto& list : w.segs) list.clear();  // keeps each list's capacity
-  for (int h = 0; h < nkv; ++h) {
-    add_fp16_rows(0, ls.sink_n, ls.k16.data() + (size_t)h * d, ls.v16.data() + (size_t)h * d, row, w.segs[h]);
-    int pos = ls.sink_n + ls.dropped;
-    // Each page's record and its bit table are two dependent heap reads that miss the caches at
-    // long contexts (perf at 32K: most of add_page_segments' time on the first load of a page);
-    // asking for them a few pages ahead overlaps those misses.
-    const auto& pages = ls.pages;
-    for (size_t i = 0; i < pages.size(); ++i) {
-      if (i + 8 < pages.size()) __builtin_prefetch(pages[i + 8]);
-      if (i + 4 < pages.size()) __builtin_prefetch(pages[i + 4]->cur.data());
-      add_page_segments(store, layer, *pages[i], h, pos, w.segs[h]);
-      pos += pages[i]->filled;
-    }
-    add_fp16_rows(pos, ls.win_n, ls.k16.data() + win0 + (size_t)h * d, ls.v16.data() + win0 + (size_t)h * d, row,
-                  w.segs[h]);
-  }
-}
+// Phase 1 (every row of each KV head in position order): segment_lists.cpp.
 
 // Phase 2: the queries per KV head, scaled, in model and code space, and their causal horizons.
 void plan_queries(const PageStore& store, int layer, int cached, bool q8, SpanWork& w) {
@@ -196,10 +136,10 @@ void plan_token_lists(const PageStore& store, int layer, const KvLayerState& ls,
     v16 = st->v16.data();
     base = st->pos0;
   }
-  w.segs.resize((size_t)nkv * (1 + w.n_tokens));  // before any reference into it is taken
+  w.segs.resize((size_t)nkv * (1 + w.n_tokens));  // [0, nkv) unused: the shared lists are the layer's (w.list)
   w.prefix_end.assign((size_t)nkv * w.n_tokens, 0);
   for (int h = 0; h < nkv; ++h) {
-    const std::vector<AttnSegment>& shared = w.segs[h];
+    const std::vector<AttnSegment>& shared = w.list(h);
     if (window == 0) complete_unit_ends(shared, w.unit_ends);
     for (int t = 0; t < w.n_tokens; ++t) {
       const int pos = first_pos + t;
@@ -237,8 +177,8 @@ void plan_units(bool per_token, int nkv, int group, int d, SpanWork& w) {
   // The units of segments [0, limit) of list `list` that start before max_vis.
   auto add_units = [&](int h, int list, size_t limit, int j0, int nq, int first, int max_vis) {
     bool complete = false;
-    for (size_t s0 = 0; s0 < limit && w.segs[list][s0].pos0 < max_vis;) {
-      const size_t s1 = unit_end(w.segs[list], s0, limit, max_vis, &complete);
+    for (size_t s0 = 0; s0 < limit && w.list(list)[s0].pos0 < max_vis;) {
+      const size_t s1 = unit_end(w.list(list), s0, limit, max_vis, &complete);
       w.units.push_back({h, list, j0, nq, s0, s1, state_total, first});
       state_total += nq * state_floats_per_query;
       s0 = s1;
@@ -253,9 +193,9 @@ void plan_units(bool per_token, int nkv, int group, int d, SpanWork& w) {
       if (per_token) {
         add_units(h, h, w.prefix_end[(size_t)t0 * nkv + h], j0, nq, first, max_vis);
         const int list = nkv * (1 + t0) + h;
-        add_units(h, list, w.segs[list].size(), j0, nq, first, max_vis);
+        add_units(h, list, w.list(list).size(), j0, nq, first, max_vis);
       } else {
-        add_units(h, h, w.segs[h].size(), j0, nq, first, max_vis);
+        add_units(h, h, w.list(h).size(), j0, nq, first, max_vis);
       }
     }
   }

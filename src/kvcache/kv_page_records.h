@@ -15,6 +15,11 @@
 namespace mpkv {
 
 struct PrefixBlock;
+struct KeptSegmentLists;
+// Frees a layer's kept segment lists (segment_lists.cpp, where their type is complete).
+struct KeptSegmentListsDeleter {
+  void operator()(KeptSegmentLists* p) const;
+};
 
 struct KvPage {
   uint64_t id = 0;
@@ -56,6 +61,11 @@ struct KvLayerState {
   int dropped = 0;
   std::vector<KvPage*> pages;  // owned by the page store (shared pages: prefix cache)
   std::unique_ptr<KvStage> stage;  // null: none (decoding; kept small for kLayerRecordBytes)
+  // The attention plan's segment lists of this layer, kept from one attend to the next
+  // (segment_lists.h): working memory of the attention, not cache storage (one 96-byte segment
+  // per page and KV head, besides the window's), rebuilt whenever they no longer match the pages.
+  // Mutable: attention reads the layer through a const PageStore.
+  mutable std::unique_ptr<KeptSegmentLists, KeptSegmentListsDeleter> kept_segments;
 };
 
 struct KvSeqState {

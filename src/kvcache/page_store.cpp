@@ -1,6 +1,7 @@
 #include "kvcache/page_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -11,8 +12,19 @@
 
 namespace mpkv {
 
+namespace {
+// Every epoch value of the process (page_store.h: epoch()), so that a store created where another
+// one was destroyed never repeats that one's values.
+uint64_t next_epoch() {
+  static std::atomic<uint64_t> counter{0};
+  return counter.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+}  // namespace
+
+void PageStore::bump_epoch() { epoch_ = next_epoch(); }
+
 PageStore::PageStore(const KvDims& dims, const KvPlan& plan, const KvByteModel& bytes)
-    : dims_(dims), plan_(plan), bytes_(bytes), n_blocks_(bytes.blocks_per_page()) {
+    : dims_(dims), plan_(plan), bytes_(bytes), n_blocks_(bytes.blocks_per_page()), epoch_(next_epoch()) {
   // The record constants bound the structs; the rest of each covers their container nodes
   // (page: table slot, id-map node, shrink queue set + map nodes, about 64 bytes each).
   static_assert(sizeof(KvPage) + sizeof(void*) <= kPageRecordBytes - 3 * 64, "page record");
@@ -88,7 +100,10 @@ const KvSeqState& PageStore::seq(int seq) const {
   return *s;
 }
 
-void PageStore::erase_sequence(int seq) { seqs_.erase(seq); }
+void PageStore::erase_sequence(int seq) {
+  seqs_.erase(seq);
+  bump_epoch();
+}
 
 // ---- pages ----------------------------------------------------------------------------------------
 
@@ -123,6 +138,7 @@ bool PageStore::has_page(uint64_t id, const KvPage* p) const {
 }
 
 void PageStore::destroy_page(KvPage& p) {
+  bump_epoch();
   std::free(p.data);
   pages_by_id_.erase(p.id);  // deletes p
 }
@@ -206,6 +222,7 @@ size_t PageStore::pages_before_window(const KvLayerState& ls, int layer, int fir
 }
 
 size_t PageStore::rewrite_page(KvPage& p, const std::vector<uint8_t>& to_bits) {
+  bump_epoch();
   size_t new_bytes = 0;
   for (int b = 0; b < n_blocks_; ++b) new_bytes += block_bytes(p.layer, b, to_bits[b]);
   // Through a scratch copy (shrink kernels need distinct source and destination), then the page

@@ -90,6 +90,13 @@ class PageStore {
   // Blocks (one per page, KV head and K|V) by current bits: {bits -> count}; fp16 blocks count as 16.
   std::map<int, size_t> bits_histogram() const;
 
+  // Changes whenever a page's bytes move or its bits change (rewrite_page), a page record dies
+  // (destroy_page) or a sequence is erased; never for appends (rows into the open page, new pages).
+  // Values are unique across every PageStore of the process, so (epoch, a full page's address)
+  // names the same page at the same bits for as long as the epoch holds: the attention plan keeps
+  // the segments of full pages across calls on that basis (segment_lists.h).
+  uint64_t epoch() const { return epoch_; }
+
  private:
   const KvDims& dims_;
   const KvPlan& plan_;
@@ -99,6 +106,8 @@ class PageStore {
   std::map<int, std::unique_ptr<KvSeqState>> seqs_;
   std::unordered_map<uint64_t, std::unique_ptr<KvPage>> pages_by_id_;  // owns every page
   uint64_t next_page_id_ = 1;
+  uint64_t epoch_;
+  void bump_epoch();
 };
 
 }  // namespace mpkv

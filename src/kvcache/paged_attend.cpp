@@ -27,7 +27,7 @@ void run_unit(const PagedAttentionKernels& kern, int d, int group, bool q8, Span
     q8q = q8_queries_rows(w.q8[u.h], u.j0, u.nq);
     aq.q8 = &q8q;
   }
-  attend_segments(kern, d, aq, w.segs[u.list].data() + u.s0, u.s1 - u.s0, scratch, st);
+  attend_segments(kern, d, aq, w.list(u.list).data() + u.s0, u.s1 - u.s0, scratch, st);
 }
 }  // namespace
 
@@ -61,7 +61,7 @@ void attend_pages(const PageStore& store, const PagedAttentionKernels& kern, boo
       if (i + 1 < i1) {  // the next unit's first segment (its later ones are prefetched as it runs)
         const SpanWork& wn = work[all_units[i + 1].first];
         const AttendUnit& un = wn.units[all_units[i + 1].second];
-        prefetch_segment(wn.segs[un.list][un.s0]);
+        prefetch_segment(wn.list(un.list)[un.s0]);
       }
       run_unit(kern, d, group, q8, w, w.units[all_units[i].second], scratch.data());
     }

@@ -15,6 +15,7 @@
 #include "attention/paged_attention.h"
 #include "attention/paged_attention_kernels.h"
 #include "kvcache/page_store.h"
+#include "kvcache/segment_lists.h"
 #include "model/kv_cache.h"
 
 namespace mpkv {
@@ -36,12 +37,16 @@ struct SpanWork {
   const float* q = nullptr;  // [n_tokens, n_head, head_dim]
   float* out = nullptr;
   int n_tokens = 0;
-  // Segment lists in position order: [0, n_head_kv) every row of a KV head (sink, pages, window);
-  // for several queries or a sliding-window layer then one per (query token t, KV head h) at
-  // n_head_kv * (1 + t) + h: the rows that token reads as decoding reads them (attention_plan.cpp,
-  // phase 3), in a global layer only those after the shared list's first prefix_end[t * n_head_kv + h]
-  // segments, which the token reads from list h.
+  // Segment lists in position order (list(i)): [0, n_head_kv) every row of a KV head (sink, pages,
+  // window), the layer's own lists (KvLayerState::kept_segments, segment_lists.h); for several
+  // queries or a sliding-window layer then one per (query token t, KV head h) at
+  // n_head_kv * (1 + t) + h, in segs: the rows that token reads as decoding reads them
+  // (attention_plan.cpp, phase 3), in a global layer only those after the shared list's first
+  // prefix_end[t * n_head_kv + h] segments, which the token reads from list h.
+  const std::vector<std::vector<AttnSegment>>* shared = nullptr;
+  int n_shared = 0;
   std::vector<std::vector<AttnSegment>> segs;
+  const std::vector<AttnSegment>& list(int i) const { return i < n_shared ? (*shared)[i] : segs[i]; }
   std::vector<size_t> prefix_end;
   std::vector<size_t> unit_ends;  // scratch of phase 3: one head's complete unit ends
   // Queries per KV head, [n_head_kv][n_tokens * group][head_dim] (j = token * group + g), scaled by
