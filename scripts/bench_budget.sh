@@ -29,7 +29,7 @@ DEFAULT_CONFIGS="f16|--kv-method f16;kivi-2|--kv-method kivi --kv-bits 2;progres
 DEFAULT_CONFIGS+=";ratequant-2.5|--kv-plan $PLANS/ratequant_2.5.json;combined-2.5|--kv-plan $PLANS/combined_2.5.json"
 DEFAULT_CONFIGS+=";ratequant-2|--kv-plan $PLANS/ratequant_2.json;combined-2|--kv-plan $PLANS/combined_2.json"
 CONFIGS=${CONFIGS:-$DEFAULT_CONFIGS}
-RAW=${RAW:-$(mktemp -d)}
+if [ -z "${RAW:-}" ]; then RAW=$(mktemp -d); trap 'rm -rf "$RAW"' EXIT; fi  # kept only when asked for
 mkdir -p "$RAW" "$(dirname "$OUT")"
 [ -x "$BUILD/mpkv" ] || { echo "bench_budget: no $BUILD/mpkv (build the mpkv_cli target)" >&2; exit 1; }
 if [ -z "${BUDGET_MIB:-}" ]; then
@@ -38,7 +38,8 @@ if [ -z "${BUDGET_MIB:-}" ]; then
   F16_MIB=$($BUILD/mpkv bench -m "$MODEL" -t "$T" --synthetic -d "$C" -n "$N" -r 1 -p 16 --parallel 0 \
     --kv-budget-mib "${PROBE_MIB:-$((100 * ((C + 4095) / 4096)))}" --kv-method f16 2>/dev/null | sed -n 's/.*(\([0-9.]*\) MiB each at most;.*/\1/p' || true)
   [ -n "$F16_MIB" ] || { echo "bench_budget: could not read the f16 bound per sequence (raise PROBE_MIB?)" >&2; exit 1; }
-  BUDGET_MIB=$(python3 -c "print(round(4 * $F16_MIB + 0.05, 1))")
+  # The bound is printed to 0.01 MiB: round 4 x its largest value up to 0.1 MiB, so 4 fit.
+  BUDGET_MIB=$(python3 -c "import math; print(math.ceil(40 * ($F16_MIB + 0.005)) / 10)")
   echo "budget: 4 x $F16_MIB MiB = $BUDGET_MIB MiB (fp16, context $C + 16 + $N)"
 fi
 IFS=';' read -r -a rows <<< "$CONFIGS"

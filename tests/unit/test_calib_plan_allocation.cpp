@@ -270,7 +270,9 @@ TEST(PlanAllocation, ByteTargetAtAContextCountsPerLayerWindows) {
     ASSERT_TRUE(run_to(cache, (int)r.max_len, 37)) << what << ": stopped for the budget";
     EXPECT_LE(cache.pool().peak_used(), (size_t)r.budget_bytes) << what;
     const KvByteModel& bm = cache.byte_model();
-    if (!a.plan.progressive) EXPECT_EQ((int64_t)cache.bytes_used(), a.plan.solve.bytes) << what;
+    if (!a.plan.progressive) {
+      EXPECT_EQ((int64_t)cache.bytes_used(), a.plan.solve.bytes) << what;
+    }
     cache.shrink(SIZE_MAX);
     EXPECT_EQ(cache.bytes_used(), bm.sequence_bytes((int)r.max_len, true)) << what;
     PlanRequest tight = r;

@@ -71,7 +71,9 @@ void check_plan(const KvDims& d, const KvPlan& plan, const std::vector<int>& len
     bool open = true;
     for (int l = 0; l < d.n_layer; ++l)
       open = open && d.window_of(l) == 0 && model.tokens_in_pages(l, n) % plan.page_tokens != 0;
-    if (open) EXPECT_EQ(c.bytes_used(), model.sequence_bytes_bound(n)) << at;
+    if (open) {
+      EXPECT_EQ(c.bytes_used(), model.sequence_bytes_bound(n)) << at;
+    }
   }
 }
 
