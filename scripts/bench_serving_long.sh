@@ -17,7 +17,10 @@
 # Environment: MODEL (the default model; e.g. a real shape from scripts/make_shape_gguf.sh), GENS (1024), RATES (inf), REQUESTS (16), THREADS (2), BUILD (build), PLAN (the
 # combined plan), CONFIGS (serve_sweep.py --configs), TEMPERATURE (0.6), TOP_P (0.95),
 # KEEP_TEXT (1: keep every prompt's and answer's text in the result JSON), TOP_LOGPROBS (0..20: keep
-# each token's logprob and that many alternatives, for bench/served_quality.cpp; chat only).
+# each token's logprob and that many alternatives, for bench/served_quality.cpp; chat only),
+# REQUEST_TIMEOUT (the client's wait for a request's next bytes, seconds; default GEN x REQUESTS:
+# a request queued behind every other one at 1 output token per second still completes; at
+# 16 x 4096 the old 1800 s cut llama-server f16's last four requests, serving.md 0j).
 # Time: 16 requests x 1024 tokens is 16K output tokens per configuration, about 1.5-3 minutes each on
 # 2 cores; 4096 tokens takes four times as long.
 set -euo pipefail
@@ -45,6 +48,7 @@ for gen in ${GENS:-1024}; do
       --prompt-tokens 64 --max-tokens "$gen" --levels "$REQUESTS" --requests "$REQUESTS" --out-dir "$dir" \
       --bench-arg=--endpoint=chat --bench-arg=--prompts=questions --bench-arg=--request-rate="$rate" \
       --bench-arg=--temperature="${TEMPERATURE:-0.6}" --bench-arg=--top-p="${TOP_P:-0.95}" \
+      --bench-arg=--request-timeout="${REQUEST_TIMEOUT:-$((gen * REQUESTS))}" \
       ${KEEP_TEXT:+--bench-arg=--keep-text} ${TOP_LOGPROBS:+--bench-arg=--top-logprobs="$TOP_LOGPROBS"}
     # The same engine driven directly (mpkv generate, same requests, budget and sampling).
     if [ "$rate" = inf ] && [ "${DIRECT:-1}" = 1 ]; then
