@@ -49,6 +49,7 @@ if [[ " $STAGES " == *" plans "* ]]; then
     done
     $MPKV calibrate -m $MODEL --quantizer kivi --max-len 8192 --method combined --avg-bits 2.5 --window "$w" \
       --report-in docs/results/plans_kivi/calibration_report_kivi.json -o "$D/combined-w${w}_2.5.json"
+  done 2>&1 | tee $D/plans_log.txt
   # The byte target of the R = 128 plan (one 8192-token sequence), spent with a 16-row window.
   budget_mib=$(python3 -c "import json; print(json.load(open('$D/combined-w128_2.5.json'))['solve']['budget_bytes'] / 1048576)")
   $MPKV calibrate -m $MODEL --quantizer kivi --max-len 8192 --method combined --kv-budget-mib "$budget_mib" --window 16 \
